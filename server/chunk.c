@@ -1,0 +1,154 @@
+/* Output queue.
+ *
+ * Responses are a header block, maybe multipart separators, and file ranges. Memory chunks are
+ * gathered into one sendmsg() so a header and a small body leave in one segment; MSG_MORE tells
+ * TCP that a file chunk follows, so the header and the first file bytes share a packet without
+ * TCP_CORK's extra syscalls. File chunks use sendfile(): in this first version the event loop pays
+ * for cold pages (the network backends replace this path).
+ */
+#include "chunk.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/sendfile.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+
+#define MEM_CHUNK_MIN 4096
+#define IOV_MAX_BATCH 32
+
+static sl_chunk *chunk_push(sl_chunkq *q, size_t cap)
+{
+    sl_chunk *c = malloc(sizeof *c + cap);
+    if (!c) return NULL;
+    c->next = NULL;
+    c->fd = -1;
+    c->off = c->end = 0;
+    c->cap = cap;
+    if (q->tail)
+        q->tail->next = c;
+    else
+        q->head = c;
+    q->tail = c;
+    return c;
+}
+
+int sl_chunkq_append_mem(sl_chunkq *q, const void *p, size_t n)
+{
+    sl_chunk *t = q->tail;
+    if (!t || t->fd >= 0 || t->cap - (size_t)t->end < n) {
+        t = chunk_push(q, n > MEM_CHUNK_MIN ? n : MEM_CHUNK_MIN);
+        if (!t) return -ENOMEM;
+    }
+    memcpy(t->data + t->end, p, n);
+    t->end += (off_t)n;
+    return 0;
+}
+
+int sl_chunkq_printf(sl_chunkq *q, const char *fmt, ...)
+{
+    char buf[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    if (n < 0) return -EINVAL;
+    if ((size_t)n < sizeof buf) return sl_chunkq_append_mem(q, buf, (size_t)n);
+    char *big = malloc((size_t)n + 1);
+    if (!big) return -ENOMEM;
+    va_start(ap, fmt);
+    vsnprintf(big, (size_t)n + 1, fmt, ap);
+    va_end(ap);
+    int r = sl_chunkq_append_mem(q, big, (size_t)n);
+    free(big);
+    return r;
+}
+
+int sl_chunkq_append_file(sl_chunkq *q, int fd, off_t off, off_t len)
+{
+    if (len == 0) return 0;
+    sl_chunk *c = chunk_push(q, 0);
+    if (!c) return -ENOMEM;
+    c->fd = fd;
+    c->off = off;
+    c->end = off + len;
+    return 0;
+}
+
+uint64_t sl_chunkq_length(const sl_chunkq *q)
+{
+    uint64_t n = 0;
+    for (const sl_chunk *c = q->head; c; c = c->next) n += (uint64_t)(c->end - c->off);
+    return n;
+}
+
+static void chunk_pop(sl_chunkq *q)
+{
+    sl_chunk *c = q->head;
+    q->head = c->next;
+    if (!q->head) q->tail = NULL;
+    free(c);
+}
+
+void sl_chunkq_clear(sl_chunkq *q)
+{
+    while (q->head) chunk_pop(q);
+}
+
+int sl_chunkq_write(sl_chunkq *q, int sock, size_t budget, uint64_t *sent)
+{
+    size_t done = 0;
+    while (q->head) {
+        if (done >= budget) return 1;
+        sl_chunk *c = q->head;
+        ssize_t n;
+        if (c->fd < 0) {
+            struct iovec iov[IOV_MAX_BATCH];
+            int k = 0;
+            sl_chunk *m = c;
+            for (; m && m->fd < 0 && k < IOV_MAX_BATCH; m = m->next) {
+                iov[k].iov_base = m->data + m->off;
+                iov[k++].iov_len = (size_t)(m->end - m->off);
+            }
+            struct msghdr msg = {.msg_iov = iov, .msg_iovlen = (size_t)k};
+            n = sendmsg(sock, &msg, MSG_NOSIGNAL | (m ? MSG_MORE : 0));
+            if (n < 0) {
+                if (errno == EAGAIN || errno == EWOULDBLOCK) return 1;
+                if (errno == EINTR) continue;
+                return -errno;
+            }
+            done += (size_t)n;
+            *sent += (uint64_t)n;
+            while (n > 0) {
+                sl_chunk *h = q->head;
+                off_t left = h->end - h->off;
+                if (n >= left) {
+                    n -= left;
+                    chunk_pop(q);
+                } else {
+                    h->off += n;
+                    n = 0;
+                }
+            }
+            /* Empty memory chunks (0 bytes) would otherwise stay forever. */
+            while (q->head && q->head->fd < 0 && q->head->off == q->head->end) chunk_pop(q);
+            continue;
+        }
+        off_t left = c->end - c->off;
+        size_t want = (size_t)left < budget - done ? (size_t)left : budget - done;
+        n = sendfile(sock, c->fd, &c->off, want);
+        if (n < 0) {
+            if (errno == EAGAIN || errno == EWOULDBLOCK) return 1;
+            if (errno == EINTR) continue;
+            return -errno;
+        }
+        if (n == 0) return -ENODATA; /* EOF before the end of the chunk: the file shrank */
+        done += (size_t)n;
+        *sent += (uint64_t)n;
+        if (c->off == c->end) chunk_pop(q);
+    }
+    return 0;
+}

@@ -1,0 +1,41 @@
+/* Output queue: what a response still has to send, as memory and file chunks. */
+#ifndef SL_CHUNK_H
+#define SL_CHUNK_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+/* One piece of output. A memory chunk owns data[off..end); a file chunk (fd >= 0) refers to the
+ * bytes [off, end) of a file it does not own (the request closes the file). */
+typedef struct sl_chunk {
+    struct sl_chunk *next;
+    int fd;
+    off_t off, end;
+    size_t cap;
+    char data[];
+} sl_chunk;
+
+/* A FIFO of chunks. */
+typedef struct sl_chunkq {
+    sl_chunk *head, *tail;
+} sl_chunkq;
+
+/* Append n bytes, copying them into the tail memory chunk when they fit. 0 or -ENOMEM. */
+int sl_chunkq_append_mem(sl_chunkq *q, const void *p, size_t n);
+/* printf into the queue. 0 or -ENOMEM. */
+int sl_chunkq_printf(sl_chunkq *q, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Append bytes [off, off+len) of fd. 0 or -ENOMEM. */
+int sl_chunkq_append_file(sl_chunkq *q, int fd, off_t off, off_t len);
+/* Bytes still queued. */
+uint64_t sl_chunkq_length(const sl_chunkq *q);
+/* Free every chunk. */
+void sl_chunkq_clear(sl_chunkq *q);
+/* Send queued bytes to a non-blocking socket: memory with sendmsg (MSG_MORE while more follows),
+ * files with sendfile. Stops after about `budget` bytes so one fast client cannot starve the rest.
+ * Returns 0 when the queue is empty, 1 when the socket would block or the budget is spent, or a
+ * negative errno; -ENODATA means a file ended before its chunk did (truncated while sent).
+ * *sent is incremented by the bytes written. */
+int sl_chunkq_write(sl_chunkq *q, int sock, size_t budget, uint64_t *sent);
+
+#endif

@@ -1,0 +1,478 @@
+/* Client connections.
+ *
+ * One state machine per connection, driven by a single libevent event that is re-armed for
+ * reading or writing as the state requires; its timeout is the idle limit of that state. Bytes are
+ * read into one buffer sized to the request-head limit; the parser works in place, and pipelined
+ * requests simply wait in the buffer until the response before them is sent, which is also the
+ * back-pressure: we do not read while we write. Responses are built into an output chunk queue
+ * and written until the socket would block. A connection that must close after a response with
+ * input possibly still unread shuts its write side and drains input for a moment (lingering
+ * close), so the client sees the response instead of a reset.
+ */
+#include "connection.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "mod_static.h"
+#include "path.h"
+#include "server.h"
+#include "sl_version.h"
+
+#define WRITE_BUDGET (512 * 1024) /* bytes per connection per loop turn */
+#define LINGER_SECONDS 2
+#define LINGER_BYTES (256 * 1024)
+#define MAX_PIPELINE_TURN 32      /* requests answered back to back before yielding */
+
+static const sl_module *const modules[] = {&sl_mod_static};
+
+static void conn_event(evutil_socket_t fd, short what, void *arg);
+static void conn_run(sl_conn *c);
+
+static void conn_arm(sl_conn *c, short what, long secs)
+{
+    event_del(&c->ev);
+    event_assign(&c->ev, c->srv->base, c->fd, what, conn_event, c);
+    struct timeval tv = {.tv_sec = secs > 0 ? secs : 0, .tv_usec = secs > 0 ? 0 : 1000};
+    event_add(&c->ev, &tv);
+}
+
+sl_conn *sl_conn_new(struct sl_server *srv, int fd, const struct sockaddr *sa, int salen,
+                     const sl_listen_spec *ls)
+{
+    sl_conn *c = calloc(1, sizeof *c);
+    if (!c) {
+        close(fd);
+        return NULL;
+    }
+    c->srv = srv;
+    c->fd = fd;
+    c->listen = ls;
+    c->file_fd = -1;
+    if (salen > 0 && (size_t)salen <= sizeof c->peer) memcpy(&c->peer, sa, (size_t)salen);
+    int one = 1;
+    /* Responses end in small writes; do not let Nagle hold them for a delayed ACK. */
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    c->next = srv->conns;
+    if (srv->conns) srv->conns->prev = c;
+    srv->conns = c;
+    srv->n_conns++;
+    c->state = SL_CONN_READ_HEAD;
+    c->deadline = time(NULL) + srv->global.max_read_idle;
+    event_assign(&c->ev, srv->base, fd, EV_READ, conn_event, c); /* so conn_arm may event_del */
+    conn_arm(c, EV_READ, srv->global.max_read_idle);
+    return c;
+}
+
+static void request_reset(sl_conn *c)
+{
+    for (size_t i = 0; i < sizeof modules / sizeof modules[0]; i++)
+        if (modules[i]->request_done) modules[i]->request_done(c);
+    sl_chunkq_clear(&c->out);
+    free(c->path);
+    free(c->query);
+    c->path = c->query = NULL;
+    c->status = c->error = 0;
+    c->has_body = false;
+    c->bytes_out = 0;
+}
+
+void sl_conn_close(sl_conn *c)
+{
+    request_reset(c);
+    event_del(&c->ev);
+    close(c->fd);
+    free(c->in);
+    if (c->prev)
+        c->prev->next = c->next;
+    else
+        c->srv->conns = c->next;
+    if (c->next) c->next->prev = c->prev;
+    struct sl_server *srv = c->srv;
+    free(c);
+    srv->n_conns--;
+    sl_server_conn_closed(srv);
+}
+
+void sl_conn_shutdown(sl_conn *c)
+{
+    /* Idle between requests: nothing is lost by closing now. */
+    if (c->state == SL_CONN_READ_HEAD && c->in_len == 0) sl_conn_close(c);
+}
+
+/* ---- responses ---- */
+
+const char *sl_status_reason(int status)
+{
+    switch (status) {
+    case 100: return "Continue";
+    case 200: return "OK";
+    case 206: return "Partial Content";
+    case 301: return "Moved Permanently";
+    case 304: return "Not Modified";
+    case 400: return "Bad Request";
+    case 403: return "Forbidden";
+    case 404: return "Not Found";
+    case 405: return "Method Not Allowed";
+    case 408: return "Request Timeout";
+    case 411: return "Length Required";
+    case 412: return "Precondition Failed";
+    case 413: return "Content Too Large";
+    case 414: return "URI Too Long";
+    case 416: return "Range Not Satisfiable";
+    case 417: return "Expectation Failed";
+    case 431: return "Request Header Fields Too Large";
+    case 500: return "Internal Server Error";
+    case 501: return "Not Implemented";
+    case 502: return "Bad Gateway";
+    case 503: return "Service Unavailable";
+    case 504: return "Gateway Timeout";
+    case 505: return "HTTP Version Not Supported";
+    default: return "Unknown";
+    }
+}
+
+int sl_errno_to_status(int err)
+{
+    switch (-err) {
+    case 0: return 200;
+    case ENOENT:
+    case ENOTDIR: return 404;
+    case EACCES:
+    case EPERM:
+    case ELOOP: /* a symlink the policy does not follow */
+    case EXDEV: /* a path or symlink leading out of the document root */
+        return 403;
+    case ENAMETOOLONG: return 414;
+    case EINVAL: return 400;
+    case EMFILE:
+    case ENFILE:
+    case ENOMEM:
+        /* Out of descriptors or memory says nothing about the file: never 403/404. */
+        return 503;
+    default: return 500;
+    }
+}
+
+void sl_resp_begin(sl_conn *c, int status)
+{
+    c->status = status;
+    sl_chunkq_printf(&c->out, "HTTP/1.%d %d %s\r\n", c->req.version == 10 ? 0 : 1, status,
+                     sl_status_reason(status));
+}
+
+void sl_resp_header(sl_conn *c, const char *name, const char *value)
+{
+    sl_chunkq_printf(&c->out, "%s: %s\r\n", name, value);
+}
+
+void sl_resp_end_headers(sl_conn *c, uint64_t content_length)
+{
+    const char *conn = NULL;
+    if (!c->keep_alive)
+        conn = "close";
+    else if (c->req.version == 10)
+        conn = "keep-alive";
+    if (content_length != UINT64_MAX)
+        sl_chunkq_printf(&c->out, "Content-Length: %llu\r\n", (unsigned long long)content_length);
+    sl_chunkq_printf(&c->out, "Date: %s\r\nServer: seekless/" SL_VERSION "\r\n%s%s%s\r\n",
+                     sl_server_date(c->srv), conn ? "Connection: " : "", conn ? conn : "",
+                     conn ? "\r\n" : "");
+}
+
+void sl_resp_error(sl_conn *c, int status)
+{
+    /* After these the rest of the input cannot be trusted to be framed right. */
+    if (status == 400 || status == 408 || status == 413 || status == 414 || status == 431 ||
+        status == 501 || status == 505)
+        c->keep_alive = false;
+    sl_chunkq_clear(&c->out);
+    char body[256];
+    int n = snprintf(body, sizeof body,
+                     "<!DOCTYPE html>\n<html><head><title>%d %s</title></head>"
+                     "<body><h1>%d %s</h1></body></html>\n",
+                     status, sl_status_reason(status), status, sl_status_reason(status));
+    sl_resp_begin(c, status);
+    if (status == 405) sl_resp_header(c, "Allow", "GET, HEAD");
+    sl_resp_header(c, "Content-Type", "text/html");
+    sl_resp_end_headers(c, (uint64_t)n);
+    if (c->req.method != SL_METHOD_HEAD) sl_chunkq_append_mem(&c->out, body, (size_t)n);
+}
+
+/* ---- requests ---- */
+
+static void start_write(sl_conn *c)
+{
+    c->state = SL_CONN_WRITE;
+}
+
+/* A parse error: answer and close. The request struct may be half-filled; reset what the
+ * response code looks at. */
+static void parse_error(sl_conn *c, int status)
+{
+    c->req.method = SL_METHOD_GET;
+    if (c->req.version != 10) c->req.version = 11;
+    c->keep_alive = false;
+    c->conf = c->srv->global;
+    c->has_body = true; /* unread input may follow: linger */
+    c->head_len = c->in_len;
+    sl_resp_error(c, status);
+    start_write(c);
+}
+
+static int copy_host(sl_conn *c, const char *h, size_t n)
+{
+    if (n >= sizeof c->host) return -1;
+    for (size_t i = 0; i < n; i++) c->host[i] = (char)tolower((unsigned char)h[i]);
+    c->host[n] = 0;
+    return 0;
+}
+
+static void handle_request(sl_conn *c)
+{
+    sl_http_request *rq = &c->req;
+    sl_server *srv = c->srv;
+    c->conf = srv->global; /* until the conditions are evaluated */
+    c->keep_alive = rq->version == 11 ? !rq->conn_close : (rq->conn_keep_alive && !rq->conn_close);
+    c->has_body = rq->content_length > 0 || rq->chunked;
+
+    const char *p, *q, *auth;
+    size_t plen, qlen, alen;
+    bool asterisk = rq->target_len == 1 && rq->target[0] == '*';
+    if (asterisk || sl_uri_split(rq->target, rq->target_len, &p, &plen, &q, &qlen, &auth, &alen) < 0) {
+        /* "*" names no file: only OPTIONS may use it, and we offer no OPTIONS. */
+        sl_resp_error(c, asterisk && rq->method == SL_METHOD_OPTIONS ? 405 : 400);
+        start_write(c);
+        return;
+    }
+    if (plen == 0) { /* absolute-form without a path ("http://host") means "/" */
+        p = "/";
+        plen = 1;
+    }
+    c->path = malloc(plen + 2);
+    c->query = malloc(qlen + 1);
+    if (!c->path || !c->query) {
+        sl_resp_error(c, 503);
+        start_write(c);
+        return;
+    }
+    memcpy(c->query, q ? q : "", qlen);
+    c->query[qlen] = 0;
+    ssize_t n = sl_path_normalize(p, plen, c->path, plen + 2);
+    if (n < 0) {
+        sl_resp_error(c, n == -ENAMETOOLONG ? 414 : 400);
+        start_write(c);
+        return;
+    }
+    c->path_len = (size_t)n;
+    if (alen ? copy_host(c, auth, alen) : rq->host ? copy_host(c, rq->host->value, rq->host->value_len)
+                                                  : (c->host[0] = 0, 0)) {
+        sl_resp_error(c, 400);
+        start_write(c);
+        return;
+    }
+    sl_cond_input in = {.socket = c->listen->literal, .url = c->path, .host = c->host,
+                        .query = c->query};
+    sl_settings_for_request(srv->tree, &srv->global, &in, &c->conf);
+    if (c->requests + 1 >= (unsigned long)c->conf.max_keep_alive_requests || srv->stopping)
+        c->keep_alive = false;
+    if (rq->expect && !(rq->expect->value_len == 12 &&
+                        strncasecmp(rq->expect->value, "100-continue", 12) == 0)) {
+        sl_resp_error(c, 417);
+        start_write(c);
+        return;
+    }
+    if (rq->content_length > c->conf.max_request_size) {
+        sl_resp_error(c, 413);
+        start_write(c);
+        return;
+    }
+    c->state = SL_CONN_HANDLE;
+    for (size_t i = 0; i < sizeof modules / sizeof modules[0]; i++) {
+        sl_hresult r = modules[i]->handle_request ? modules[i]->handle_request(c) : SL_GO_ON;
+        if (r == SL_GO_ON) continue;
+        if (r == SL_WAIT) return; /* the module resumes us */
+        if (r == SL_ERROR) {
+            int status = c->status ? c->status : sl_errno_to_status(c->error);
+            if (status >= 500)
+                sl_log("%s %s: %s (%d)", sl_method_name(rq->method), c->path,
+                       c->error ? strerror(-c->error) : "error", status);
+            sl_resp_error(c, status);
+        }
+        start_write(c);
+        return;
+    }
+    sl_resp_error(c, 404);
+    start_write(c);
+}
+
+/* Try to take one request head out of the input buffer. Returns true when a request was taken
+ * (the state moved on), false when more input is needed. */
+static bool take_request(sl_conn *c)
+{
+    if (c->in_len == 0) return false;
+    long field_size = c->srv->global.max_request_field_size;
+    sl_http_limits lim = {.max_head = (size_t)field_size, .max_line = (size_t)field_size,
+                          .max_headers = SL_HTTP_MAX_HEADERS};
+    memset(&c->req, 0, sizeof c->req);
+    int r = sl_http_parse_request(c->in, c->in_len, &lim, &c->req);
+    if (r == 0) return false;
+    if (r < 0) {
+        parse_error(c, -r);
+        return true;
+    }
+    c->head_len = (size_t)r;
+    handle_request(c);
+    return true;
+}
+
+/* The response is out. Returns -1 when the connection was closed (c is gone), 0 otherwise. */
+static int request_finished(sl_conn *c)
+{
+    bool had_body = c->has_body;
+    request_reset(c);
+    c->requests++;
+    /* Drop the head we answered; pipelined bytes after it move to the front. */
+    if (c->head_len < c->in_len)
+        memmove(c->in, c->in + c->head_len, c->in_len - c->head_len);
+    c->in_len -= c->head_len < c->in_len ? c->head_len : c->in_len;
+    c->head_len = 0;
+    if (!c->keep_alive) {
+        if (had_body || c->in_len > 0) {
+            /* Input may still be arriving: shut our side and drain before closing, or the
+             * kernel answers the unread bytes with a reset that can destroy the response. */
+            shutdown(c->fd, SHUT_WR);
+            c->state = SL_CONN_LINGER;
+            c->in_len = 0;
+            conn_arm(c, EV_READ, LINGER_SECONDS);
+            return 0;
+        }
+        sl_conn_close(c);
+        return -1;
+    }
+    c->state = SL_CONN_READ_HEAD;
+    if (c->in_len > 0) {
+        c->deadline = time(NULL) + c->srv->global.max_read_idle;
+        return 0; /* conn_run parses the pipelined request next */
+    }
+    /* Idle between requests: give the buffer back so 10k idle connections stay cheap. */
+    free(c->in);
+    c->in = NULL;
+    c->in_cap = 0;
+    conn_arm(c, EV_READ, c->conf.max_keep_alive_idle);
+    return 0;
+}
+
+/* Read what the socket has. Returns 1 when bytes arrived, 0 on would-block, -1 when the
+ * connection was closed. */
+static int conn_read(sl_conn *c)
+{
+    if (!c->in) {
+        c->in_cap = (size_t)c->srv->global.max_request_field_size + 1024;
+        c->in = malloc(c->in_cap);
+        if (!c->in) {
+            sl_conn_close(c);
+            return -1;
+        }
+    }
+    if (c->in_len == c->in_cap) return 1; /* full: the parser reports 431/414 */
+    ssize_t n = recv(c->fd, c->in + c->in_len, c->in_cap - c->in_len, 0);
+    if (n > 0) {
+        if (c->in_len == 0 && c->requests > 0)
+            c->deadline = time(NULL) + c->srv->global.max_read_idle; /* a new request starts */
+        c->in_len += (size_t)n;
+        return 1;
+    }
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return 0;
+    sl_conn_close(c); /* EOF or reset */
+    return -1;
+}
+
+static void conn_run(sl_conn *c)
+{
+    for (int turn = 0;; turn++) {
+        switch (c->state) {
+        case SL_CONN_READ_HEAD:
+            if (turn < MAX_PIPELINE_TURN && take_request(c)) continue;
+            if (c->in_len == 0 && c->requests > 0 && c->in == NULL) return; /* idle, armed */
+            {
+                long left = (long)(c->deadline - time(NULL));
+                if (left <= 0) left = 0;
+                /* More pipelined requests than one turn answers: come back after others ran. */
+                if (turn >= MAX_PIPELINE_TURN && c->in_len > 0)
+                    event_active(&c->ev, EV_READ, 0);
+                conn_arm(c, EV_READ, left ? left : 1);
+            }
+            return;
+        case SL_CONN_HANDLE:
+            return; /* an asynchronous module owns the connection */
+        case SL_CONN_WRITE: {
+            int r = sl_chunkq_write(&c->out, c->fd, WRITE_BUDGET, &c->bytes_out);
+            if (r == 1) {
+                conn_arm(c, EV_WRITE, c->conf.max_write_idle);
+                return;
+            }
+            if (r < 0) {
+                if (r == -ENODATA)
+                    sl_log("%s: file shrank while being sent; closing the connection", c->path);
+                else if (r != -EPIPE && r != -ECONNRESET)
+                    sl_log("write to client failed: %s", strerror(-r));
+                sl_conn_close(c);
+                return;
+            }
+            if (request_finished(c) < 0) return;
+            continue;
+        }
+        case SL_CONN_LINGER:
+            return;
+        }
+    }
+}
+
+static void conn_event(evutil_socket_t fd, short what, void *arg)
+{
+    sl_conn *c = arg;
+    if (what & EV_TIMEOUT) {
+        if (c->state == SL_CONN_WRITE)
+            sl_log("client did not read for %lds; closing", c->conf.max_write_idle);
+        sl_conn_close(c);
+        return;
+    }
+    switch (c->state) {
+    case SL_CONN_READ_HEAD:
+        if (c->in == NULL && c->requests > 0 && c->srv->stopping) {
+            sl_conn_close(c);
+            return;
+        }
+        if (conn_read(c) < 0) return;
+        conn_run(c);
+        return;
+    case SL_CONN_WRITE:
+        conn_run(c);
+        return;
+    case SL_CONN_LINGER: {
+        char buf[16384];
+        ssize_t n = recv(fd, buf, sizeof buf, 0);
+        if (n > 0 && (c->in_len += (size_t)n) < LINGER_BYTES) {
+            conn_arm(c, EV_READ, LINGER_SECONDS);
+            return;
+        }
+        if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
+            conn_arm(c, EV_READ, LINGER_SECONDS);
+            return;
+        }
+        sl_conn_close(c);
+        return;
+    }
+    case SL_CONN_HANDLE:
+        return;
+    }
+}

@@ -1,0 +1,80 @@
+/* One client connection: reading request heads, running modules, writing responses. */
+#ifndef SL_CONNECTION_H
+#define SL_CONNECTION_H
+
+#include <event2/event.h>
+#include <event2/event_struct.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+#include "chunk.h"
+#include "http_parse.h"
+#include "settings.h"
+
+struct sl_server;
+
+typedef enum {
+    SL_CONN_READ_HEAD, /* waiting for (the rest of) a request head */
+    SL_CONN_HANDLE,    /* a module is working on the request (maybe asynchronously) */
+    SL_CONN_WRITE,     /* sending the response */
+    SL_CONN_LINGER,    /* response sent, write side shut: draining input before close */
+} sl_conn_state;
+
+/* A client connection and the request it is serving (one at a time; pipelined requests wait in
+ * the input buffer). */
+typedef struct sl_conn {
+    struct sl_server *srv;
+    struct sl_conn *prev, *next;
+    int fd;
+    const sl_listen_spec *listen;
+    struct sockaddr_storage peer;
+    struct event ev;
+    sl_conn_state state;
+    time_t deadline;       /* read deadline for the current request head */
+    unsigned requests;     /* requests completed on this connection */
+
+    char *in;              /* input buffer: request heads, pipelined requests */
+    size_t in_len, in_cap;
+
+    /* The current request. Pointers in req point into in[]. */
+    sl_http_request req;
+    size_t head_len;
+    sl_settings conf;      /* global settings with matching conditions applied */
+    char *path;            /* decoded, normalized path */
+    size_t path_len;
+    char *query;           /* raw query string (NUL-terminated copy), "" when absent */
+    char host[256];        /* lower-cased Host (or absolute-form authority) */
+    bool keep_alive;
+    bool has_body;         /* the request carries a body we do not read: close after answering */
+    int status;            /* response status */
+    int error;             /* negative errno behind an error status, for the log */
+    int file_fd;           /* the file a static response sends, closed at request end */
+    sl_chunkq out;
+    uint64_t bytes_out;
+} sl_conn;
+
+/* Take over an accepted, non-blocking socket. NULL on ENOMEM (the socket is then closed). */
+sl_conn *sl_conn_new(struct sl_server *srv, int fd, const struct sockaddr *sa, int salen,
+                     const sl_listen_spec *ls);
+/* Close now, whatever the state. */
+void sl_conn_close(sl_conn *c);
+/* Server is stopping: close the connection if it is idle, otherwise let it finish its response. */
+void sl_conn_shutdown(sl_conn *c);
+
+/* Response building, used by modules. */
+/* Start the response: status line. */
+void sl_resp_begin(sl_conn *c, int status);
+/* Add a header line. */
+void sl_resp_header(sl_conn *c, const char *name, const char *value);
+/* Add the core headers (Date, Server, Content-Length, Connection) and the blank line. */
+void sl_resp_end_headers(sl_conn *c, uint64_t content_length);
+/* A complete error response with a short HTML body (no body for HEAD); closes after it when the
+ * status demands it (400, 408, 413, 414, 431, 505...). */
+void sl_resp_error(sl_conn *c, int status);
+/* The reason phrase for a status code. */
+const char *sl_status_reason(int status);
+/* Map a negative errno from a system call to an HTTP status: the only such mapping. */
+int sl_errno_to_status(int err);
+
+#endif

@@ -1,0 +1,603 @@
+/* HTTP/1.1 request-head parsing (RFC 9112).
+ *
+ * The parser keeps no state between calls: the connection code appends bytes to its buffer and
+ * calls it again, and every call scans from the first byte. A head is bounded by max_head, so the
+ * rescans cost little, and being stateless removes a whole class of resumption bugs. The scan is a
+ * single left-to-right pass in which every byte is validated the moment it is reached and every
+ * field line is interpreted the moment its line ends; only the checks that need the whole head
+ * (missing Host, the final transfer coding) wait for the empty line. That ordering is what makes
+ * the result monotone in the input length: a prefix either already shows the first error of the
+ * whole input or reports 0, so garbage and oversized heads are refused after the first read that
+ * shows them instead of after the buffer fills.
+ *
+ * Strictness is deliberate, since request smuggling relies on two parsers disagreeing about where
+ * a message ends: bare CR, obs-fold, whitespace before the colon, Content-Length lists with
+ * different values, Transfer-Encoding next to Content-Length, and any Transfer-Encoding not ending
+ * in exactly one chunked are all refused rather than repaired.
+ */
+#include "http_parse.h"
+
+#include <limits.h>
+#include <string.h>
+
+/* RFC 9112 §2.2 asks servers to skip "at least one" empty line before the request line; a few
+ * cover sloppy clients, more is not a client we need to serve. */
+#define MAX_LEADING_EMPTY 8
+
+/* head_len is returned as int; the leading empty lines come on top of max_head. */
+#define MAX_HEAD_CAP ((size_t)INT_MAX - 2 * MAX_LEADING_EMPTY)
+
+typedef struct parser {
+    const char *b;
+    size_t len;
+    size_t start; /* offset of the request line: where max_head and max_line are counted from */
+    size_t max_head, max_line, max_headers;
+    sl_http_request *req;
+    /* Transfer-Encoding as one combined list over all its field lines (RFC 9110 §5.3). */
+    bool te_seen, te_last_chunked;
+    unsigned te_chunked, te_other;
+} parser;
+
+static bool is_digit(unsigned char c)
+{
+    return c >= '0' && c <= '9';
+}
+
+static bool is_alpha(unsigned char c)
+{
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
+}
+
+static bool is_hex(unsigned char c)
+{
+    return is_digit(c) || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
+}
+
+static bool is_ows(unsigned char c)
+{
+    return c == ' ' || c == '\t';
+}
+
+/* tchar, RFC 9110 §5.6.2. */
+static bool is_tchar(unsigned char c)
+{
+    return is_digit(c) || is_alpha(c) || (c != 0 && strchr("!#$%&'*+-.^_`|~", c) != NULL);
+}
+
+static unsigned char lower(unsigned char c)
+{
+    return c >= 'A' && c <= 'Z' ? (unsigned char)(c - 'A' + 'a') : c;
+}
+
+/* s[0..n) equals the lower-case NUL-terminated lit, ignoring case. */
+static bool eq_ci(const char *s, size_t n, const char *lit)
+{
+    size_t k = 0;
+    for (; k < n; k++) {
+        if (lit[k] == 0 || lower((unsigned char)s[k]) != (unsigned char)lit[k]) return false;
+    }
+    return lit[k] == 0;
+}
+
+/* A byte at p is about to be examined; refuse it if the head would exceed max_head. Content bytes
+ * of the request line are blamed on the line (414) even when it is max_head they overrun. */
+static int check_limit(const parser *ps, size_t p, bool request_line)
+{
+    size_t off = p - ps->start;
+    if (request_line && (off >= ps->max_line || off >= ps->max_head)) return -414;
+    if (off >= ps->max_head) return -431;
+    return 0;
+}
+
+/* b[p] is CR or LF. Returns 1 and sets *next past the terminator, 0 when the LF after a CR has not
+ * arrived yet, or an error. */
+static int line_end(const parser *ps, size_t p, size_t *next)
+{
+    int r = check_limit(ps, p, false);
+    if (r) return r;
+    if (ps->b[p] == '\n') {
+        *next = p + 1;
+        return 1;
+    }
+    if (p + 1 >= ps->len) return 0;
+    if ((r = check_limit(ps, p + 1, false))) return r;
+    if (ps->b[p + 1] != '\n') return -400; /* bare CR: RFC 9112 §2.2 */
+    *next = p + 2;
+    return 1;
+}
+
+static sl_method method_of(const char *m, size_t n)
+{
+    static const struct {
+        const char *name;
+        sl_method m;
+    } known[] = {
+        {"GET", SL_METHOD_GET},         {"HEAD", SL_METHOD_HEAD},
+        {"POST", SL_METHOD_POST},       {"PUT", SL_METHOD_PUT},
+        {"DELETE", SL_METHOD_DELETE},   {"OPTIONS", SL_METHOD_OPTIONS},
+        {"CONNECT", SL_METHOD_CONNECT}, {"TRACE", SL_METHOD_TRACE},
+        {"PATCH", SL_METHOD_PATCH},
+    };
+    for (size_t i = 0; i < sizeof known / sizeof known[0]; i++) {
+        if (strlen(known[i].name) == n && memcmp(known[i].name, m, n) == 0) return known[i].m;
+    }
+    return SL_METHOD_OTHER;
+}
+
+const char *sl_method_name(sl_method m)
+{
+    switch (m) {
+    case SL_METHOD_GET:
+        return "GET";
+    case SL_METHOD_HEAD:
+        return "HEAD";
+    case SL_METHOD_POST:
+        return "POST";
+    case SL_METHOD_PUT:
+        return "PUT";
+    case SL_METHOD_DELETE:
+        return "DELETE";
+    case SL_METHOD_OPTIONS:
+        return "OPTIONS";
+    case SL_METHOD_CONNECT:
+        return "CONNECT";
+    case SL_METHOD_TRACE:
+        return "TRACE";
+    case SL_METHOD_PATCH:
+        return "PATCH";
+    default:
+        return "OTHER";
+    }
+}
+
+/* request-line = method SP request-target SP HTTP-version CRLF (RFC 9112 §3). */
+static int parse_request_line(parser *ps, size_t *pp)
+{
+    const char *b = ps->b;
+    sl_http_request *req = ps->req;
+    size_t p = ps->start;
+    int r;
+
+    for (;; p++) {
+        if (p >= ps->len) return 0;
+        if ((r = check_limit(ps, p, true))) return r;
+        if (b[p] == ' ') break;
+        if (!is_tchar((unsigned char)b[p])) return -400;
+    }
+    if (p == ps->start) return -400;
+    req->method_str = b + ps->start;
+    req->method_len = p - ps->start;
+    req->method = method_of(req->method_str, req->method_len);
+
+    /* Any visible ASCII: the form of the target is the caller's business, but SP, CTLs and
+     * non-ASCII bytes never belong in it, and a second SP or a line end here is HTTP/0.9 or junk.
+     */
+    size_t t = ++p;
+    for (;; p++) {
+        if (p >= ps->len) return 0;
+        if ((r = check_limit(ps, p, true))) return r;
+        unsigned char c = (unsigned char)b[p];
+        if (c == ' ') break;
+        if (c < 0x21 || c > 0x7e) return -400;
+    }
+    if (p == t) return -400;
+    req->target = b + t;
+    req->target_len = p - t;
+
+    static const char proto[] = "HTTP/";
+    size_t v = ++p;
+    for (;; p++) {
+        if (p >= ps->len) return 0;
+        size_t k = p - v;
+        unsigned char c = (unsigned char)b[p];
+        if (k == 8) {
+            if (c != '\r' && c != '\n') return -400;
+            break;
+        }
+        if ((r = check_limit(ps, p, true))) return r;
+        bool ok = k < 5 ? c == (unsigned char)proto[k] : k == 6 ? c == '.' : is_digit(c);
+        if (!ok) return -400;
+    }
+    if ((r = line_end(ps, p, &p)) <= 0) return r;
+    /* Only a well-formed version earns 505; "HTTP/2.0" is one, "HTTP/11" is not. */
+    if (b[v + 5] != '1') return -505;
+    req->version = b[v + 7] == '0' ? 10 : 11;
+    *pp = p;
+    return 1;
+}
+
+static bool is_unreserved(unsigned char c)
+{
+    return is_alpha(c) || is_digit(c) || c == '-' || c == '.' || c == '_' || c == '~';
+}
+
+static bool is_sub_delim(unsigned char c)
+{
+    return c != 0 && strchr("!$&'()*+,;=", c) != NULL;
+}
+
+/* dec-octet "." dec-octet "." dec-octet "." dec-octet, RFC 3986 §3.2.2 (no leading zeros). */
+static bool valid_ipv4(const char *s, size_t n)
+{
+    size_t i = 0;
+    for (int part = 0; part < 4; part++) {
+        if (part > 0) {
+            if (i >= n || s[i] != '.') return false;
+            i++;
+        }
+        size_t st = i;
+        unsigned v = 0;
+        while (i < n && i - st < 3 && is_digit((unsigned char)s[i]))
+            v = v * 10 + (unsigned)(s[i++] - '0');
+        if (i == st || v > 255 || (i - st > 1 && s[st] == '0')) return false;
+    }
+    return i == n;
+}
+
+/* IPv6address, RFC 3986 §3.2.2: eight 16-bit groups, or fewer with one "::", the last two groups
+ * optionally written as an IPv4 address. */
+static bool valid_ipv6(const char *s, size_t n)
+{
+    size_t i = 0;
+    unsigned groups = 0;
+    bool dcolon = false;
+    if (n >= 2 && s[0] == ':' && s[1] == ':') {
+        dcolon = true;
+        i = 2;
+        if (i == n) return true;
+    }
+    for (;;) {
+        size_t st = i;
+        while (i < n && i - st < 4 && is_hex((unsigned char)s[i]))
+            i++;
+        if (i < n && s[i] == '.') {
+            if (!valid_ipv4(s + st, n - st)) return false;
+            groups += 2;
+            break;
+        }
+        if (i == st) return false;
+        groups++;
+        if (i == n) break;
+        if (s[i] != ':') return false;
+        if (++i == n) return false; /* a single trailing colon */
+        if (s[i] == ':') {
+            if (dcolon) return false;
+            dcolon = true;
+            if (++i == n) break;
+        }
+    }
+    return dcolon ? groups <= 7 : groups == 8;
+}
+
+/* IPvFuture = "v" 1*HEXDIG "." 1*( unreserved / sub-delims / ":" ), RFC 3986 §3.2.2. */
+static bool valid_ipvfuture(const char *s, size_t n)
+{
+    size_t i = 1;
+    if (n < 4 || (s[0] != 'v' && s[0] != 'V')) return false;
+    while (i < n && is_hex((unsigned char)s[i]))
+        i++;
+    if (i == 1 || i >= n || s[i] != '.') return false;
+    if (++i == n) return false;
+    for (; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (!is_unreserved(c) && !is_sub_delim(c) && c != ':') return false;
+    }
+    return true;
+}
+
+/* Host = uri-host [ ":" port ] (RFC 9110 §7.2). An empty value is legal (RFC 9112 §3.2: sent when
+ * the target has no authority); an empty host in front of a port is not something we accept. */
+static bool valid_host(const char *h, size_t n)
+{
+    size_t i = 0;
+    if (n == 0) return true;
+    if (h[0] == '[') {
+        const char *e = memchr(h, ']', n);
+        if (!e) return false;
+        size_t in = (size_t)(e - h) - 1;
+        if (!valid_ipv6(h + 1, in) && !valid_ipvfuture(h + 1, in)) return false;
+        i = in + 2;
+    } else {
+        /* reg-name also covers IPv4address. */
+        while (i < n && h[i] != ':') {
+            unsigned char c = (unsigned char)h[i];
+            if (c == '%') {
+                if (n - i < 3 || !is_hex((unsigned char)h[i + 1]) ||
+                    !is_hex((unsigned char)h[i + 2]))
+                    return false;
+                i += 3;
+            } else if (is_unreserved(c) || is_sub_delim(c)) {
+                i++;
+            } else {
+                return false;
+            }
+        }
+        if (i == 0) return false;
+    }
+    if (i == n) return true;
+    if (h[i] != ':') return false;
+    for (i++; i < n; i++) {
+        if (!is_digit((unsigned char)h[i])) return false;
+    }
+    return true;
+}
+
+/* Content-Length = 1*DIGIT; a list of identical values is accepted as that value (RFC 9110 §8.6).
+ * Returns the value or -1 when invalid. */
+static long long parse_content_length(const char *v, size_t n)
+{
+    long long val = -1;
+    size_t i = 0;
+    for (;;) {
+        while (i < n && is_ows((unsigned char)v[i]))
+            i++;
+        size_t st = i;
+        long long x = 0;
+        for (; i < n && is_digit((unsigned char)v[i]); i++) {
+            int d = v[i] - '0';
+            if (x > (LLONG_MAX - d) / 10) return -1;
+            x = x * 10 + d;
+        }
+        if (i == st) return -1; /* empty element or not a digit */
+        if (val >= 0 && x != val) return -1;
+        val = x;
+        while (i < n && is_ows((unsigned char)v[i]))
+            i++;
+        if (i == n) return val;
+        if (v[i] != ',') return -1;
+        i++;
+    }
+}
+
+/* Next non-empty element of a comma-separated list, trimmed of OWS. False when none is left. */
+static bool next_element(const char *v, size_t n, size_t *pos, const char **e, size_t *elen)
+{
+    size_t i = *pos;
+    for (;;) {
+        while (i < n && (is_ows((unsigned char)v[i]) || v[i] == ','))
+            i++;
+        if (i >= n) {
+            *pos = i;
+            return false;
+        }
+        size_t st = i, end = i;
+        for (; i < n && v[i] != ','; i++) {
+            if (!is_ows((unsigned char)v[i])) end = i + 1;
+        }
+        *e = v + st;
+        *elen = end - st;
+        *pos = i;
+        return true;
+    }
+}
+
+bool sl_http_list_has_token(const char *v, size_t len, const char *token)
+{
+    size_t pos = 0, elen, tlen = strlen(token);
+    const char *e;
+    while (next_element(v, len, &pos, &e, &elen)) {
+        if (elen != tlen) continue;
+        size_t k = 0;
+        while (k < tlen && lower((unsigned char)e[k]) == lower((unsigned char)token[k]))
+            k++;
+        if (k == tlen) return true;
+    }
+    return false;
+}
+
+/* One Transfer-Encoding field line: transfer-coding = token *( OWS ";" OWS transfer-parameter ).
+ * The codings join the list kept in ps; what the list means is decided once the head is complete.
+ * Parameters are not parsed: chunked has none, and every other coding is refused anyway. */
+static int transfer_encoding(parser *ps, const char *v, size_t n)
+{
+    size_t pos = 0, elen;
+    const char *e;
+    while (next_element(v, n, &pos, &e, &elen)) {
+        size_t k = 0;
+        while (k < elen && is_tchar((unsigned char)e[k]))
+            k++;
+        if (k == 0) return -400;
+        size_t rest = k;
+        while (rest < elen && is_ows((unsigned char)e[rest]))
+            rest++;
+        if (rest < elen && e[rest] != ';') return -400;
+        bool chunked = eq_ci(e, k, "chunked");
+        if (chunked && rest < elen) return -400;
+        if (chunked)
+            ps->te_chunked++;
+        else
+            ps->te_other++;
+        ps->te_last_chunked = chunked;
+    }
+    return 0;
+}
+
+/* Interpret one complete field line as soon as it ends, so its errors surface early. */
+static int field_line(parser *ps, const sl_http_header *h)
+{
+    sl_http_request *req = ps->req;
+    const char *n = h->name;
+    size_t nl = h->name_len;
+
+    if (eq_ci(n, nl, "host")) {
+        if (req->host || !valid_host(h->value, h->value_len)) return -400;
+        req->host = h;
+    } else if (eq_ci(n, nl, "content-length")) {
+        long long cl = parse_content_length(h->value, h->value_len);
+        if (cl < 0 || ps->te_seen) return -400;
+        if (req->content_length >= 0 && req->content_length != cl) return -400;
+        req->content_length = cl;
+    } else if (eq_ci(n, nl, "transfer-encoding")) {
+        /* RFC 9112 §6.1: TE in 1.0 may come from a broken 1.1 proxy chain, and TE beside
+         * Content-Length is the classic smuggling pattern; both are refused outright. */
+        if (req->version == 10 || req->content_length >= 0) return -400;
+        ps->te_seen = true;
+        int r = transfer_encoding(ps, h->value, h->value_len);
+        if (r) return r;
+    } else if (eq_ci(n, nl, "connection")) {
+        req->conn_close |= sl_http_list_has_token(h->value, h->value_len, "close");
+        req->conn_keep_alive |= sl_http_list_has_token(h->value, h->value_len, "keep-alive");
+        req->conn_upgrade |= sl_http_list_has_token(h->value, h->value_len, "upgrade");
+    } else {
+        static const struct {
+            const char *name;
+            size_t off;
+        } known[] = {
+            {"range", offsetof(sl_http_request, range)},
+            {"if-range", offsetof(sl_http_request, if_range)},
+            {"if-match", offsetof(sl_http_request, if_match)},
+            {"if-none-match", offsetof(sl_http_request, if_none_match)},
+            {"if-modified-since", offsetof(sl_http_request, if_modified_since)},
+            {"if-unmodified-since", offsetof(sl_http_request, if_unmodified_since)},
+            {"expect", offsetof(sl_http_request, expect)},
+            {"content-type", offsetof(sl_http_request, content_type)},
+            {"user-agent", offsetof(sl_http_request, user_agent)},
+            {"referer", offsetof(sl_http_request, referer)},
+        };
+        for (size_t i = 0; i < sizeof known / sizeof known[0]; i++) {
+            if (eq_ci(n, nl, known[i].name)) {
+                const sl_http_header **slot =
+                    (const sl_http_header **)(void *)((char *)req + known[i].off);
+                if (!*slot) *slot = h;
+                break;
+            }
+        }
+    }
+    return 0;
+}
+
+/* field-line = field-name ":" OWS field-value OWS, up to and including the empty line. */
+static int parse_fields(parser *ps, size_t *pp)
+{
+    const char *b = ps->b;
+    sl_http_request *req = ps->req;
+    size_t p = *pp;
+    int r;
+
+    for (;;) {
+        if (p >= ps->len) return 0;
+        if ((r = check_limit(ps, p, false))) return r;
+        unsigned char c = (unsigned char)b[p];
+        if (c == '\r' || c == '\n') {
+            if ((r = line_end(ps, p, &p)) <= 0) return r;
+            *pp = p;
+            return 1;
+        }
+        if (is_ows(c)) return -400; /* obs-fold, or whitespace after the request line */
+        if (req->n_headers >= ps->max_headers) return -431;
+
+        size_t name = p;
+        for (;; p++) {
+            if (p >= ps->len) return 0;
+            if ((r = check_limit(ps, p, false))) return r;
+            if (b[p] == ':') break;
+            /* Also catches whitespace before the colon (RFC 9112 §5.1) and a line without one. */
+            if (!is_tchar((unsigned char)b[p])) return -400;
+        }
+        if (p == name) return -400;
+        size_t name_len = p - name;
+        p++;
+
+        for (;; p++) {
+            if (p >= ps->len) return 0;
+            if ((r = check_limit(ps, p, false))) return r;
+            if (!is_ows((unsigned char)b[p])) break;
+        }
+        size_t val = p, val_end = p;
+        for (;; p++) {
+            if (p >= ps->len) return 0;
+            if ((r = check_limit(ps, p, false))) return r;
+            c = (unsigned char)b[p];
+            if (c == '\r' || c == '\n') break;
+            if (is_ows(c)) continue;
+            /* CTLs (NUL, bare CR, DEL...) are refused; obs-text (0x80-0xff) is allowed. */
+            if (c < 0x20 || c == 0x7f) return -400;
+            val_end = p + 1;
+        }
+        if ((r = line_end(ps, p, &p)) <= 0) return r;
+
+        sl_http_header *h = &req->headers[req->n_headers++];
+        h->name = b + name;
+        h->name_len = name_len;
+        h->value = b + val;
+        h->value_len = val_end - val;
+        if ((r = field_line(ps, h))) return r;
+    }
+}
+
+/* The checks that need the whole head. */
+static int finish(parser *ps)
+{
+    sl_http_request *req = ps->req;
+    if (req->version == 11 && !req->host) return -400; /* RFC 9112 §3.2 */
+    if (ps->te_seen) {
+        /* RFC 9112 §6.3: a final coding other than chunked leaves the length unknowable for a
+         * request, and chunked twice is forbidden (§7); other codings we do not implement. */
+        if (!ps->te_last_chunked || ps->te_chunked != 1) return -400;
+        if (ps->te_other) return -501;
+        req->chunked = true;
+    }
+    return 0;
+}
+
+int sl_http_parse_request(const char *buf, size_t len, const sl_http_limits *lim,
+                          sl_http_request *req)
+{
+    req->method = SL_METHOD_OTHER;
+    req->method_str = req->target = NULL;
+    req->method_len = req->target_len = 0;
+    req->version = 0;
+    req->n_headers = 0;
+    req->host = req->range = req->if_range = req->if_match = req->if_none_match = NULL;
+    req->if_modified_since = req->if_unmodified_since = req->expect = req->content_type = NULL;
+    req->user_agent = req->referer = NULL;
+    req->content_length = -1;
+    req->chunked = req->conn_close = req->conn_keep_alive = req->conn_upgrade = false;
+    req->head_len = 0;
+
+    parser ps = {
+        .b = buf,
+        .len = len,
+        .max_head = lim->max_head < MAX_HEAD_CAP ? lim->max_head : MAX_HEAD_CAP,
+        .max_line = lim->max_line,
+        .max_headers =
+            lim->max_headers < SL_HTTP_MAX_HEADERS ? lim->max_headers : SL_HTTP_MAX_HEADERS,
+        .req = req,
+    };
+
+    size_t p = 0;
+    for (int n = 0;; n++) {
+        if (p >= len) return 0;
+        if (buf[p] != '\r' && buf[p] != '\n') break;
+        if (n == MAX_LEADING_EMPTY) return -400;
+        if (buf[p] == '\n') {
+            p++;
+        } else {
+            if (p + 1 >= len) return 0;
+            if (buf[p + 1] != '\n') return -400;
+            p += 2;
+        }
+    }
+    ps.start = p;
+
+    int r = parse_request_line(&ps, &p);
+    if (r <= 0) return r;
+    if ((r = parse_fields(&ps, &p)) <= 0) return r;
+    if ((r = finish(&ps))) return r;
+    req->head_len = p;
+    return (int)p;
+}
+
+const sl_http_header *sl_http_find_header(const sl_http_request *req, const char *name)
+{
+    size_t nl = strlen(name);
+    for (size_t i = 0; i < req->n_headers; i++) {
+        const sl_http_header *h = &req->headers[i];
+        if (h->name_len != nl) continue;
+        size_t k = 0;
+        while (k < nl && lower((unsigned char)h->name[k]) == lower((unsigned char)name[k]))
+            k++;
+        if (k == nl) return h;
+    }
+    return NULL;
+}

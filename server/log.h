@@ -1,0 +1,23 @@
+/* Error log: one file (or stderr) shared by the whole process. */
+#ifndef SL_LOG_H
+#define SL_LOG_H
+
+#include <stdarg.h>
+
+/* Open path (O_APPEND, created 0644) as the error log; NULL or "" keeps stderr.
+ * Returns 0 or a negative errno. */
+int sl_log_open(const char *path);
+/* Reopen the error log by the same path (SIGHUP, for logrotate). Returns 0 or a negative errno;
+ * on failure the old file stays open. */
+int sl_log_reopen(void);
+/* Close the log file and fall back to stderr. */
+void sl_log_close(void);
+/* The error log's file descriptor (for dup2 over stderr when daemonizing). */
+int sl_log_fd(void);
+/* Write one timestamped line "YYYY-MM-DD HH:MM:SS: (file.line) message". Never blocks the caller
+ * on anything but the write itself; a failed write is dropped (a full disk must not stop serving). */
+void sl_log_at(const char *file, int line, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+#define sl_log(...) sl_log_at(__FILE__, __LINE__, __VA_ARGS__)
+
+#endif

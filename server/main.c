@@ -1,0 +1,220 @@
+/* seekless: command line, start-up order and process set-up.
+ *
+ * Order matters: parse and check the whole config (so -t and a bad config fail before anything
+ * is touched), bind sockets and open the logs and pid file while still root, fork into the
+ * background, drop privileges, and only then create the event loop. The parent of a daemon
+ * waits on a pipe until the child is ready to serve, so "seekless -f conf" returning 0 means the
+ * server is accepting.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <libgen.h>
+#include <limits.h>
+#include <pwd.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "config_parse.h"
+#include "log.h"
+#include "server.h"
+#include "settings.h"
+#include "sl_version.h"
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: seekless -f FILE [-D] [-t]\n"
+               "       seekless -v | -V | -h\n"
+               "  -f FILE  config file (lighttpd syntax)\n"
+               "  -D       do not daemonize: stay in the foreground\n"
+               "  -t       test the config file and exit (0: OK, 1: error and why)\n"
+               "  -v       show the version\n"
+               "  -V       show the version and the compiled-in network backends and features\n"
+               "  -h       this help\n");
+}
+
+/* Run as the configured user/group. Done after binding and opening logs, before serving. */
+static int drop_privileges(const sl_settings *s, char *err, size_t errlen)
+{
+    if (!s->username && !s->groupname) return 0;
+    if (geteuid() != 0) {
+        snprintf(err, errlen, "server.username/groupname need root to switch; running as uid %u",
+                 (unsigned)geteuid());
+        return -1;
+    }
+    gid_t gid = 0;
+    uid_t uid = 0;
+    const char *uname = NULL;
+    if (s->groupname) {
+        struct group *g = getgrnam(s->groupname);
+        if (!g) {
+            snprintf(err, errlen, "server.groupname \"%s\": no such group", s->groupname);
+            return -1;
+        }
+        gid = g->gr_gid;
+    }
+    if (s->username) {
+        struct passwd *p = getpwnam(s->username);
+        if (!p) {
+            snprintf(err, errlen, "server.username \"%s\": no such user", s->username);
+            return -1;
+        }
+        uid = p->pw_uid;
+        uname = p->pw_name;
+        if (!s->groupname) gid = p->pw_gid;
+    }
+    if (setgroups(0, NULL) < 0 || setgid(gid) < 0 ||
+        (uname && initgroups(uname, gid) < 0) || (s->username && setuid(uid) < 0)) {
+        snprintf(err, errlen, "dropping privileges failed: %s", strerror(errno));
+        return -1;
+    }
+    if (s->username && uid != 0 && setuid(0) == 0) {
+        snprintf(err, errlen, "dropping privileges failed: could regain root");
+        return -1;
+    }
+    return 0;
+}
+
+/* Fork twice and detach. Returns the write end of a pipe the daemon uses to report readiness
+ * (the original process waits on it and exits with the daemon's verdict), or -1 on error. */
+static int daemonize(void)
+{
+    int p[2];
+    if (pipe(p) < 0) return -1;
+    pid_t pid = fork();
+    if (pid < 0) return -1;
+    if (pid > 0) {
+        close(p[1]);
+        char ok = 0;
+        ssize_t n;
+        do n = read(p[0], &ok, 1);
+        while (n < 0 && errno == EINTR);
+        _exit(n == 1 && ok == '1' ? 0 : 1);
+    }
+    close(p[0]);
+    if (setsid() < 0) return -1;
+    pid = fork();
+    if (pid < 0) return -1;
+    if (pid > 0) _exit(0);
+    int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+    if (null >= 0) {
+        dup2(null, STDIN_FILENO);
+        dup2(null, STDOUT_FILENO);
+        /* stderr follows the error log if there is one, so late messages are not lost. */
+        dup2(sl_log_fd() != STDERR_FILENO ? sl_log_fd() : null, STDERR_FILENO);
+        close(null);
+    }
+    return p[1];
+}
+
+static void raise_fd_limit(void)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+        rl.rlim_cur = rl.rlim_max;
+        setrlimit(RLIMIT_NOFILE, &rl);
+    }
+}
+
+int main(int argc, char **argv)
+{
+    const char *conf_path = NULL;
+    bool foreground = false, test_only = false;
+    int opt;
+    while ((opt = getopt(argc, argv, "f:DtvVh")) != -1) {
+        switch (opt) {
+        case 'f': conf_path = optarg; break;
+        case 'D': foreground = true; break;
+        case 't': test_only = true; break;
+        case 'v': printf("seekless/%s\n", SL_VERSION); return 0;
+        case 'V':
+            printf("seekless/%s\n", SL_VERSION);
+            sl_settings_print_features();
+            return 0;
+        case 'h': usage(stdout); return 0;
+        default: usage(stderr); return 1;
+        }
+    }
+    if (!conf_path || optind != argc) {
+        usage(stderr);
+        return 1;
+    }
+    char err[1024] = "";
+    static sl_server srv;
+    for (size_t i = 0; i < SL_MAX_LISTENERS; i++) srv.listen_fd[i] = -1;
+    srv.tree = sl_config_parse_file(conf_path, err, sizeof err);
+    if (!srv.tree) {
+        fprintf(stderr, "seekless: %s\n", err);
+        return 1;
+    }
+    char real[PATH_MAX];
+    if (!realpath(conf_path, real)) {
+        fprintf(stderr, "seekless: %s: %s\n", conf_path, strerror(errno));
+        return 1;
+    }
+    const char *basedir = dirname(real);
+    if (sl_settings_prepare(srv.tree, basedir, &srv.global, srv.listen, &srv.n_listen, err,
+                            sizeof err) < 0) {
+        fprintf(stderr, "seekless: %s\n", err);
+        sl_server_free(&srv);
+        return 1;
+    }
+    if (test_only) {
+        printf("Syntax OK\n");
+        sl_server_free(&srv);
+        return 0;
+    }
+    raise_fd_limit();
+    int r;
+    if (sl_server_bind(&srv, err, sizeof err) < 0 ||
+        ((r = sl_log_open(srv.global.errorlog)) < 0 &&
+         snprintf(err, sizeof err, "server.errorlog %s: %s", srv.global.errorlog, strerror(-r)))) {
+        fprintf(stderr, "seekless: %s\n", err);
+        sl_server_free(&srv);
+        return 1;
+    }
+    int pid_fd = -1;
+    if (srv.global.pid_file) {
+        pid_fd = open(srv.global.pid_file, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+        if (pid_fd < 0) {
+            fprintf(stderr, "seekless: server.pid-file %s: %s\n", srv.global.pid_file,
+                    strerror(errno));
+            sl_server_free(&srv);
+            return 1;
+        }
+    }
+    int ready_fd = -1;
+    if (!foreground && (ready_fd = daemonize()) < 0) {
+        fprintf(stderr, "seekless: cannot daemonize: %s\n", strerror(errno));
+        return 1;
+    }
+    if (pid_fd >= 0) {
+        char buf[32];
+        int n = snprintf(buf, sizeof buf, "%ld\n", (long)getpid());
+        if (write(pid_fd, buf, (size_t)n) != n) sl_log("writing the pid file failed");
+        close(pid_fd);
+    }
+    int rc = 1;
+    if (drop_privileges(&srv.global, err, sizeof err) < 0 ||
+        sl_server_init_loop(&srv, err, sizeof err) < 0) {
+        sl_log("%s", err);
+        if (foreground || sl_log_fd() != STDERR_FILENO) fprintf(stderr, "seekless: %s\n", err);
+    } else {
+        if (ready_fd >= 0) {
+            ssize_t w = write(ready_fd, "1", 1);
+            (void)w;
+            close(ready_fd);
+            ready_fd = -1;
+        }
+        rc = sl_server_run(&srv);
+    }
+    if (ready_fd >= 0) close(ready_fd);
+    if (srv.global.pid_file) unlink(srv.global.pid_file);
+    sl_server_free(&srv);
+    sl_log_close();
+    return rc;
+}

@@ -1,0 +1,302 @@
+/* Static files.
+ *
+ * The module decides policy; the core sends bytes. sl_static_resolve() is the synchronous core:
+ * it opens the file beneath the document root with openat2(RESOLVE_BENEATH), so no path, "..",
+ * or symlink can reach outside the root whatever the normalizer missed, applies index files,
+ * access-deny lists, RFC 9110 preconditions and Range, and returns a decision. The hook turns
+ * that decision into a response: headers in memory, the body as file chunks.
+ */
+#include "mod_static.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/openat2.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "connection.h"
+#include "http_date.h"
+#include "log.h"
+#include "path.h"
+#include "server.h"
+
+int sl_open_beneath(int dirfd, const char *rel, int flags, bool follow)
+{
+    struct open_how how = {
+        .flags = (unsigned long long)flags,
+        .resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS | (follow ? 0 : RESOLVE_NO_SYMLINKS),
+    };
+    for (;;) {
+        long fd = syscall(SYS_openat2, dirfd, rel, &how, sizeof how);
+        if (fd >= 0) return (int)fd;
+        /* openat2 returns EAGAIN when a concurrent rename raced the beneath-check; retry. */
+        if (errno != EINTR && errno != EAGAIN) return -errno;
+    }
+}
+
+static bool suffix_in(const sl_strlist *l, const char *name, size_t len)
+{
+    for (size_t i = 0; i < l->n; i++) {
+        size_t n = strlen(l->v[i]);
+        if (n <= len && memcmp(name + len - n, l->v[i], n) == 0) return true;
+    }
+    return false;
+}
+
+static bool header_date(const sl_http_header *h, time_t *t)
+{
+    return h && sl_http_date_parse(h->value, h->value_len, t) == 0;
+}
+
+int sl_static_resolve(const sl_settings *s, const sl_http_request *req, const char *path,
+                      size_t path_len, sl_static_result *out)
+{
+    memset(out, 0, sizeof *out);
+    out->fd = -1;
+    if (req->method != SL_METHOD_GET && req->method != SL_METHOD_HEAD) {
+        out->status = 405;
+        return 0;
+    }
+    const int oflags = O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK; /* a FIFO must not block */
+    const char *rel = path_len > 1 ? path + 1 : ".";
+    int fd = sl_open_beneath(s->docroot_fd, rel, oflags, s->follow_symlink);
+    if (fd < 0) goto fail_errno;
+    if (fstat(fd, &out->st) < 0) {
+        fd = -errno;
+        goto fail_errno;
+    }
+    /* The name that access-deny, exclude-extensions and the mime table look at. */
+    char namebuf[4096];
+    const char *name = path;
+    size_t name_len = path_len;
+    if (S_ISDIR(out->st.st_mode)) {
+        close(fd);
+        fd = -1;
+        if (path[path_len - 1] != '/') {
+            out->status = 301;
+            return 0;
+        }
+        for (size_t i = 0; i < s->index_files.n && fd < 0; i++) {
+            int n = snprintf(namebuf, sizeof namebuf, "%s%s", path, s->index_files.v[i]);
+            if (n < 0 || (size_t)n >= sizeof namebuf) continue;
+            int f = sl_open_beneath(s->docroot_fd, namebuf + 1, oflags, s->follow_symlink);
+            if (f == -ENOENT || f == -ENOTDIR) continue;
+            if (f < 0) {
+                fd = f;
+                goto fail_errno;
+            }
+            if (fstat(f, &out->st) < 0 || !S_ISREG(out->st.st_mode)) {
+                close(f);
+                continue;
+            }
+            fd = f;
+            name = namebuf;
+            name_len = (size_t)n;
+        }
+        if (fd < 0) {
+            out->status = 403; /* a directory without an index; no listings */
+            return 0;
+        }
+    } else if (!S_ISREG(out->st.st_mode)) {
+        close(fd);
+        out->status = 403;
+        return 0;
+    }
+    if (suffix_in(&s->access_deny, name, name_len) ||
+        suffix_in(&s->exclude_extensions, name, name_len)) {
+        close(fd);
+        out->status = 403;
+        return 0;
+    }
+    out->content_type = sl_mime_lookup(s->mime, name, name_len);
+    if (s->etags)
+        sl_etag_make(out->etag, (unsigned long long)out->st.st_ino,
+                     (unsigned long long)out->st.st_size, (long long)out->st.st_mtim.tv_sec,
+                     out->st.st_mtim.tv_nsec);
+    const char *etag = s->etags ? out->etag : NULL;
+    time_t mtime = out->st.st_mtim.tv_sec;
+
+    sl_precond_input pin = {.get_or_head = true};
+    if (req->if_match) {
+        pin.if_match = req->if_match->value;
+        pin.if_match_len = req->if_match->value_len;
+    }
+    if (req->if_none_match) {
+        pin.if_none_match = req->if_none_match->value;
+        pin.if_none_match_len = req->if_none_match->value_len;
+    }
+    pin.has_if_modified_since = header_date(req->if_modified_since, &pin.if_modified_since);
+    pin.has_if_unmodified_since =
+        header_date(req->if_unmodified_since, &pin.if_unmodified_since);
+    sl_precond_result pr = sl_precond_eval(&pin, etag, mtime);
+    if (pr != SL_PRECOND_PASS) {
+        close(fd);
+        out->status = (int)pr;
+        return 0;
+    }
+    out->fd = fd;
+    out->status = 200;
+    if (!s->range_requests || !req->range || req->method != SL_METHOD_GET) return 0;
+    if (req->if_range) {
+        time_t d;
+        bool has = sl_http_date_parse(req->if_range->value, req->if_range->value_len, &d) == 0;
+        if (!sl_if_range_ok(req->if_range->value, req->if_range->value_len, has, d, etag, mtime))
+            return 0;
+    }
+    sl_range_result rr = sl_range_parse(req->range->value, req->range->value_len,
+                                        (uint64_t)out->st.st_size, out->ranges,
+                                        SL_STATIC_MAX_RANGES, &out->n_ranges);
+    if (rr == SL_RANGE_OK) out->status = 206;
+    if (rr == SL_RANGE_UNSATISFIABLE) {
+        close(fd);
+        out->fd = -1;
+        out->status = 416;
+    }
+    return 0;
+
+fail_errno:
+    if (fd >= 0) close(fd);
+    out->err = fd;
+    out->status = sl_errno_to_status(fd);
+    return 0;
+}
+
+static void validators(sl_conn *c, const sl_static_result *r)
+{
+    char date[SL_HTTP_DATE_LEN + 1];
+    sl_http_date_format(r->st.st_mtim.tv_sec, date);
+    sl_resp_header(c, "Last-Modified", date);
+    if (r->etag[0]) sl_resp_header(c, "ETag", r->etag);
+}
+
+static void send_redirect(sl_conn *c)
+{
+    /* The slashed URL, re-encoded from the normalized path, with the query kept. */
+    size_t cap = c->path_len * 3 + strlen(c->query) + 8;
+    char *loc = malloc(cap);
+    if (!loc) {
+        sl_resp_error(c, 500);
+        return;
+    }
+    ssize_t n = sl_path_encode(c->path, c->path_len, loc, cap - 1);
+    if (n < 0) {
+        free(loc);
+        sl_resp_error(c, 500);
+        return;
+    }
+    snprintf(loc + n, cap - (size_t)n, "/%s%s", c->query[0] ? "?" : "", c->query);
+    c->status = 301;
+    sl_resp_begin(c, 301);
+    sl_resp_header(c, "Location", loc);
+    free(loc);
+    sl_resp_header(c, "Content-Type", "text/html");
+    static const char body[] = "<!DOCTYPE html>\n<html><body>Moved Permanently</body></html>\n";
+    sl_resp_end_headers(c, sizeof body - 1);
+    if (c->req.method != SL_METHOD_HEAD) sl_chunkq_append_mem(&c->out, body, sizeof body - 1);
+}
+
+static void send_multipart(sl_conn *c, const sl_static_result *r, bool head)
+{
+    char boundary[40];
+    snprintf(boundary, sizeof boundary, "SEEKLESS%016llx", ++c->srv->boundary_seq ^
+             ((unsigned long long)c->srv->date_sec << 20));
+    size_t n = r->n_ranges;
+    uint64_t total = 0;
+    uint64_t size = (uint64_t)r->st.st_size;
+    /* Compute the length first: the part headers are short and identical in shape. */
+    for (size_t i = 0; i < n; i++) {
+        char h[512];
+        int k = snprintf(h, sizeof h,
+                         "\r\n--%s\r\nContent-Type: %s\r\nContent-Range: bytes %llu-%llu/%llu"
+                         "\r\n\r\n",
+                         boundary, r->content_type, (unsigned long long)r->ranges[i].first,
+                         (unsigned long long)r->ranges[i].last, (unsigned long long)size);
+        total += (uint64_t)k + (r->ranges[i].last - r->ranges[i].first + 1);
+    }
+    char tail[64];
+    int tl = snprintf(tail, sizeof tail, "\r\n--%s--\r\n", boundary);
+    total += (uint64_t)tl;
+    char ctype[80];
+    snprintf(ctype, sizeof ctype, "multipart/byteranges; boundary=%s", boundary);
+    sl_resp_begin(c, 206);
+    sl_resp_header(c, "Content-Type", ctype);
+    sl_resp_header(c, "Accept-Ranges", "bytes");
+    validators(c, r);
+    sl_resp_end_headers(c, total);
+    if (head) return;
+    for (size_t i = 0; i < n; i++) {
+        sl_chunkq_printf(&c->out,
+                         "\r\n--%s\r\nContent-Type: %s\r\nContent-Range: bytes %llu-%llu/%llu"
+                         "\r\n\r\n",
+                         boundary, r->content_type, (unsigned long long)r->ranges[i].first,
+                         (unsigned long long)r->ranges[i].last, (unsigned long long)size);
+        sl_chunkq_append_file(&c->out, c->file_fd, (off_t)r->ranges[i].first,
+                              (off_t)(r->ranges[i].last - r->ranges[i].first + 1));
+    }
+    sl_chunkq_append_mem(&c->out, tail, (size_t)tl);
+}
+
+static sl_hresult static_handle(sl_conn *c)
+{
+    sl_static_result r;
+    sl_static_resolve(&c->conf, &c->req, c->path, c->path_len, &r);
+    bool head = c->req.method == SL_METHOD_HEAD;
+    char buf[96];
+    c->status = r.status;
+    switch (r.status) {
+    case 200:
+    case 206:
+        c->file_fd = r.fd;
+        if (r.status == 206 && r.n_ranges > 1) {
+            send_multipart(c, &r, head);
+            return SL_FINISHED;
+        }
+        sl_resp_begin(c, r.status);
+        sl_resp_header(c, "Content-Type", r.content_type);
+        sl_resp_header(c, "Accept-Ranges", "bytes");
+        validators(c, &r);
+        uint64_t first = 0, len = (uint64_t)r.st.st_size;
+        if (r.status == 206) {
+            first = r.ranges[0].first;
+            len = r.ranges[0].last - first + 1;
+            snprintf(buf, sizeof buf, "bytes %llu-%llu/%llu", (unsigned long long)first,
+                     (unsigned long long)r.ranges[0].last, (unsigned long long)r.st.st_size);
+            sl_resp_header(c, "Content-Range", buf);
+        }
+        sl_resp_end_headers(c, len);
+        if (!head) sl_chunkq_append_file(&c->out, r.fd, (off_t)first, (off_t)len);
+        return SL_FINISHED;
+    case 304:
+        sl_resp_begin(c, 304);
+        validators(c, &r);
+        sl_resp_end_headers(c, UINT64_MAX); /* 304 carries no Content-Length of its own */
+        return SL_FINISHED;
+    case 301:
+        send_redirect(c);
+        return SL_FINISHED;
+    case 416:
+        snprintf(buf, sizeof buf, "bytes */%llu", (unsigned long long)r.st.st_size);
+        sl_resp_begin(c, 416);
+        sl_resp_header(c, "Content-Range", buf);
+        sl_resp_end_headers(c, 0);
+        return SL_FINISHED;
+    default:
+        c->error = r.err;
+        return SL_ERROR;
+    }
+}
+
+static void static_request_done(sl_conn *c)
+{
+    if (c->file_fd >= 0) close(c->file_fd);
+    c->file_fd = -1;
+}
+
+const sl_module sl_mod_static = {
+    .name = "static",
+    .handle_request = static_handle,
+    .request_done = static_request_done,
+};

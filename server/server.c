@@ -1,0 +1,263 @@
+/* The server process.
+ *
+ * Sockets are bound before daemonizing and before privileges are dropped, so a port below 1024
+ * works for an unprivileged server; the event base is created after the fork. libevent's
+ * evconnlistener does the accept loop. Accepting is paused, never failed, in two cases: at
+ * server.max-connections (resumed as soon as a connection closes) and when the process runs out
+ * of descriptors (resumed by a short timer), so a full server makes clients wait in the listen
+ * backlog instead of getting a wrong answer. SIGTERM/SIGINT close the listeners and idle
+ * connections and let responses in flight finish, bounded by server.graceful-shutdown-timeout.
+ */
+#include "server.h"
+
+#include <errno.h>
+#include <event2/event.h>
+#include <event2/listener.h>
+#include <netdb.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "connection.h"
+#include "log.h"
+
+#define LISTEN_BACKLOG 1024
+#define FD_RETRY_MS 100
+
+const char *sl_server_date(sl_server *srv)
+{
+    struct timeval tv;
+    event_base_gettimeofday_cached(srv->base, &tv);
+    if (tv.tv_sec != srv->date_sec) {
+        srv->date_sec = tv.tv_sec;
+        sl_http_date_format(tv.tv_sec, srv->date);
+    }
+    return srv->date;
+}
+
+static int bind_one(const char *canon, char *err, size_t errlen)
+{
+    char host[128];
+    const char *port;
+    if (canon[0] == '[') {
+        const char *e = strchr(canon, ']');
+        snprintf(host, sizeof host, "%.*s", (int)(e - canon - 1), canon + 1);
+        port = e + 2;
+    } else {
+        const char *colon = strrchr(canon, ':');
+        snprintf(host, sizeof host, "%.*s", (int)(colon - canon), canon);
+        port = colon + 1;
+    }
+    struct addrinfo hints = {.ai_flags = AI_NUMERICHOST | AI_NUMERICSERV | AI_PASSIVE,
+                             .ai_socktype = SOCK_STREAM};
+    struct addrinfo *ai;
+    if (getaddrinfo(host, port, &hints, &ai) != 0) {
+        snprintf(err, errlen, "%s: not a numeric address", canon);
+        return -1;
+    }
+    int fd = socket(ai->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    int one = 1;
+    if (fd >= 0) {
+        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+        if (ai->ai_family == AF_INET6) setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof one);
+    }
+    if (fd < 0 || bind(fd, ai->ai_addr, ai->ai_addrlen) < 0 || listen(fd, LISTEN_BACKLOG) < 0) {
+        snprintf(err, errlen, "cannot listen on %s: %s", canon, strerror(errno));
+        if (fd >= 0) close(fd);
+        freeaddrinfo(ai);
+        return -1;
+    }
+    freeaddrinfo(ai);
+    return fd;
+}
+
+int sl_server_bind(sl_server *srv, char *err, size_t errlen)
+{
+    for (size_t i = 0; i < srv->n_listen; i++) {
+        srv->listen_fd[i] = bind_one(srv->listen[i].canon, err, errlen);
+        if (srv->listen_fd[i] < 0) return -1;
+    }
+    return 0;
+}
+
+static void accept_enable(sl_server *srv, bool on)
+{
+    for (size_t i = 0; i < srv->n_listen; i++) {
+        if (!srv->listener[i]) continue;
+        if (on)
+            evconnlistener_enable(srv->listener[i]);
+        else
+            evconnlistener_disable(srv->listener[i]);
+    }
+}
+
+static void on_accept(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa, int salen,
+                      void *arg)
+{
+    sl_server *srv = arg;
+    const sl_listen_spec *ls = &srv->listen[0];
+    for (size_t i = 0; i < srv->n_listen; i++)
+        if (srv->listener[i] == l) ls = &srv->listen[i];
+    sl_conn_new(srv, fd, sa, salen, ls);
+    if (srv->n_conns >= (size_t)srv->global.max_connections && !srv->paused_full) {
+        srv->paused_full = true;
+        accept_enable(srv, false);
+    }
+}
+
+static void on_accept_error(struct evconnlistener *l, void *arg)
+{
+    sl_server *srv = arg;
+    int e = EVUTIL_SOCKET_ERROR();
+    if (e == EMFILE || e == ENFILE || e == ENOBUFS || e == ENOMEM) {
+        /* Out of descriptors: stop accepting for a moment, keep serving what we have. */
+        if (!srv->paused_fds) {
+            sl_log("accept: %s; pausing accept for %d ms", strerror(e), FD_RETRY_MS);
+            srv->paused_fds = true;
+            accept_enable(srv, false);
+            struct timeval tv = {0, FD_RETRY_MS * 1000};
+            evtimer_add(srv->ev_resume, &tv);
+        }
+        return;
+    }
+    sl_log("accept: %s", strerror(e));
+}
+
+static void on_resume(evutil_socket_t fd, short what, void *arg)
+{
+    sl_server *srv = arg;
+    srv->paused_fds = false;
+    if (!srv->paused_full && !srv->stopping) accept_enable(srv, true);
+}
+
+void sl_server_conn_closed(sl_server *srv)
+{
+    if (srv->stopping) {
+        if (srv->n_conns == 0) event_base_loopbreak(srv->base);
+        return;
+    }
+    if (srv->paused_full && srv->n_conns < (size_t)srv->global.max_connections) {
+        srv->paused_full = false;
+        if (!srv->paused_fds) accept_enable(srv, true);
+    }
+}
+
+static void on_stop_timeout(evutil_socket_t fd, short what, void *arg)
+{
+    sl_server *srv = arg;
+    sl_log("graceful shutdown: %zu connection(s) still open after %lds; closing them",
+           srv->n_conns, srv->global.graceful_shutdown_timeout);
+    event_base_loopbreak(srv->base);
+}
+
+static void on_stop(evutil_socket_t sig, short what, void *arg)
+{
+    sl_server *srv = arg;
+    if (srv->stopping) return;
+    srv->stopping = true;
+    sl_log("received %s, shutting down gracefully", sig == SIGINT ? "SIGINT" : "SIGTERM");
+    for (size_t i = 0; i < srv->n_listen; i++) {
+        if (srv->listener[i]) evconnlistener_free(srv->listener[i]);
+        srv->listener[i] = NULL;
+    }
+    sl_conn *next;
+    for (sl_conn *c = srv->conns; c; c = next) {
+        next = c->next;
+        sl_conn_shutdown(c);
+    }
+    if (srv->n_conns == 0) {
+        event_base_loopbreak(srv->base);
+        return;
+    }
+    struct timeval tv = {srv->global.graceful_shutdown_timeout, 0};
+    evtimer_add(srv->ev_stop_timeout, &tv);
+}
+
+static void on_hup(evutil_socket_t sig, short what, void *arg)
+{
+    int r = sl_log_reopen();
+    if (r < 0)
+        sl_log("SIGHUP: cannot reopen the error log: %s", strerror(-r));
+    else
+        sl_log("SIGHUP: reopened logs");
+}
+
+int sl_server_init_loop(sl_server *srv, char *err, size_t errlen)
+{
+    struct event_config *cfg = event_config_new();
+    if (!cfg) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    /* Insist on the method asked for rather than silently using another. */
+    if (!strcmp(srv->global.event_handler, "poll")) {
+        event_config_avoid_method(cfg, "epoll");
+        event_config_avoid_method(cfg, "select");
+    } else {
+        event_config_avoid_method(cfg, "poll");
+        event_config_avoid_method(cfg, "select");
+    }
+    srv->base = event_base_new_with_config(cfg);
+    event_config_free(cfg);
+    if (!srv->base) {
+        snprintf(err, errlen, "server.event-handler \"%s\" is not available",
+                 srv->global.event_handler);
+        return -1;
+    }
+    for (size_t i = 0; i < srv->n_listen; i++) {
+        srv->listener[i] = evconnlistener_new(srv->base, on_accept, srv,
+                                              LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC, -1,
+                                              srv->listen_fd[i]);
+        if (!srv->listener[i]) {
+            snprintf(err, errlen, "cannot watch %s", srv->listen[i].canon);
+            return -1;
+        }
+        srv->listen_fd[i] = -1; /* owned by the listener now */
+        evconnlistener_set_error_cb(srv->listener[i], on_accept_error);
+    }
+    signal(SIGPIPE, SIG_IGN);
+    srv->ev_term = evsignal_new(srv->base, SIGTERM, on_stop, srv);
+    srv->ev_int = evsignal_new(srv->base, SIGINT, on_stop, srv);
+    srv->ev_hup = evsignal_new(srv->base, SIGHUP, on_hup, srv);
+    srv->ev_resume = evtimer_new(srv->base, on_resume, srv);
+    srv->ev_stop_timeout = evtimer_new(srv->base, on_stop_timeout, srv);
+    if (!srv->ev_term || !srv->ev_int || !srv->ev_hup || !srv->ev_resume ||
+        !srv->ev_stop_timeout || evsignal_add(srv->ev_term, NULL) || evsignal_add(srv->ev_int, NULL) ||
+        evsignal_add(srv->ev_hup, NULL)) {
+        snprintf(err, errlen, "cannot set up signal handling");
+        return -1;
+    }
+    return 0;
+}
+
+int sl_server_run(sl_server *srv)
+{
+    sl_log("seekless started (%s, %zu listener(s), event-handler %s)", srv->global.document_root,
+           srv->n_listen, event_base_get_method(srv->base));
+    if (event_base_dispatch(srv->base) < 0) {
+        sl_log("event loop failed");
+        return 1;
+    }
+    while (srv->conns) sl_conn_close(srv->conns);
+    sl_log("seekless stopped");
+    return 0;
+}
+
+void sl_server_free(sl_server *srv)
+{
+    while (srv->conns) sl_conn_close(srv->conns);
+    for (size_t i = 0; i < srv->n_listen; i++) {
+        if (srv->listener[i]) evconnlistener_free(srv->listener[i]);
+        if (srv->listen_fd[i] >= 0) close(srv->listen_fd[i]);
+    }
+    struct event *evs[] = {srv->ev_term, srv->ev_int, srv->ev_hup, srv->ev_resume,
+                           srv->ev_stop_timeout};
+    for (size_t i = 0; i < sizeof evs / sizeof evs[0]; i++)
+        if (evs[i]) event_free(evs[i]);
+    if (srv->base) event_base_free(srv->base);
+    sl_settings_release();
+    if (srv->tree) sl_config_tree_free(srv->tree);
+}

@@ -1,0 +1,54 @@
+/* The server: the event loop, its listeners, its connections and process lifetime. */
+#ifndef SL_SERVER_H
+#define SL_SERVER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <time.h>
+
+#include "config_parse.h"
+#include "http_date.h"
+#include "settings.h"
+
+struct event_base;
+struct event;
+struct evconnlistener;
+struct sl_conn;
+
+/* One process's server. */
+typedef struct sl_server {
+    struct event_base *base;
+    sl_config_tree *tree;
+    sl_settings global;
+    sl_listen_spec listen[SL_MAX_LISTENERS];
+    int listen_fd[SL_MAX_LISTENERS];
+    struct evconnlistener *listener[SL_MAX_LISTENERS];
+    size_t n_listen;
+    struct sl_conn *conns; /* every open connection, for shutdown */
+    size_t n_conns;
+    bool stopping;
+    bool paused_full;  /* accept paused at server.max-connections */
+    bool paused_fds;   /* accept paused after EMFILE/ENFILE */
+    struct event *ev_term, *ev_int, *ev_hup, *ev_resume, *ev_stop_timeout;
+    time_t date_sec;
+    char date[SL_HTTP_DATE_LEN + 1];
+    unsigned long long boundary_seq;
+} sl_server;
+
+/* Bind every listening socket described by the settings (before daemonizing and dropping
+ * privileges). Returns 0, or -1 with a message in err. */
+int sl_server_bind(sl_server *srv, char *err, size_t errlen);
+/* Create the event base (honouring server.event-handler), wire listeners and signals.
+ * Returns 0, or -1 with a message in err. */
+int sl_server_init_loop(sl_server *srv, char *err, size_t errlen);
+/* Run until SIGTERM/SIGINT and a graceful drain. Returns the process exit code. */
+int sl_server_run(sl_server *srv);
+/* Free everything the server holds. */
+void sl_server_free(sl_server *srv);
+
+/* The current Date header value, updated at most once a second. */
+const char *sl_server_date(sl_server *srv);
+/* Called by the connection code when a connection closes. */
+void sl_server_conn_closed(sl_server *srv);
+
+#endif

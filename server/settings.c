@@ -1,0 +1,519 @@
+/* Typed settings.
+ *
+ * One sorted table describes every key: its type, where it may appear, and whether this build
+ * implements it (a key that parses but does not work yet is refused at start-up with a message
+ * that says so, never silently ignored). Start-up walks the whole tree once, checks each assignment
+ * against the table and "prepares" values that need work (absolute paths, document-root fds, mime
+ * tables, string lists), keyed by the value's address. Per request, applying an assignment is a
+ * table look-up and a field store, with no allocation.
+ */
+#include "settings.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <event2/event.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define PCRE2_CODE_UNIT_WIDTH 8
+#include <pcre2.h>
+
+#include "sl_version.h"
+
+typedef enum { KT_STR, KT_PATH, KT_DOCROOT, KT_INT, KT_BOOL, KT_STRLIST, KT_MIME } key_type;
+
+typedef struct key_def {
+    const char *name;
+    key_type type;
+    bool global_only;
+    size_t off;
+    /* NULL: implemented. Otherwise the reason it is refused; `allowed` may name the one value
+     * that already works (e.g. the backend we have), which is then accepted. */
+    const char *not_yet;
+    const char *allowed;
+} key_def;
+
+#define OFF(f) offsetof(sl_settings, f)
+#define NOT_YET_NET "network backends other than \"linux-sendfile\" are not implemented yet"
+#define NOT_YET_PROXY "proxy-core is not implemented yet"
+
+static const key_def keys[] = {
+    {"index-file.names", KT_STRLIST, false, OFF(index_files), NULL, NULL},
+    {"mimetype.assign", KT_MIME, false, OFF(mime), NULL, NULL},
+    {"proxy-core.allow-x-sendfile", KT_BOOL, false, 0, NOT_YET_PROXY, NULL},
+    {"proxy-core.backends", KT_STRLIST, false, 0, NOT_YET_PROXY, NULL},
+    {"proxy-core.balancer", KT_STR, false, 0, NOT_YET_PROXY, NULL},
+    {"proxy-core.connect-timeout", KT_INT, false, 0, NOT_YET_PROXY, NULL},
+    {"proxy-core.disable-time", KT_INT, false, 0, NOT_YET_PROXY, NULL},
+    {"proxy-core.max-backlog-size", KT_INT, false, 0, NOT_YET_PROXY, NULL},
+    {"proxy-core.max-keep-alive-requests", KT_INT, false, 0, NOT_YET_PROXY, NULL},
+    {"proxy-core.max-pool-size", KT_INT, false, 0, NOT_YET_PROXY, NULL},
+    {"proxy-core.protocol", KT_STR, false, 0, NOT_YET_PROXY, NULL},
+    {"proxy-core.read-timeout", KT_INT, false, 0, NOT_YET_PROXY, NULL},
+    {"proxy-core.x-sendfile-docroot", KT_STRLIST, false, 0, NOT_YET_PROXY, NULL},
+    {"server.bind", KT_STR, true, OFF(bind), NULL, NULL},
+    {"server.document-root", KT_DOCROOT, false, OFF(document_root), NULL, NULL},
+    {"server.errorlog", KT_PATH, true, OFF(errorlog), NULL, NULL},
+    {"server.event-handler", KT_STR, true, OFF(event_handler), NULL, NULL},
+    {"server.follow-symlink", KT_BOOL, false, OFF(follow_symlink), NULL, NULL},
+    {"server.graceful-shutdown-timeout", KT_INT, true, OFF(graceful_shutdown_timeout), NULL, NULL},
+    {"server.groupname", KT_STR, true, OFF(groupname), NULL, NULL},
+    {"server.max-connections", KT_INT, true, OFF(max_connections), NULL, NULL},
+    {"server.max-keep-alive-idle", KT_INT, false, OFF(max_keep_alive_idle), NULL, NULL},
+    {"server.max-keep-alive-requests", KT_INT, false, OFF(max_keep_alive_requests), NULL, NULL},
+    {"server.max-read-idle", KT_INT, false, OFF(max_read_idle), NULL, NULL},
+    {"server.max-read-threads", KT_INT, true, 0,
+     "read threads come with the asynchronous network backends, not implemented yet", NULL},
+    {"server.max-request-field-size", KT_INT, false, OFF(max_request_field_size), NULL, NULL},
+    {"server.max-request-size", KT_INT, false, OFF(max_request_size), NULL, NULL},
+    {"server.max-stat-threads", KT_INT, true, OFF(max_stat_threads),
+     "stat threads are not implemented yet (only 0, stat on the event loop, works)", "0"},
+    {"server.max-write-idle", KT_INT, false, OFF(max_write_idle), NULL, NULL},
+    {"server.network-backend", KT_STR, true, OFF(network_backend), NOT_YET_NET, "linux-sendfile"},
+    {"server.network-backend-block-size", KT_INT, true, 0,
+     "the block size applies to the asynchronous network backends, not implemented yet", NULL},
+    {"server.pid-file", KT_PATH, true, OFF(pid_file), NULL, NULL},
+    {"server.port", KT_INT, true, OFF(port), NULL, NULL},
+    {"server.range-requests", KT_BOOL, false, OFF(range_requests), NULL, NULL},
+    {"server.use-noatime", KT_BOOL, true, 0, "O_NOATIME is not implemented yet", "disable"},
+    {"server.username", KT_STR, true, OFF(username), NULL, NULL},
+    {"static-file.etags", KT_BOOL, false, OFF(etags), NULL, NULL},
+    {"static-file.exclude-extensions", KT_STRLIST, false, OFF(exclude_extensions), NULL, NULL},
+    {"url.access-deny", KT_STRLIST, false, OFF(access_deny), NULL, NULL},
+};
+
+static int key_cmp(const void *k, const void *d)
+{
+    return strcmp(k, ((const key_def *)d)->name);
+}
+
+static const key_def *key_find(const char *name)
+{
+    return bsearch(name, keys, sizeof keys / sizeof keys[0], sizeof keys[0], key_cmp);
+}
+
+/* Work done once at start-up for a value, found again per request by the value's address. */
+typedef struct prepared {
+    const sl_cval *val;
+    char *path;      /* KT_PATH, KT_DOCROOT: absolute path */
+    int fd;          /* KT_DOCROOT */
+    sl_mime_table *mime;
+    const char **list;
+    size_t n;
+} prepared;
+
+static prepared *preps;
+static size_t n_preps, cap_preps;
+
+static const prepared *prep_find(const sl_cval *v)
+{
+    for (size_t i = 0; i < n_preps; i++)
+        if (preps[i].val == v) return &preps[i];
+    return NULL;
+}
+
+static prepared *prep_add(const sl_cval *v)
+{
+    if (n_preps == cap_preps) {
+        size_t nc = cap_preps ? cap_preps * 2 : 16;
+        prepared *p = realloc(preps, nc * sizeof *p);
+        if (!p) return NULL;
+        preps = p;
+        cap_preps = nc;
+    }
+    prepared *p = &preps[n_preps++];
+    memset(p, 0, sizeof *p);
+    p->val = v;
+    p->fd = -1;
+    return p;
+}
+
+void sl_settings_release(void)
+{
+    for (size_t i = 0; i < n_preps; i++) {
+        free(preps[i].path);
+        if (preps[i].fd >= 0) close(preps[i].fd);
+        sl_mime_table_free(preps[i].mime);
+        free(preps[i].list);
+    }
+    free(preps);
+    preps = NULL;
+    n_preps = cap_preps = 0;
+}
+
+void sl_settings_defaults(sl_settings *s)
+{
+    memset(s, 0, sizeof *s);
+    s->bind = NULL; /* all addresses */
+    s->port = 80;
+    s->max_connections = 1024;
+    s->event_handler = "linux-sysepoll";
+    s->network_backend = "linux-sendfile";
+    s->graceful_shutdown_timeout = 30;
+    s->docroot_fd = -1;
+    s->max_keep_alive_requests = 1000;
+    s->max_keep_alive_idle = 5;
+    s->max_read_idle = 60;
+    s->max_write_idle = 360;
+    s->max_request_size = 2LL * 1024 * 1024 * 1024;
+    s->max_request_field_size = 8192;
+    s->range_requests = true;
+    s->follow_symlink = true;
+    s->etags = true;
+    s->mime = sl_mime_default();
+}
+
+/* Store a checked value into its field. Used at start-up and per request. */
+static void apply_value(sl_settings *s, const key_def *k, const sl_cval *v)
+{
+    if (!k->off && k->not_yet) return; /* a refused key never reaches here, an allowed value has no effect */
+    void *field = (char *)s + k->off;
+    const prepared *p;
+    switch (k->type) {
+    case KT_STR:
+        *(const char **)field = v->str;
+        break;
+    case KT_PATH:
+        p = prep_find(v);
+        *(const char **)field = p ? p->path : v->str;
+        break;
+    case KT_DOCROOT:
+        p = prep_find(v);
+        if (p) {
+            s->document_root = p->path;
+            s->docroot_fd = p->fd;
+        }
+        break;
+    case KT_INT:
+        if (k->off == OFF(max_request_size))
+            s->max_request_size = v->num * 1024;
+        else
+            *(long *)field = (long)v->num;
+        break;
+    case KT_BOOL:
+        *(bool *)field = strcmp(v->str, "enable") == 0;
+        break;
+    case KT_STRLIST:
+        p = prep_find(v);
+        if (p) {
+            ((sl_strlist *)field)->v = p->list;
+            ((sl_strlist *)field)->n = p->n;
+        }
+        break;
+    case KT_MIME:
+        p = prep_find(v);
+        if (p) s->mime = p->mime;
+        break;
+    }
+}
+
+typedef struct prep_ctx {
+    const char *basedir;
+    char *err;
+    size_t errlen;
+    int failed;
+    sl_settings *global;
+    const sl_config_tree *tree;
+    sl_listen_spec *listen; /* [0] is reserved for the default socket */
+    size_t n_listen;
+} prep_ctx;
+
+static void fail(prep_ctx *c, const char *file, int line, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static void fail(prep_ctx *c, const char *file, int line, const char *fmt, ...)
+{
+    if (c->failed) return;
+    c->failed = 1;
+    int n = snprintf(c->err, c->errlen, "%s:%d: ", file, line);
+    if (n < 0 || (size_t)n >= c->errlen) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(c->err + n, c->errlen - (size_t)n, fmt, ap);
+    va_end(ap);
+}
+
+static char *abs_path(const char *basedir, const char *p)
+{
+    if (p[0] == '/' || !basedir) return strdup(p);
+    size_t n = strlen(basedir) + strlen(p) + 2;
+    char *r = malloc(n);
+    if (r) snprintf(r, n, "%s/%s", basedir, p);
+    return r;
+}
+
+static const char *type_want(key_type t)
+{
+    switch (t) {
+    case KT_INT: return "an integer";
+    case KT_BOOL: return "\"enable\" or \"disable\"";
+    case KT_STRLIST: return "an array of strings";
+    case KT_MIME: return "an array of \".ext\" => \"type\" pairs";
+    default: return "a string";
+    }
+}
+
+static void check_assign(const sl_cblock *b, const sl_cassign *a, void *ud)
+{
+    prep_ctx *c = ud;
+    if (c->failed) return;
+    const key_def *k = key_find(a->key);
+    const sl_cval *v = a->val;
+    if (!k) {
+        fail(c, a->file, a->line, "unknown config key '%s'", a->key);
+        return;
+    }
+    if (k->global_only && b->field != SL_COND_NONE) {
+        fail(c, a->file, a->line, "'%s' can only be set at the top level, not inside a condition",
+             a->key);
+        return;
+    }
+    bool ok;
+    switch (k->type) {
+    case KT_INT: ok = v->type == SL_CV_INT; break;
+    case KT_BOOL:
+        ok = v->type == SL_CV_STRING && (!strcmp(v->str, "enable") || !strcmp(v->str, "disable"));
+        break;
+    case KT_STRLIST:
+        ok = v->type == SL_CV_ARRAY;
+        for (size_t i = 0; ok && i < v->n_items; i++)
+            ok = !v->items[i].key && v->items[i].val->type == SL_CV_STRING;
+        break;
+    case KT_MIME:
+        ok = v->type == SL_CV_ARRAY;
+        for (size_t i = 0; ok && i < v->n_items; i++)
+            ok = v->items[i].key && v->items[i].val->type == SL_CV_STRING;
+        break;
+    default: ok = v->type == SL_CV_STRING; break;
+    }
+    if (!ok) {
+        fail(c, a->file, a->line, "'%s' must be %s, not %s", a->key, type_want(k->type),
+             sl_cval_type_name(v->type));
+        return;
+    }
+    if (k->not_yet) {
+        char have[32] = "";
+        if (v->type == SL_CV_STRING) snprintf(have, sizeof have, "%s", v->str);
+        if (v->type == SL_CV_INT) snprintf(have, sizeof have, "%lld", v->num);
+        if (!k->allowed || strcmp(have, k->allowed) != 0) {
+            fail(c, a->file, a->line, "'%s': %s in this version of seekless", a->key, k->not_yet);
+            return;
+        }
+    }
+    if (!strcmp(a->key, "server.event-handler") && strcmp(v->str, "linux-sysepoll") &&
+        strcmp(v->str, "poll")) {
+        fail(c, a->file, a->line, "server.event-handler \"%s\" is not supported (use "
+             "\"linux-sysepoll\" or \"poll\")", v->str);
+        return;
+    }
+    if (k->type == KT_INT && v->num < 0) {
+        fail(c, a->file, a->line, "'%s' must not be negative", a->key);
+        return;
+    }
+    if (!strcmp(a->key, "server.port") && (v->num < 1 || v->num > 65535)) {
+        fail(c, a->file, a->line, "server.port %lld is out of range", v->num);
+        return;
+    }
+    /* The parser shares value objects (a variable used twice is one value), so a value may
+     * come back here under another key: prepare what this key needs that is still missing. */
+    prepared *p = (prepared *)prep_find(v);
+    if (p && !(k->type == KT_DOCROOT && p->fd < 0)) return;
+    switch (k->type) {
+    case KT_PATH:
+    case KT_DOCROOT:
+        if (!p && (!(p = prep_add(v)) || !(p->path = abs_path(c->basedir, v->str)))) goto nomem;
+        if (k->type == KT_DOCROOT) {
+            p->fd = open(p->path, O_PATH | O_DIRECTORY | O_CLOEXEC);
+            if (p->fd < 0)
+                fail(c, a->file, a->line, "server.document-root \"%s\": %s", p->path,
+                     strerror(errno));
+        }
+        break;
+    case KT_STRLIST:
+        if (!(p = prep_add(v))) goto nomem;
+        p->n = v->n_items;
+        if (!(p->list = calloc(v->n_items + 1, sizeof *p->list))) goto nomem;
+        for (size_t i = 0; i < v->n_items; i++) p->list[i] = v->items[i].val->str;
+        break;
+    case KT_MIME: {
+        if (!(p = prep_add(v))) goto nomem;
+        const char **sfx = calloc(v->n_items + 1, sizeof *sfx);
+        const char **typ = calloc(v->n_items + 1, sizeof *typ);
+        if (sfx && typ) {
+            for (size_t i = 0; i < v->n_items; i++) {
+                sfx[i] = v->items[i].key;
+                typ[i] = v->items[i].val->str;
+            }
+            p->mime = sl_mime_table_new(sfx, typ, v->n_items);
+        }
+        free(sfx);
+        free(typ);
+        if (!p->mime) goto nomem;
+        break;
+    }
+    default: break;
+    }
+    return;
+nomem:
+    fail(c, a->file, a->line, "out of memory");
+}
+
+static void check_block(const sl_cblock *b, void *ud)
+{
+    prep_ctx *c = ud;
+    if (c->failed || b->field != SL_COND_SOCKET) return;
+    char canon[128];
+    int r = sl_socket_canonical(b->pattern, canon, sizeof canon);
+    if (r < 0) {
+        fail(c, b->file, b->line, "$SERVER[\"socket\"] \"%s\": %s", b->pattern,
+             r == -EINVAL ? "not a socket address (want \":port\", \"ip:port\" or \"[ip6]:port\")"
+                          : "cannot resolve");
+        return;
+    }
+    if (strlen(b->pattern) >= sizeof c->listen[0].literal) {
+        fail(c, b->file, b->line, "$SERVER[\"socket\"] value too long");
+        return;
+    }
+    for (size_t i = 1; i < c->n_listen; i++) {
+        if (!strcmp(c->listen[i].canon, canon)) {
+            if (strcmp(c->listen[i].literal, b->pattern))
+                fail(c, b->file, b->line,
+                     "$SERVER[\"socket\"] \"%s\" names the same socket as \"%s\"; write it one way",
+                     b->pattern, c->listen[i].literal);
+            return;
+        }
+    }
+    if (c->n_listen == SL_MAX_LISTENERS) {
+        fail(c, b->file, b->line, "too many distinct $SERVER[\"socket\"] values");
+        return;
+    }
+    snprintf(c->listen[c->n_listen].canon, sizeof c->listen[0].canon, "%s", canon);
+    snprintf(c->listen[c->n_listen].literal, sizeof c->listen[0].literal, "%s", b->pattern);
+    c->n_listen++;
+}
+
+static void apply_cb(const sl_cassign *a, void *ud)
+{
+    const key_def *k = key_find(a->key);
+    if (k) apply_value(ud, k, a->val);
+}
+
+int sl_settings_prepare(sl_config_tree *t, const char *basedir, sl_settings *global,
+                        sl_listen_spec *listen, size_t *n_listen, char *err, size_t errlen)
+{
+    prep_ctx *c = calloc(1, sizeof *c);
+    if (!c) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    c->basedir = basedir;
+    c->err = err;
+    c->errlen = errlen;
+    c->global = global;
+    c->tree = t;
+    c->listen = listen;
+    c->n_listen = 1;
+    sl_config_walk(t, check_assign, check_block, c);
+    int failed = c->failed;
+    size_t nl = c->n_listen;
+    free(c);
+    if (failed) return -1;
+    /* Global settings are the top-level block's own assignments; conditions are per request. */
+    sl_settings_defaults(global);
+    for (size_t i = 0; i < t->root->n_assigns; i++) apply_cb(&t->root->assigns[i], global);
+    if (global->docroot_fd < 0) {
+        snprintf(err, errlen, "server.document-root is not set");
+        return -1;
+    }
+    /* The default socket; when a condition names the same address, the listener takes the
+     * condition's spelling so that the condition matches it. */
+    char spec[300], canon[128];
+    const char *b = global->bind ? global->bind : "0.0.0.0";
+    snprintf(spec, sizeof spec, strchr(b, ':') && b[0] != '[' ? "[%s]:%ld" : "%s:%ld", b,
+             global->port);
+    int r = sl_socket_canonical(spec, canon, sizeof canon);
+    if (r < 0) {
+        snprintf(err, errlen, "server.bind \"%s\" / server.port %ld: not a usable address", b,
+                 global->port);
+        return -1;
+    }
+    snprintf(listen[0].canon, sizeof listen[0].canon, "%s", canon);
+    snprintf(listen[0].literal, sizeof listen[0].literal, "%s", canon);
+    for (size_t i = 1; i < nl; i++) {
+        if (!strcmp(listen[i].canon, canon)) {
+            listen[0] = listen[i];
+            listen[i] = listen[--nl];
+            break;
+        }
+    }
+    *n_listen = nl;
+    return 0;
+}
+
+void sl_settings_for_request(const sl_config_tree *t, const sl_settings *global,
+                             const sl_cond_input *in, sl_settings *out)
+{
+    *out = *global;
+    /* Without conditions the global settings are final; skip the walk. */
+    if (t->root->n_children) sl_config_eval(t, in, apply_cb, out);
+}
+
+int sl_socket_canonical(const char *spec, char *out, size_t outlen)
+{
+    char host[256];
+    const char *port;
+    if (spec[0] == '[') {
+        const char *end = strchr(spec, ']');
+        if (!end || end[1] != ':' || (size_t)(end - spec - 1) >= sizeof host) return -EINVAL;
+        memcpy(host, spec + 1, (size_t)(end - spec - 1));
+        host[end - spec - 1] = 0;
+        port = end + 2;
+    } else {
+        const char *colon = strrchr(spec, ':');
+        if (!colon || (size_t)(colon - spec) >= sizeof host) return -EINVAL;
+        memcpy(host, spec, (size_t)(colon - spec));
+        host[colon - spec] = 0;
+        if (strchr(host, ':')) return -EINVAL; /* IPv6 without brackets */
+        port = colon + 1;
+    }
+    char *endp;
+    long pn = strtol(port, &endp, 10);
+    if (!*port || *endp || pn < 1 || pn > 65535) return -EINVAL;
+    struct addrinfo hints = {.ai_flags = AI_PASSIVE | AI_NUMERICSERV, .ai_socktype = SOCK_STREAM};
+    struct addrinfo *res;
+    if (getaddrinfo(host[0] ? host : NULL, port, &hints, &res) != 0) return -EHOSTUNREACH;
+    /* A passive look-up of "" yields both wildcards; lighttpd's ":port" means IPv4 any. */
+    struct addrinfo *ai = res;
+    if (!host[0])
+        for (struct addrinfo *i = res; i; i = i->ai_next)
+            if (i->ai_family == AF_INET) ai = i;
+    char ip[INET6_ADDRSTRLEN];
+    int r = 0;
+    if (ai->ai_family == AF_INET) {
+        inet_ntop(AF_INET, &((struct sockaddr_in *)ai->ai_addr)->sin_addr, ip, sizeof ip);
+        r = snprintf(out, outlen, "%s:%ld", ip, pn);
+    } else {
+        inet_ntop(AF_INET6, &((struct sockaddr_in6 *)ai->ai_addr)->sin6_addr, ip, sizeof ip);
+        r = snprintf(out, outlen, "[%s]:%ld", ip, pn);
+    }
+    freeaddrinfo(res);
+    return r < 0 || (size_t)r >= outlen ? -ENAMETOOLONG : 0;
+}
+
+void sl_settings_print_features(void)
+{
+    printf("network-backend: linux-sendfile\n");
+    const char **m = event_get_supported_methods();
+    for (size_t i = 0; m && m[i]; i++) {
+        if (!strcmp(m[i], "epoll")) printf("event-handler: linux-sysepoll\n");
+        if (!strcmp(m[i], "poll")) printf("event-handler: poll\n");
+    }
+    char pv[32] = "";
+    pcre2_config(PCRE2_CONFIG_VERSION, pv);
+    printf("regex-conditions: pcre2 %s\n", pv);
+    printf("libevent: %s\n", event_get_version());
+}

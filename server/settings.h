@@ -1,0 +1,91 @@
+/* Typed settings: the meaning of config keys.
+ *
+ * config_parse.c knows the syntax; this module knows the keys. One table lists every key seekless
+ * knows, its type, whether it may appear inside a condition, and whether it works yet. Start-up
+ * checks every assignment in the tree against that table; per request, the assignments of the blocks
+ * that match are applied over a copy of the global settings.
+ */
+#ifndef SL_SETTINGS_H
+#define SL_SETTINGS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "config_parse.h"
+#include "mime.h"
+
+/* A list of strings taken from a config array (points into the config tree). */
+typedef struct sl_strlist {
+    const char *const *v;
+    size_t n;
+} sl_strlist;
+
+/* Everything a request or the process needs from the config. Strings point into the config tree
+ * (or into tables owned by sl_settings_prepare) and live as long as the tree. */
+typedef struct sl_settings {
+    /* process-wide: only valid at the top level */
+    const char *bind;
+    long port;
+    const char *errorlog;
+    const char *pid_file;
+    const char *username;
+    const char *groupname;
+    long max_connections;
+    const char *event_handler;
+    const char *network_backend;
+    long max_stat_threads;
+    long graceful_shutdown_timeout;
+    /* per request: may be overridden inside conditions */
+    const char *document_root;
+    int docroot_fd; /* O_PATH fd of document_root, opened by sl_settings_prepare */
+    long max_keep_alive_requests;
+    long max_keep_alive_idle;
+    long max_read_idle;
+    long max_write_idle;
+    long long max_request_size; /* bytes (the config gives KiB, as lighttpd) */
+    long max_request_field_size;
+    bool range_requests;
+    bool follow_symlink;
+    bool etags;
+    sl_strlist index_files;
+    sl_strlist exclude_extensions;
+    sl_strlist access_deny;
+    const sl_mime_table *mime;
+} sl_settings;
+
+/* Defaults: lighttpd's, where lighttpd has one. */
+void sl_settings_defaults(sl_settings *s);
+
+/* One listening socket: its canonical address and the literal that $SERVER["socket"] conditions
+ * compare with (the config's own spelling, so a condition matches the listener it named). */
+typedef struct sl_listen_spec {
+    char canon[128];
+    char literal[128];
+} sl_listen_spec;
+
+#define SL_MAX_LISTENERS 64
+
+/* Check every assignment in the tree (known key, right type, allowed in that block, implemented),
+ * make relative paths absolute against basedir, canonicalize $SERVER["socket"] patterns, open
+ * document roots and build mime tables. Fills *global from the top-level block and listen[] (at
+ * most SL_MAX_LISTENERS) with the default socket (server.bind:server.port) first, then one per
+ * distinct $SERVER["socket"] value. On error returns -1
+ * with "file:line: message" in err. Resources are released by sl_settings_release. */
+int sl_settings_prepare(sl_config_tree *t, const char *basedir, sl_settings *global,
+                        sl_listen_spec *listen, size_t *n_listen, char *err, size_t errlen);
+
+/* Release the document-root fds, mime tables and string lists made by sl_settings_prepare. */
+void sl_settings_release(void);
+
+/* Settings for one request: *out = *global with every matching block's assignments applied. */
+void sl_settings_for_request(const sl_config_tree *t, const sl_settings *global,
+                             const sl_cond_input *in, sl_settings *out);
+
+/* Canonical "ip:port" / "[ip6]:port" form of a socket spec (":80", "host:port", "[::1]:80").
+ * Resolves names with getaddrinfo (start-up only). Returns 0 or a negative errno / -EINVAL. */
+int sl_socket_canonical(const char *spec, char *out, size_t outlen);
+
+/* Lines for `seekless -V`: the compiled-in network backends and features. */
+void sl_settings_print_features(void);
+
+#endif

@@ -1,0 +1,237 @@
+/* Unit tests for the static handler's synchronous core, on a real temporary document root. */
+#include <errno.h>
+#include <fcntl.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "http_date.h"
+#include "mod_static.h"
+
+static char root[] = "/tmp/sl_static_XXXXXX";
+static char outside[] = "/tmp/sl_static_out_XXXXXX";
+
+static void put(const char *rel, const char *data)
+{
+    char p[512];
+    snprintf(p, sizeof p, "%s/%s", root, rel);
+    FILE *f = fopen(p, "w");
+    assert_non_null(f);
+    fputs(data, f);
+    fclose(f);
+}
+
+static int setup(void **state)
+{
+    assert_non_null(mkdtemp(root));
+    assert_non_null(mkdtemp(outside));
+    char p[512], q[512];
+    put("hello.txt", "hello, world\n");
+    put("page.html", "<p>hi</p>");
+    put("secret.inc", "no");
+    snprintf(p, sizeof p, "%s/dir", root);
+    mkdir(p, 0755);
+    put("dir/index.html", "index");
+    snprintf(p, sizeof p, "%s/empty", root);
+    mkdir(p, 0755);
+    snprintf(p, sizeof p, "%s/passwd", outside);
+    FILE *f = fopen(p, "w");
+    fputs("root:x:0:0", f);
+    fclose(f);
+    snprintf(q, sizeof q, "%s/out", root);
+    assert_int_equal(symlink(p, q), 0);
+    snprintf(q, sizeof q, "%s/in", root);
+    assert_int_equal(symlink("hello.txt", q), 0);
+    snprintf(p, sizeof p, "%s/fifo", root);
+    assert_int_equal(mkfifo(p, 0644), 0);
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s' '%s'", root, outside);
+    return system(cmd) == 0 ? 0 : -1;
+}
+
+static const char *const index_names[] = {"index.html"};
+
+static void conf(sl_settings *s)
+{
+    sl_settings_defaults(s);
+    s->docroot_fd = open(root, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    assert_true(s->docroot_fd >= 0);
+    s->index_files.v = index_names;
+    s->index_files.n = 1;
+}
+
+/* Parse a raw request, resolve its path, and return the decision. */
+static sl_static_result run(const sl_settings *s, const char *raw)
+{
+    static char buf[4096];
+    snprintf(buf, sizeof buf, "%s", raw);
+    sl_http_request req;
+    sl_http_limits lim = {8192, 8192, SL_HTTP_MAX_HEADERS};
+    assert_true(sl_http_parse_request(buf, strlen(buf), &lim, &req) > 0);
+    char path[1024];
+    size_t n = 0;
+    while (n < req.target_len && req.target[n] != '?') n++;
+    memcpy(path, req.target, n);
+    path[n] = 0;
+    sl_static_result r;
+    assert_int_equal(sl_static_resolve(s, &req, path, n, &r), 0);
+    if (r.fd >= 0) close(r.fd);
+    return r;
+}
+
+#define GET(p, extra) "GET " p " HTTP/1.1\r\nHost: x\r\n" extra "\r\n"
+
+static void test_regular_file(void **state)
+{
+    sl_settings s;
+    conf(&s);
+    sl_static_result r = run(&s, GET("/hello.txt", ""));
+    assert_int_equal(r.status, 200);
+    assert_int_equal(r.st.st_size, 13);
+    assert_string_equal(r.content_type, "text/plain; charset=utf-8");
+    assert_true(r.etag[0] == '"');
+    assert_int_equal(run(&s, "HEAD /page.html HTTP/1.0\r\n\r\n").status, 200);
+    close(s.docroot_fd);
+}
+
+static void test_missing_and_not_a_dir(void **state)
+{
+    sl_settings s;
+    conf(&s);
+    sl_static_result r = run(&s, GET("/nope", ""));
+    assert_int_equal(r.status, 404);
+    assert_int_equal(r.err, -ENOENT);
+    assert_int_equal(run(&s, GET("/hello.txt/x", "")).status, 404);
+    close(s.docroot_fd);
+}
+
+static void test_directories(void **state)
+{
+    sl_settings s;
+    conf(&s);
+    assert_int_equal(run(&s, GET("/dir", "")).status, 301);
+    sl_static_result r = run(&s, GET("/dir/", ""));
+    assert_int_equal(r.status, 200);
+    assert_int_equal(r.st.st_size, 5);
+    assert_string_equal(r.content_type, "text/html; charset=utf-8");
+    assert_int_equal(run(&s, GET("/empty/", "")).status, 403);
+    assert_int_equal(run(&s, GET("/", "")).status, 403);
+    close(s.docroot_fd);
+}
+
+static void test_symlinks_and_special_files(void **state)
+{
+    sl_settings s;
+    conf(&s);
+    assert_int_equal(run(&s, GET("/out", "")).status, 403); /* leads out of the root */
+    assert_int_equal(run(&s, GET("/in", "")).status, 200);
+    assert_int_equal(run(&s, GET("/fifo", "")).status, 403); /* and did not block */
+    s.follow_symlink = false;
+    assert_int_equal(run(&s, GET("/in", "")).status, 403);
+    close(s.docroot_fd);
+}
+
+static void test_deny_lists_and_methods(void **state)
+{
+    sl_settings s;
+    conf(&s);
+    static const char *const deny[] = {".inc"};
+    s.access_deny.v = deny;
+    s.access_deny.n = 1;
+    assert_int_equal(run(&s, GET("/secret.inc", "")).status, 403);
+    s.access_deny.n = 0;
+    s.exclude_extensions.v = deny;
+    s.exclude_extensions.n = 1;
+    assert_int_equal(run(&s, GET("/secret.inc", "")).status, 403);
+    assert_int_equal(run(&s, "POST /hello.txt HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n")
+                         .status,
+                     405);
+    close(s.docroot_fd);
+}
+
+static void test_conditional_requests(void **state)
+{
+    sl_settings s;
+    conf(&s);
+    sl_static_result r = run(&s, GET("/hello.txt", ""));
+    char raw[512], date[SL_HTTP_DATE_LEN + 1];
+    snprintf(raw, sizeof raw, GET("/hello.txt", "If-None-Match: %s\r\n"), r.etag);
+    assert_int_equal(run(&s, raw).status, 304);
+    snprintf(raw, sizeof raw, GET("/hello.txt", "If-Match: \"nope\"\r\n"));
+    assert_int_equal(run(&s, raw).status, 412);
+    sl_http_date_format(r.st.st_mtim.tv_sec, date);
+    snprintf(raw, sizeof raw, GET("/hello.txt", "If-Modified-Since: %s\r\n"), date);
+    assert_int_equal(run(&s, raw).status, 304);
+    sl_http_date_format(r.st.st_mtim.tv_sec - 10, date);
+    snprintf(raw, sizeof raw, GET("/hello.txt", "If-Unmodified-Since: %s\r\n"), date);
+    assert_int_equal(run(&s, raw).status, 412);
+    close(s.docroot_fd);
+}
+
+static void test_ranges(void **state)
+{
+    sl_settings s;
+    conf(&s);
+    sl_static_result r = run(&s, GET("/hello.txt", "Range: bytes=0-4\r\n"));
+    assert_int_equal(r.status, 206);
+    assert_int_equal(r.n_ranges, 1);
+    assert_int_equal(r.ranges[0].first, 0);
+    assert_int_equal(r.ranges[0].last, 4);
+    r = run(&s, GET("/hello.txt", "Range: bytes=0-1,5-6\r\n"));
+    assert_int_equal(r.status, 206);
+    assert_int_equal(r.n_ranges, 2);
+    assert_int_equal(run(&s, GET("/hello.txt", "Range: bytes=100-\r\n")).status, 416);
+    assert_int_equal(run(&s, GET("/hello.txt", "Range: lines=1-2\r\n")).status, 200);
+    char raw[512];
+    snprintf(raw, sizeof raw, GET("/hello.txt", "Range: bytes=0-1\r\nIf-Range: %s\r\n"), r.etag);
+    assert_int_equal(run(&s, raw).status, 206);
+    snprintf(raw, sizeof raw, GET("/hello.txt", "Range: bytes=0-1\r\nIf-Range: \"stale\"\r\n"));
+    assert_int_equal(run(&s, raw).status, 200);
+    assert_int_equal(run(&s, "HEAD /hello.txt HTTP/1.1\r\nHost: x\r\nRange: bytes=0-1\r\n\r\n")
+                         .status,
+                     200);
+    s.range_requests = false;
+    assert_int_equal(run(&s, GET("/hello.txt", "Range: bytes=0-4\r\n")).status, 200);
+    close(s.docroot_fd);
+}
+
+static void test_open_beneath_refuses_escapes(void **state)
+{
+    int d = open(root, O_PATH | O_DIRECTORY);
+    assert_int_equal(sl_open_beneath(d, "../etc/passwd", O_RDONLY, true), -EXDEV);
+    assert_int_equal(sl_open_beneath(d, "/etc/passwd", O_RDONLY, true), -EXDEV);
+    assert_int_equal(sl_open_beneath(d, "out", O_RDONLY, true), -EXDEV);
+    assert_int_equal(sl_open_beneath(d, "in", O_RDONLY, false), -ELOOP);
+    int f = sl_open_beneath(d, "in", O_RDONLY, true);
+    assert_true(f >= 0);
+    close(f);
+    close(d);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_regular_file),
+        cmocka_unit_test(test_missing_and_not_a_dir),
+        cmocka_unit_test(test_directories),
+        cmocka_unit_test(test_symlinks_and_special_files),
+        cmocka_unit_test(test_deny_lists_and_methods),
+        cmocka_unit_test(test_conditional_requests),
+        cmocka_unit_test(test_ranges),
+        cmocka_unit_test(test_open_beneath_refuses_escapes),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}

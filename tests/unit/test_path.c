@@ -1,0 +1,669 @@
+/* Unit tests for server/path.c: request-target splitting, path normalization (traversal attempts,
+ * escapes, control bytes, capacity limits, an exhaustive cross-check on a small alphabet) and
+ * Location encoding. */
+#include <ctype.h>
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "path.h"
+
+/* ---- sl_uri_split ---- */
+
+struct split {
+    int rc;
+    const char *path, *query, *auth;
+    size_t path_len, query_len, auth_len;
+};
+
+static struct split split_n(const char *t, size_t len)
+{
+    struct split s;
+    s.rc = sl_uri_split(t, len, &s.path, &s.path_len, &s.query, &s.query_len, &s.auth, &s.auth_len);
+    return s;
+}
+
+static struct split split(const char *t)
+{
+    return split_n(t, strlen(t));
+}
+
+static void assert_part(const char *p, size_t n, const char *want)
+{
+    assert_non_null(p);
+    assert_int_equal(n, strlen(want));
+    assert_memory_equal(p, want, n);
+}
+
+static void test_split_origin_form(void **state)
+{
+    const char *t = "/a/b?q=1&r";
+    struct split s = split(t);
+    assert_int_equal(s.rc, 0);
+    assert_ptr_equal(s.path, t);
+    assert_part(s.path, s.path_len, "/a/b");
+    assert_ptr_equal(s.query, t + 5);
+    assert_part(s.query, s.query_len, "q=1&r");
+    assert_int_equal(s.auth_len, 0);
+}
+
+static void test_split_no_query_is_null(void **state)
+{
+    struct split s = split("/a/b");
+    assert_int_equal(s.rc, 0);
+    assert_part(s.path, s.path_len, "/a/b");
+    assert_null(s.query);
+    assert_int_equal(s.query_len, 0);
+    s = split("/");
+    assert_int_equal(s.rc, 0);
+    assert_part(s.path, s.path_len, "/");
+    assert_null(s.query);
+}
+
+static void test_split_empty_query_not_null(void **state)
+{
+    struct split s = split("/a?");
+    assert_int_equal(s.rc, 0);
+    assert_part(s.path, s.path_len, "/a");
+    assert_non_null(s.query);
+    assert_int_equal(s.query_len, 0);
+}
+
+static void test_split_query_may_hold_question_marks(void **state)
+{
+    struct split s = split("/a??b/c?d");
+    assert_int_equal(s.rc, 0);
+    assert_part(s.path, s.path_len, "/a");
+    assert_part(s.query, s.query_len, "?b/c?d");
+}
+
+static void test_split_absolute_form(void **state)
+{
+    const char *t = "http://host:80/a?q";
+    struct split s = split(t);
+    assert_int_equal(s.rc, 0);
+    assert_ptr_equal(s.auth, t + 7);
+    assert_part(s.auth, s.auth_len, "host:80");
+    assert_part(s.path, s.path_len, "/a");
+    assert_part(s.query, s.query_len, "q");
+
+    s = split("HTTPS://Example.COM/x/y");
+    assert_int_equal(s.rc, 0);
+    assert_part(s.auth, s.auth_len, "Example.COM");
+    assert_part(s.path, s.path_len, "/x/y");
+    assert_null(s.query);
+}
+
+static void test_split_absolute_form_empty_path(void **state)
+{
+    const char *t = "http://host";
+    struct split s = split(t);
+    assert_int_equal(s.rc, 0);
+    assert_part(s.auth, s.auth_len, "host");
+    assert_int_equal(s.path_len, 0);
+    assert_ptr_equal(s.path, t + strlen(t));
+    assert_null(s.query);
+
+    s = split("http://host:8080?x=1");
+    assert_int_equal(s.rc, 0);
+    assert_part(s.auth, s.auth_len, "host:8080");
+    assert_int_equal(s.path_len, 0);
+    assert_part(s.query, s.query_len, "x=1");
+}
+
+static void test_split_absolute_form_ip_literal(void **state)
+{
+    struct split s = split("http://[::1]:8080/x");
+    assert_int_equal(s.rc, 0);
+    assert_part(s.auth, s.auth_len, "[::1]:8080");
+    assert_part(s.path, s.path_len, "/x");
+    s = split("http://[fe80::1%25eth0]/");
+    assert_int_equal(s.rc, -EINVAL); /* '%' is not in the IP-literal alphabet we accept */
+    s = split("http://127.0.0.1/");
+    assert_int_equal(s.rc, 0);
+    s = split("http://host:/");
+    assert_int_equal(s.rc, 0); /* port = *DIGIT may be empty */
+    s = split("http://ex%41mple.com/");
+    assert_int_equal(s.rc, 0);
+}
+
+static void test_split_asterisk_form(void **state)
+{
+    const char *t = "*";
+    struct split s = split(t);
+    assert_int_equal(s.rc, 0);
+    assert_ptr_equal(s.path, t);
+    assert_int_equal(s.path_len, 1);
+    assert_null(s.query);
+    assert_int_equal(s.auth_len, 0);
+    assert_int_equal(split("**").rc, -EINVAL);
+    assert_int_equal(split("*?x").rc, -EINVAL);
+    assert_int_equal(split("*/").rc, -EINVAL);
+}
+
+static void test_split_rejects_other_forms(void **state)
+{
+    static const char *bad[] = {
+        "a/b", "?q", "ftp://h/x", "http:/h/x", "http:h/x", "http//h/x", "mailto:x@y", "host:80",
+        "javascript:alert(1)", "\\a",
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) assert_int_equal(split(bad[i]).rc, -EINVAL);
+    assert_int_equal(split_n("", 0).rc, -EINVAL);
+}
+
+static void test_split_rejects_bad_authority(void **state)
+{
+    static const char *bad[] = {
+        "http://",       "http:///x",     "http://?q",      "http://u@h/x",   "http://u:p@h/x",
+        "http://h:8a/x", "http://h:80:1/", "http://[::1/x",  "http://[]/x",    "http://h%zz/",
+        "http://h%4/",   "http://:80/",   "http://h\"/",    "http://h<x>/",   "http://\xc3\xa9/",
+        "http://[::1]x/",
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        if (split(bad[i]).rc != -EINVAL) {
+            print_error("accepted %s\n", bad[i]);
+            fail();
+        }
+    }
+}
+
+static void test_split_rejects_forbidden_bytes(void **state)
+{
+    assert_int_equal(split("/a b").rc, -EINVAL);
+    assert_int_equal(split("/a#frag").rc, -EINVAL);
+    assert_int_equal(split("/a?q#frag").rc, -EINVAL);
+    assert_int_equal(split("/a\tb").rc, -EINVAL);
+    assert_int_equal(split("/a\rb").rc, -EINVAL);
+    assert_int_equal(split("/a\x7f").rc, -EINVAL);
+    assert_int_equal(split("/a?\x01").rc, -EINVAL);
+    assert_int_equal(split_n("/a\0b", 4).rc, -EINVAL);
+}
+
+static void test_split_allows_raw_utf8(void **state)
+{
+    struct split s = split("/caf\xc3\xa9?q=\xe2\x82\xac");
+    assert_int_equal(s.rc, 0);
+    assert_part(s.path, s.path_len, "/caf\xc3\xa9");
+    assert_part(s.query, s.query_len, "q=\xe2\x82\xac");
+}
+
+static void test_split_respects_len(void **state)
+{
+    struct split s = split_n("/abc?de#nope", 6);
+    assert_int_equal(s.rc, 0);
+    assert_part(s.path, s.path_len, "/abc");
+    assert_part(s.query, s.query_len, "d");
+}
+
+/* ---- sl_path_normalize ---- */
+
+static void expect_norm(const char *in, const char *want)
+{
+    char out[256];
+    memset(out, 'X', sizeof out);
+    ssize_t n = sl_path_normalize(in, strlen(in), out, sizeof out);
+    if (n < 0 || strcmp(out, want) != 0) {
+        print_error("normalize(\"%s\") = %zd \"%s\", want \"%s\"\n", in, n, n >= 0 ? out : "", want);
+        fail();
+    }
+    assert_int_equal((size_t)n, strlen(want));
+}
+
+static void expect_norm_err(const char *in, size_t len, int err)
+{
+    char out[256];
+    ssize_t n = sl_path_normalize(in, len, out, sizeof out);
+    if (n != -err) {
+        print_error("normalize(\"%s\") = %zd, want %d\n", in, n, -err);
+        fail();
+    }
+}
+
+static void test_norm_plain(void **state)
+{
+    expect_norm("/", "/");
+    expect_norm("/a", "/a");
+    expect_norm("/a/b/c.txt", "/a/b/c.txt");
+    expect_norm("/a/b/", "/a/b/");
+}
+
+static void test_norm_traversal_literal(void **state)
+{
+    expect_norm("/../../etc/passwd", "/etc/passwd");
+    expect_norm("/a/../../../../etc/passwd", "/etc/passwd");
+    expect_norm("/..", "/");
+    expect_norm("/../", "/");
+    expect_norm("/a/b/../../..", "/");
+}
+
+static void test_norm_traversal_encoded(void **state)
+{
+    expect_norm("/%2e%2e/", "/");
+    expect_norm("/%2E%2E/etc/passwd", "/etc/passwd");
+    expect_norm("/a/%2E%2E/%2e%2e/b", "/b");
+    expect_norm("/.%2e/x", "/x");
+    expect_norm("/%2e./x", "/x");
+    expect_norm("/a/%2e", "/a/");
+}
+
+static void test_norm_encoded_slash_is_separator(void **state)
+{
+    expect_norm("/..%2f..%2f", "/");
+    expect_norm("/..%2F..%2Fetc%2Fpasswd", "/etc/passwd");
+    expect_norm("/a%2fb", "/a/b");
+    expect_norm("/a%2f%2f%2fb", "/a/b");
+    expect_norm("/a/b%2f..%2f..%2f..%2fc", "/c");
+}
+
+static void test_norm_dot_segments(void **state)
+{
+    expect_norm("/a/./b/../c/", "/a/c/");
+    expect_norm("/a/./b", "/a/b");
+    expect_norm("/./", "/");
+    expect_norm("/.", "/");
+    expect_norm("/a/b/..", "/a/");
+}
+
+static void test_norm_trailing_slash_kept(void **state)
+{
+    expect_norm("/dir/", "/dir/");
+    expect_norm("/dir/.", "/dir/");
+    expect_norm("/dir/./", "/dir/");
+    expect_norm("/dir/sub/..", "/dir/");
+    expect_norm("/dir//", "/dir/");
+    expect_norm("/dir%2f", "/dir/");
+}
+
+static void test_norm_merge_slashes(void **state)
+{
+    expect_norm("//x", "/x");
+    expect_norm("///", "/");
+    expect_norm("/a//b///c", "/a/b/c");
+    expect_norm("//..//..//x", "/x");
+}
+
+static void test_norm_dotlike_names_kept(void **state)
+{
+    expect_norm("/...", "/...");
+    expect_norm("/.../x", "/.../x");
+    expect_norm("/.a", "/.a");
+    expect_norm("/a..", "/a..");
+    expect_norm("/..a/b", "/..a/b");
+    expect_norm("/.%2e.", "/...");
+    expect_norm("/.htaccess", "/.htaccess");
+    /* A backslash is an ordinary byte on POSIX, not a separator. */
+    expect_norm("/a\\..\\b", "/a\\..\\b");
+    expect_norm("/%5c..%5c", "/\\..\\");
+}
+
+static void test_norm_decodes(void **state)
+{
+    expect_norm("/a%20b", "/a b");
+    expect_norm("/%41%62%7e", "/Ab~");
+    expect_norm("/caf%C3%A9", "/caf\xc3\xa9");
+    expect_norm("/%ff%80", "/\xff\x80");
+    expect_norm("/100%25", "/100%");
+    expect_norm("/%2525", "/%25"); /* decoded exactly once */
+    expect_norm("/a?b", "/a?b");   /* the caller already split off the query */
+}
+
+static void test_norm_bad_escapes(void **state)
+{
+    expect_norm_err("/a%", 3, EINVAL);
+    expect_norm_err("/a%4", 4, EINVAL);
+    expect_norm_err("/%zz", 4, EINVAL);
+    expect_norm_err("/%g0", 4, EINVAL);
+    expect_norm_err("/%0g", 4, EINVAL);
+    expect_norm_err("/% 1", 4, EINVAL);
+    expect_norm_err("/%%41", 5, EINVAL);
+    expect_norm_err("/%", 2, EINVAL);
+    /* The escape is cut by len even though more bytes follow in memory. */
+    expect_norm_err("/a%41", 4, EINVAL);
+}
+
+static void test_norm_nul_rejected(void **state)
+{
+    expect_norm_err("/%00", 4, EINVAL);
+    expect_norm_err("/a%00b", 6, EINVAL);
+    expect_norm_err("/a/../%00", 9, EINVAL);
+    expect_norm_err("/a\0b", 4, EINVAL);
+}
+
+static void test_norm_controls_rejected(void **state)
+{
+    static const char *bad[] = {"/%01", "/%09", "/%0a", "/%0D", "/%1f", "/%1F", "/%7f", "/%7F",
+                                "/a\x01", "/a\n", "/a\t", "/\x7f", "/ok/%0d%0aSet-Cookie:x"};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) expect_norm_err(bad[i], strlen(bad[i]), EINVAL);
+    expect_norm("/%20", "/ ");
+    expect_norm("/%7e", "/~");
+}
+
+static void test_norm_must_start_with_slash(void **state)
+{
+    expect_norm_err("", 0, EINVAL);
+    expect_norm_err("a/b", 3, EINVAL);
+    expect_norm_err("%2fa", 4, EINVAL);
+    expect_norm_err("*", 1, EINVAL);
+    expect_norm_err("../a", 4, EINVAL);
+    expect_norm_err(" /a", 3, EINVAL);
+}
+
+static void test_norm_capacity_exact(void **state)
+{
+    char out[16];
+    assert_int_equal(sl_path_normalize("/abc", 4, out, 5), 4);
+    assert_string_equal(out, "/abc");
+    assert_int_equal(sl_path_normalize("/abc", 4, out, 4), -ENAMETOOLONG);
+    assert_int_equal(sl_path_normalize("/abc/", 5, out, 6), 5);
+    assert_string_equal(out, "/abc/");
+    assert_int_equal(sl_path_normalize("/abc/", 5, out, 5), -ENAMETOOLONG);
+    assert_int_equal(sl_path_normalize("/", 1, out, 2), 1);
+    assert_string_equal(out, "/");
+    assert_int_equal(sl_path_normalize("/", 1, out, 1), -ENAMETOOLONG);
+    assert_int_equal(sl_path_normalize("/", 1, out, 0), -ENAMETOOLONG);
+    assert_int_equal(sl_path_normalize("/a/b", 4, out, 4), -ENAMETOOLONG);
+    assert_int_equal(sl_path_normalize("/a/b", 4, out, 5), 4);
+    /* Decoding shrinks: 12 input bytes, 4 output bytes. */
+    assert_int_equal(sl_path_normalize("/%61%62%63", 10, out, 5), 4);
+    assert_string_equal(out, "/abc");
+}
+
+static void test_norm_capacity_never_overrun(void **state)
+{
+    /* Every outcap from 0 to the needed size: either the exact result or -ENAMETOOLONG, and never a
+     * write at or beyond outcap (checked with a canary). */
+    const char *in = "/aa/./bbb//c/../dddd/";
+    const char *want = "/aa/bbb/dddd/";
+    for (size_t cap = 0; cap <= 20; cap++) {
+        char out[32];
+        memset(out, '#', sizeof out);
+        ssize_t n = sl_path_normalize(in, strlen(in), out, cap);
+        if (cap > strlen(want)) {
+            assert_int_equal(n, (ssize_t)strlen(want));
+            assert_string_equal(out, want);
+        } else {
+            assert_int_equal(n, -ENAMETOOLONG);
+        }
+        for (size_t k = cap; k < sizeof out; k++) assert_int_equal(out[k], '#');
+    }
+}
+
+static void test_norm_long_intermediate_shrinks(void **state)
+{
+    static char in[6000];
+    char out[16];
+    memset(in, 'a', sizeof in);
+    in[0] = '/';
+    memcpy(in + sizeof in - 3, "/..", 3);
+    assert_int_equal(sl_path_normalize(in, sizeof in, out, sizeof out), 1);
+    assert_string_equal(out, "/");
+
+    /* A fitting prefix, then a too-long segment and another one, both cancelled by "..". */
+    char in2[6100];
+    size_t off = (size_t)snprintf(in2, sizeof in2, "/x/");
+    memset(in2 + off, 'b', 3000);
+    off += 3000;
+    off += (size_t)snprintf(in2 + off, sizeof in2 - off, "/c/../../y");
+    assert_int_equal(sl_path_normalize(in2, off, out, sizeof out), 4);
+    assert_string_equal(out, "/x/y");
+
+    /* Not cancelled: too long. */
+    assert_int_equal(sl_path_normalize(in2, off - 8, out, sizeof out), -ENAMETOOLONG);
+}
+
+static void test_norm_einval_beats_enametoolong(void **state)
+{
+    static char in[5000];
+    char out[8];
+    memset(in, 'a', sizeof in);
+    in[0] = '/';
+    memcpy(in + sizeof in - 4, "/%zz", 4);
+    assert_int_equal(sl_path_normalize(in, sizeof in, out, sizeof out), -EINVAL);
+}
+
+static void test_norm_long_input(void **state)
+{
+    enum { N = 50000 };
+    static char in[2 * N + 1], out[2 * N + 2];
+    for (size_t k = 0; k < N; k++) {
+        in[2 * k] = '/';
+        in[2 * k + 1] = (char)('a' + k % 26);
+    }
+    ssize_t n = sl_path_normalize(in, 2 * N, out, sizeof out);
+    assert_int_equal(n, 2 * N);
+    assert_memory_equal(out, in, 2 * N);
+    assert_int_equal(sl_path_normalize(in, 2 * N, out, 2 * N), -ENAMETOOLONG);
+
+    /* 50000 ".." after a deep path: ends at the root. */
+    static char in2[4 * N + 2];
+    size_t off = 0;
+    for (size_t k = 0; k < N; k++) off += (size_t)snprintf(in2 + off, sizeof in2 - off, "/..");
+    assert_int_equal(sl_path_normalize(in2, off, out, sizeof out), 1);
+    assert_string_equal(out, "/");
+}
+
+/* Reference for the exhaustive check: decode everything first, then walk '/'-separated segments
+ * with an explicit stack of segment strings. */
+static int ref_normalize(const char *in, size_t len, char *out)
+{
+    char dec[128];
+    size_t dn = 0;
+    if (len == 0 || in[0] != '/') return -EINVAL;
+    for (size_t k = 0; k < len; k++) {
+        unsigned c = (unsigned char)in[k];
+        if (c == '%') {
+            unsigned v;
+            char hx[3] = {0};
+            if (k + 2 >= len) return -EINVAL;
+            hx[0] = in[k + 1];
+            hx[1] = in[k + 2];
+            if (!isxdigit((unsigned char)hx[0]) || !isxdigit((unsigned char)hx[1])) return -EINVAL;
+            sscanf(hx, "%2x", &v);
+            c = v;
+            k += 2;
+        }
+        if (c < 0x20 || c == 0x7f) return -EINVAL;
+        dec[dn++] = (char)c;
+    }
+    dec[dn] = '\0';
+    const char *stack[64];
+    size_t lens[64], depth = 0;
+    bool dir = false;
+    const char *p = dec + 1;
+    for (;;) {
+        const char *slash = strchr(p, '/');
+        size_t l = slash ? (size_t)(slash - p) : strlen(p);
+        if (l == 0 || (l == 1 && p[0] == '.')) {
+            dir = true;
+        } else if (l == 2 && p[0] == '.' && p[1] == '.') {
+            if (depth) depth--;
+            dir = true;
+        } else {
+            stack[depth] = p;
+            lens[depth++] = l;
+            dir = false;
+        }
+        if (!slash) break;
+        p = slash + 1;
+    }
+    size_t o = 0;
+    for (size_t d = 0; d < depth; d++) {
+        out[o++] = '/';
+        memcpy(out + o, stack[d], lens[d]);
+        o += lens[d];
+    }
+    if (o == 0 || dir) out[o++] = '/';
+    out[o] = '\0';
+    return (int)o;
+}
+
+static void test_norm_exhaustive_small(void **state)
+{
+    static const char *const tokens[] = {"/", ".", "a", "%2e", "%2F", "%", "%0", "%00", "\x01"};
+    enum { T = sizeof tokens / sizeof *tokens, MAXTOK = 6 };
+    unsigned long checked = 0;
+    for (int ntok = 0; ntok <= MAXTOK; ntok++) {
+        unsigned long total = 1;
+        for (int k = 0; k < ntok; k++) total *= T;
+        for (unsigned long idx = 0; idx < total; idx++) {
+            char in[64] = "/";
+            size_t len = 1;
+            unsigned long x = idx;
+            for (int k = 0; k < ntok; k++) {
+                const char *t = tokens[x % T];
+                x /= T;
+                memcpy(in + len, t, strlen(t));
+                len += strlen(t);
+            }
+            char want[128], got[128];
+            int rw = ref_normalize(in, len, want);
+            ssize_t rg = sl_path_normalize(in, len, got, sizeof got);
+            if (rg != rw || (rw >= 0 && strcmp(got, want) != 0)) {
+                print_error("\"%.*s\": got %zd \"%s\", want %d \"%s\"\n", (int)len, in, rg, rg >= 0 ? got : "",
+                            rw, rw >= 0 ? want : "");
+                fail();
+            }
+            if (rw >= 0) {
+                /* The exact size fits, one byte less does not. */
+                assert_int_equal(sl_path_normalize(in, len, got, (size_t)rw + 1), rw);
+                assert_int_equal(sl_path_normalize(in, len, got, (size_t)rw), -ENAMETOOLONG);
+                assert_null(strstr(got, "//"));
+                assert_null(strstr(got, "/./"));
+                assert_null(strstr(got, "/../"));
+                size_t gl = strlen(got);
+                assert_false(gl >= 2 && strcmp(got + gl - 2, "/.") == 0);
+                assert_false(gl >= 3 && strcmp(got + gl - 3, "/..") == 0);
+            }
+            checked++;
+        }
+    }
+    assert_true(checked > 500000);
+}
+
+/* ---- sl_path_encode ---- */
+
+static void expect_enc(const char *in, size_t len, const char *want)
+{
+    char out[256];
+    ssize_t n = sl_path_encode(in, len, out, sizeof out);
+    assert_int_equal(n, (ssize_t)strlen(want));
+    assert_string_equal(out, want);
+}
+
+static void test_enc_keeps_pchar_and_slash(void **state)
+{
+    const char *s = "/AZaz09-._~!$&'()*+,;=:@/x";
+    expect_enc(s, strlen(s), s);
+}
+
+static void test_enc_escapes_the_rest(void **state)
+{
+    expect_enc("/a b", 4, "/a%20b");
+    expect_enc("/100%", 5, "/100%25");
+    expect_enc("/a?b#c", 6, "/a%3Fb%23c");
+    expect_enc("/\"<>\\^`{|}[]", 12, "/%22%3C%3E%5C%5E%60%7B%7C%7D%5B%5D");
+    expect_enc("/caf\xc3\xa9", 6, "/caf%C3%A9");
+    expect_enc("/\x01\x7f\xff", 4, "/%01%7F%FF");
+    expect_enc("/a\0b", 4, "/a%00b");
+    expect_enc("", 0, "");
+}
+
+static void test_enc_every_byte(void **state)
+{
+    for (int c = 0; c < 256; c++) {
+        char in[1] = {(char)c}, out[4];
+        ssize_t n = sl_path_encode(in, 1, out, sizeof out);
+        bool literal = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                       (c && strchr("-._~!$&'()*+,;=:@/", c));
+        if (literal) {
+            assert_int_equal(n, 1);
+            assert_int_equal(out[0], c);
+        } else {
+            char want[4];
+            snprintf(want, sizeof want, "%%%02X", c);
+            assert_int_equal(n, 3);
+            assert_string_equal(out, want);
+        }
+    }
+}
+
+static void test_enc_capacity(void **state)
+{
+    char out[8];
+    memset(out, '#', sizeof out);
+    assert_int_equal(sl_path_encode("/ab", 3, out, 4), 3);
+    assert_string_equal(out, "/ab");
+    assert_int_equal(sl_path_encode("/ab", 3, out, 3), -ENAMETOOLONG);
+    assert_int_equal(sl_path_encode("/ ", 2, out, 5), 4);
+    assert_string_equal(out, "/%20");
+    memset(out, '#', sizeof out);
+    assert_int_equal(sl_path_encode("/ ", 2, out, 4), -ENAMETOOLONG);
+    assert_int_equal(out[4], '#');
+    assert_int_equal(sl_path_encode("", 0, out, 1), 0);
+    assert_int_equal(sl_path_encode("", 0, out, 0), -ENAMETOOLONG);
+}
+
+static void test_enc_normalize_round_trip(void **state)
+{
+    /* Encoding any normalizable byte and normalizing again gives the same path back. */
+    for (int c = 0x20; c < 256; c++) {
+        if (c == 0x7f || c == '/' || c == '.') continue;
+        char path[8] = {'/', 'x', (char)c, 'y', '/', '\0'}, enc[32], back[32];
+        ssize_t e = sl_path_encode(path, 5, enc, sizeof enc);
+        assert_true(e >= 5);
+        ssize_t b = sl_path_normalize(enc, (size_t)e, back, sizeof back);
+        assert_int_equal(b, 5);
+        assert_memory_equal(back, path, 5);
+    }
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_split_origin_form),
+        cmocka_unit_test(test_split_no_query_is_null),
+        cmocka_unit_test(test_split_empty_query_not_null),
+        cmocka_unit_test(test_split_query_may_hold_question_marks),
+        cmocka_unit_test(test_split_absolute_form),
+        cmocka_unit_test(test_split_absolute_form_empty_path),
+        cmocka_unit_test(test_split_absolute_form_ip_literal),
+        cmocka_unit_test(test_split_asterisk_form),
+        cmocka_unit_test(test_split_rejects_other_forms),
+        cmocka_unit_test(test_split_rejects_bad_authority),
+        cmocka_unit_test(test_split_rejects_forbidden_bytes),
+        cmocka_unit_test(test_split_allows_raw_utf8),
+        cmocka_unit_test(test_split_respects_len),
+        cmocka_unit_test(test_norm_plain),
+        cmocka_unit_test(test_norm_traversal_literal),
+        cmocka_unit_test(test_norm_traversal_encoded),
+        cmocka_unit_test(test_norm_encoded_slash_is_separator),
+        cmocka_unit_test(test_norm_dot_segments),
+        cmocka_unit_test(test_norm_trailing_slash_kept),
+        cmocka_unit_test(test_norm_merge_slashes),
+        cmocka_unit_test(test_norm_dotlike_names_kept),
+        cmocka_unit_test(test_norm_decodes),
+        cmocka_unit_test(test_norm_bad_escapes),
+        cmocka_unit_test(test_norm_nul_rejected),
+        cmocka_unit_test(test_norm_controls_rejected),
+        cmocka_unit_test(test_norm_must_start_with_slash),
+        cmocka_unit_test(test_norm_capacity_exact),
+        cmocka_unit_test(test_norm_capacity_never_overrun),
+        cmocka_unit_test(test_norm_long_intermediate_shrinks),
+        cmocka_unit_test(test_norm_einval_beats_enametoolong),
+        cmocka_unit_test(test_norm_long_input),
+        cmocka_unit_test(test_norm_exhaustive_small),
+        cmocka_unit_test(test_enc_keeps_pchar_and_slash),
+        cmocka_unit_test(test_enc_escapes_the_rest),
+        cmocka_unit_test(test_enc_every_byte),
+        cmocka_unit_test(test_enc_capacity),
+        cmocka_unit_test(test_enc_normalize_round_trip),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,220 @@
+/* Unit tests for typed settings: key checks at start-up and per-request condition overrides. */
+#include <errno.h>
+#include <fcntl.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "settings.h"
+
+static char dir[] = "/tmp/sl_settings_XXXXXX";
+
+static int setup(void **state)
+{
+    assert_non_null(mkdtemp(dir));
+    char p[256];
+    snprintf(p, sizeof p, "%s/a", dir);
+    mkdir(p, 0755);
+    snprintf(p, sizeof p, "%s/b", dir);
+    mkdir(p, 0755);
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    char p[256];
+    snprintf(p, sizeof p, "%s/a", dir);
+    rmdir(p);
+    snprintf(p, sizeof p, "%s/b", dir);
+    rmdir(p);
+    rmdir(dir);
+    return 0;
+}
+
+typedef struct fixture {
+    sl_config_tree *t;
+    sl_settings g;
+    sl_listen_spec listen[SL_MAX_LISTENERS];
+    size_t n_listen;
+    char err[512];
+} fixture;
+
+static int prepare(fixture *f, const char *text)
+{
+    memset(f, 0, sizeof *f);
+    f->t = sl_config_parse_string(text, strlen(text), "t.conf", dir, f->err, sizeof f->err);
+    assert_non_null(f->t);
+    return sl_settings_prepare(f->t, dir, &f->g, f->listen, &f->n_listen, f->err, sizeof f->err);
+}
+
+static void done(fixture *f)
+{
+    sl_settings_release();
+    sl_config_tree_free(f->t);
+}
+
+static void test_defaults_and_relative_docroot(void **state)
+{
+    fixture f;
+    assert_int_equal(prepare(&f, "server.document-root = \"a\"\nserver.port = 8080\n"), 0);
+    char want[256];
+    snprintf(want, sizeof want, "%s/a", dir);
+    assert_string_equal(f.g.document_root, want);
+    assert_true(f.g.docroot_fd >= 0);
+    assert_int_equal(f.g.port, 8080);
+    assert_int_equal(f.g.max_keep_alive_requests, 1000);
+    assert_int_equal(f.g.max_request_field_size, 8192);
+    assert_true(f.g.etags && f.g.range_requests && f.g.follow_symlink);
+    assert_int_equal(f.n_listen, 1);
+    assert_string_equal(f.listen[0].canon, "0.0.0.0:8080");
+    done(&f);
+}
+
+static void expect_error(const char *text, const char *needle)
+{
+    fixture f;
+    assert_int_equal(prepare(&f, text), -1);
+    if (!strstr(f.err, needle)) fail_msg("error '%s' lacks '%s'", f.err, needle);
+    done(&f);
+}
+
+static void test_errors_name_file_and_line(void **state)
+{
+    expect_error("server.document-root = \"a\"\nserver.bogus = 1\n",
+                 "t.conf:2: unknown config key 'server.bogus'");
+    expect_error("server.document-root = \"a\"\nserver.port = \"80\"\n",
+                 "t.conf:2: 'server.port' must be an integer, not string");
+    expect_error("server.document-root = \"a\"\nserver.range-requests = \"yes\"\n",
+                 "t.conf:2: 'server.range-requests' must be \"enable\" or \"disable\"");
+    expect_error("server.document-root = \"a\"\n$HTTP[\"host\"] == \"x\" {\n server.port = 81\n}\n",
+                 "t.conf:3: 'server.port' can only be set at the top level");
+    expect_error("server.document-root = \"missing\"\n", "t.conf:1: server.document-root");
+    expect_error("server.port = 80\n", "server.document-root is not set");
+    expect_error("server.document-root = \"a\"\nserver.port = 70000\n", "out of range");
+    expect_error("server.document-root = \"a\"\nserver.event-handler = \"kqueue\"\n",
+                 "not supported");
+}
+
+static void test_later_work_is_refused_until_it_works(void **state)
+{
+    expect_error("server.document-root = \"a\"\nserver.network-backend = \"linux-aio-sendfile\"\n",
+                 "t.conf:2: 'server.network-backend': network backends other than");
+    expect_error("server.document-root = \"a\"\nserver.max-stat-threads = 2\n", "not implemented");
+    expect_error("server.document-root = \"a\"\nserver.max-read-threads = 64\n", "not implemented");
+    expect_error("server.document-root = \"a\"\nserver.use-noatime = \"enable\"\n",
+                 "not implemented");
+    expect_error("server.document-root = \"a\"\n$HTTP[\"url\"] =~ \"^/x/\" {\n"
+                 " proxy-core.backends = ( \"127.0.0.1:1029\" )\n}\n",
+                 "t.conf:3: 'proxy-core.backends': proxy-core is not implemented yet");
+    /* The values that describe what seekless already does are accepted. */
+    fixture f;
+    assert_int_equal(prepare(&f, "server.document-root = \"a\"\n"
+                                 "server.network-backend = \"linux-sendfile\"\n"
+                                 "server.max-stat-threads = 0\nserver.use-noatime = \"disable\"\n"),
+                     0);
+    done(&f);
+}
+
+static void test_conditions_override_per_request(void **state)
+{
+    fixture f;
+    assert_int_equal(prepare(&f, "server.document-root = \"a\"\nserver.port = 8080\n"
+                                 "$HTTP[\"host\"] == \"b.example\" { server.document-root = \"b\" }\n"
+                                 "else $HTTP[\"url\"] =~ \"^/nokeep/\" {\n"
+                                 "  server.max-keep-alive-requests = 0\n"
+                                 "  url.access-deny = ( \".secret\" )\n}\n"
+                                 "$SERVER[\"socket\"] == \"127.0.0.1:9090\" { static-file.etags = "
+                                 "\"disable\" }\n"),
+                     0);
+    assert_int_equal(f.n_listen, 2);
+    assert_string_equal(f.listen[1].literal, "127.0.0.1:9090");
+    sl_settings r;
+    sl_cond_input in = {.socket = f.listen[0].literal, .url = "/x", .host = "b.example"};
+    sl_settings_for_request(f.t, &f.g, &in, &r);
+    assert_non_null(strstr(r.document_root, "/b"));
+    assert_int_not_equal(r.docroot_fd, f.g.docroot_fd);
+    assert_true(r.etags);
+    in.host = "other";
+    in.url = "/nokeep/y";
+    sl_settings_for_request(f.t, &f.g, &in, &r);
+    assert_non_null(strstr(r.document_root, "/a"));
+    assert_int_equal(r.max_keep_alive_requests, 0);
+    assert_int_equal(r.access_deny.n, 1);
+    assert_string_equal(r.access_deny.v[0], ".secret");
+    in.socket = f.listen[1].literal;
+    in.url = "/";
+    sl_settings_for_request(f.t, &f.g, &in, &r);
+    assert_false(r.etags);
+    assert_int_equal(r.access_deny.n, 0);
+    done(&f);
+}
+
+static void test_default_socket_takes_the_conditions_spelling(void **state)
+{
+    fixture f;
+    assert_int_equal(prepare(&f, "server.document-root = \"a\"\nserver.port = 1025\n"
+                                 "$SERVER[\"socket\"] == \":1025\" { server.max-read-idle = 7 }\n"),
+                     0);
+    assert_int_equal(f.n_listen, 1);
+    assert_string_equal(f.listen[0].literal, ":1025");
+    sl_settings r;
+    sl_cond_input in = {.socket = f.listen[0].literal, .url = "/"};
+    sl_settings_for_request(f.t, &f.g, &in, &r);
+    assert_int_equal(r.max_read_idle, 7);
+    done(&f);
+    expect_error("server.document-root = \"a\"\n$SERVER[\"socket\"] == \":1026\" {}\n"
+                 "$SERVER[\"socket\"] == \"0.0.0.0:1026\" {}\n",
+                 "t.conf:3: $SERVER[\"socket\"] \"0.0.0.0:1026\" names the same socket");
+    expect_error("server.document-root = \"a\"\n$SERVER[\"socket\"] == \"nonsense\" {}\n",
+                 "t.conf:2: $SERVER[\"socket\"] \"nonsense\"");
+}
+
+static void test_mimetype_assign_replaces_the_default(void **state)
+{
+    fixture f;
+    assert_int_equal(prepare(&f, "server.document-root = \"a\"\n"
+                                 "mimetype.assign = ( \".foo\" => \"application/x-foo\" )\n"),
+                     0);
+    assert_string_equal(sl_mime_lookup(f.g.mime, "/x.foo", 6), "application/x-foo");
+    assert_string_equal(sl_mime_lookup(f.g.mime, "/x.html", 7), "application/octet-stream");
+    done(&f);
+    expect_error("server.document-root = \"a\"\nmimetype.assign = ( \"text/html\" )\n",
+                 "t.conf:2: 'mimetype.assign' must be an array of \".ext\" => \"type\" pairs");
+}
+
+static void test_socket_canonical(void **state)
+{
+    char out[128];
+    assert_int_equal(sl_socket_canonical(":80", out, sizeof out), 0);
+    assert_string_equal(out, "0.0.0.0:80");
+    assert_int_equal(sl_socket_canonical("127.0.0.1:8080", out, sizeof out), 0);
+    assert_string_equal(out, "127.0.0.1:8080");
+    assert_int_equal(sl_socket_canonical("[::1]:8080", out, sizeof out), 0);
+    assert_string_equal(out, "[::1]:8080");
+    assert_int_equal(sl_socket_canonical("::1:80", out, sizeof out), -EINVAL);
+    assert_int_equal(sl_socket_canonical("127.0.0.1", out, sizeof out), -EINVAL);
+    assert_int_equal(sl_socket_canonical(":0", out, sizeof out), -EINVAL);
+    assert_int_equal(sl_socket_canonical(":99999", out, sizeof out), -EINVAL);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_defaults_and_relative_docroot),
+        cmocka_unit_test(test_errors_name_file_and_line),
+        cmocka_unit_test(test_later_work_is_refused_until_it_works),
+        cmocka_unit_test(test_conditions_override_per_request),
+        cmocka_unit_test(test_default_socket_takes_the_conditions_spelling),
+        cmocka_unit_test(test_mimetype_assign_replaces_the_default),
+        cmocka_unit_test(test_socket_canonical),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
