@@ -243,6 +243,8 @@ static void handle_request(sl_conn *c)
     c->conf = srv->global; /* until the conditions are evaluated */
     c->keep_alive = rq->version == 11 ? !rq->conn_close : (rq->conn_keep_alive && !rq->conn_close);
     c->has_body = rq->content_length > 0 || rq->chunked;
+    /* No module here reads request bodies: never parse an unread body as the next request. */
+    if (c->has_body) c->keep_alive = false;
 
     const char *p, *q, *auth;
     size_t plen, qlen, alen;
