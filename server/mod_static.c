@@ -60,6 +60,14 @@ int sl_static_resolve(const sl_settings *s, const sl_http_request *req, const ch
         out->status = 405;
         return 0;
     }
+    /* Deny lists apply to the name asked for, whether or not it exists (as lighttpd's
+     * mod_access): a denied name must not be probed for existence. Index names are checked
+     * again below. */
+    if (suffix_in(&s->access_deny, path, path_len) ||
+        suffix_in(&s->exclude_extensions, path, path_len)) {
+        out->status = 403;
+        return 0;
+    }
     const int oflags = O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK; /* a FIFO must not block */
     const char *rel = path_len > 1 ? path + 1 : ".";
     int fd = sl_open_beneath(s->docroot_fd, rel, oflags, s->follow_symlink);

@@ -1,0 +1,443 @@
+#!/usr/bin/env python3
+"""Integration tests of the seekless core over real sockets on 127.0.0.1.
+
+Each test class starts the real binary with a generated config in a temp dir and talks raw HTTP
+to it, so framing (pipelining, byte-by-byte requests, lingering close) is tested as a client sees
+it. Processes are stopped by PID in tearDown.
+"""
+import argparse
+import hashlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+
+BUILD = "build"
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    p = s.getsockname()[1]
+    s.close()
+    return p
+
+
+class Server:
+    def __init__(self, conf_body, files=None, extra=""):
+        self.dir = tempfile.mkdtemp(prefix="sl_it_")
+        self.root = os.path.join(self.dir, "root")
+        os.mkdir(self.root)
+        for name, data in (files or {}).items():
+            path = os.path.join(self.root, name)
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            with open(path, "wb") as f:
+                f.write(data)
+        self.port = free_port()
+        self.conf = os.path.join(self.dir, "seekless.conf")
+        self.log = os.path.join(self.dir, "error.log")
+        with open(self.conf, "w") as f:
+            f.write(f'server.document-root = "{self.root}"\nserver.bind = "127.0.0.1"\n'
+                    f'server.port = {self.port}\nserver.errorlog = "{self.log}"\n{conf_body}\n')
+        self.proc = None
+
+    def start(self):
+        self.proc = subprocess.Popen([os.path.join(BUILD, "server", "seekless"), "-D", "-f", self.conf],
+                                     stderr=subprocess.PIPE)
+        deadline = time.time() + 5
+        while time.time() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError("seekless exited: " + self.proc.stderr.read().decode())
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=0.2).close()
+                return self
+            except OSError:
+                time.sleep(0.05)
+        raise RuntimeError("seekless did not start listening")
+
+    def stop(self):
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                return self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+                return -9
+        return self.proc.returncode if self.proc else None
+
+    def connect(self):
+        s = socket.create_connection(("127.0.0.1", self.port), timeout=5)
+        return s
+
+
+def read_response(s, buf=b"", head=False):
+    """Read one response from s; return (status, headers dict, body, rest)."""
+    while b"\r\n\r\n" not in buf:
+        d = s.recv(65536)
+        if not d:
+            raise EOFError("closed before the head: %r" % buf)
+        buf += d
+    h, _, buf = buf.partition(b"\r\n\r\n")
+    lines = h.decode("latin-1").split("\r\n")
+    status = int(lines[0].split()[1])
+    hdrs = {}
+    for line in lines[1:]:
+        k, _, v = line.partition(":")
+        hdrs[k.strip().lower()] = v.strip()
+    n = 0 if head or status in (204, 304) else int(hdrs.get("content-length", "0"))
+    while len(buf) < n:
+        d = s.recv(1 << 20)
+        if not d:
+            raise EOFError("closed in the body")
+        buf += d
+    return status, hdrs, buf[:n], buf[n:]
+
+
+def request(srv, raw, head=False):
+    s = srv.connect()
+    try:
+        s.sendall(raw)
+        return read_response(s, head=head)[:3]
+    finally:
+        s.close()
+
+
+def wait_closed(s, timeout=5):
+    s.settimeout(timeout)
+    data = b""
+    try:
+        while True:
+            d = s.recv(65536)
+            if not d:
+                return data
+            data += d
+    except (ConnectionResetError, socket.timeout):
+        return data
+
+
+BIG = os.urandom(10 * 1024 * 1024 + 123)
+FILES = {
+    "a.txt": b"hello, world\n",
+    "empty": b"",
+    "big.bin": BIG,
+    "dir/index.html": b"<p>index</p>",
+    "noindex/x.txt": b"x",
+    "with space.txt": b"spaced",
+    "secret.inc": b"nope",
+}
+
+
+class StaticFiles(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.srv = Server('index-file.names = ( "index.html" )\nurl.access-deny = ( ".inc" )\n'
+                         'mimetype.assign = ( ".txt" => "text/plain", ".html" => "text/html" )',
+                         FILES).start()
+        os.symlink("a.txt", os.path.join(cls.srv.root, "link.txt"))
+        os.symlink("/etc/passwd", os.path.join(cls.srv.root, "passwd"))
+
+    @classmethod
+    def tearDownClass(cls):
+        assert cls.srv.stop() == 0
+
+    def get(self, path, extra=b"", method=b"GET", version=b"1.1"):
+        return request(self.srv, method + b" " + path + b" HTTP/" + version + b"\r\nHost: t\r\n" + extra + b"\r\n",
+                       head=method == b"HEAD")
+
+    def test_get_headers(self):
+        st, h, body = self.get(b"/a.txt")
+        self.assertEqual((st, body), (200, b"hello, world\n"))
+        self.assertEqual(h["content-type"], "text/plain")
+        self.assertEqual(h["content-length"], "13")
+        for k in ("date", "last-modified", "etag"):
+            self.assertIn(k, h)
+
+    def test_head_and_empty(self):
+        st, h, body = self.get(b"/a.txt", method=b"HEAD")
+        self.assertEqual((st, h["content-length"], body), (200, "13", b""))
+        st, h, body = self.get(b"/empty")
+        self.assertEqual((st, h["content-length"], body), (200, "0", b""))
+
+    def test_big_file_checksum(self):
+        st, h, body = self.get(b"/big.bin")
+        self.assertEqual(st, 200)
+        self.assertEqual(hashlib.sha256(body).digest(), hashlib.sha256(BIG).digest())
+
+    def test_errors(self):
+        self.assertEqual(self.get(b"/missing")[0], 404)
+        self.assertEqual(self.get(b"/secret.inc")[0], 403)
+        self.assertEqual(self.get(b"/noindex/")[0], 403)
+        self.assertEqual(self.get(b"/passwd")[0], 403)
+        st, h, _ = self.get(b"/a.txt", method=b"DELETE")
+        self.assertEqual((st, h["allow"]), (405, "GET, HEAD"))
+        self.assertEqual(self.get(b"/a.txt", version=b"2.0")[0], 505)
+        self.assertEqual(self.get(b"/a.txt", b"Expect: teapot\r\n")[0], 417)
+        self.assertEqual(self.get(b"/a.txt", b"Expect: 100-continue\r\n")[0], 200)
+        self.assertEqual(request(self.srv, b"GET /a.txt HTTP/1.1\r\n\r\n")[0], 400)  # no Host
+        self.assertEqual(request(self.srv, b"GET /" + b"a" * 9000 + b" HTTP/1.1\r\nHost: t\r\n\r\n")[0], 414)
+        self.assertEqual(request(self.srv, b"GET / HTTP/1.1\r\nHost: t\r\nX: " + b"a" * 9000 + b"\r\n\r\n")[0], 431)
+
+    def test_paths(self):
+        self.assertEqual(self.get(b"/with%20space.txt")[2], b"spaced")
+        self.assertEqual(self.get(b"/dir/../a.txt")[2], b"hello, world\n")
+        self.assertEqual(self.get(b"/link.txt")[2], b"hello, world\n")
+        for p in (b"/%2e%2e/%2e%2e/etc/passwd", b"/../../etc/passwd", b"/..%2f..%2fetc/passwd"):
+            st, _, body = self.get(p)
+            self.assertIn(st, (400, 403, 404), p)
+            self.assertNotIn(b"root:", body)
+        self.assertEqual(self.get(b"/a.txt%00.html")[0], 400)
+
+    def test_directory_redirect_and_index(self):
+        st, h, _ = self.get(b"/dir?x=1")
+        self.assertEqual((st, h["location"]), (301, "/dir/?x=1"))
+        st, h, body = self.get(b"/dir/")
+        self.assertEqual((st, body, h["content-type"]), (200, b"<p>index</p>", "text/html"))
+
+    def test_ranges(self):
+        st, h, body = self.get(b"/a.txt", b"Range: bytes=0-4\r\n")
+        self.assertEqual((st, body, h["content-range"]), (206, b"hello", "bytes 0-4/13"))
+        self.assertEqual(self.get(b"/a.txt", b"Range: bytes=-3\r\n")[2], b"ld\n")
+        self.assertEqual(self.get(b"/a.txt", b"Range: bytes=7-\r\n")[2], b"world\n")
+        st, h, _ = self.get(b"/a.txt", b"Range: bytes=100-\r\n")
+        self.assertEqual((st, h["content-range"]), (416, "bytes */13"))
+        st, h, body = self.get(b"/a.txt", b"Range: bytes=0-1,7-8\r\n")
+        self.assertEqual(st, 206)
+        boundary = h["content-type"].split("boundary=")[1].encode()
+        parts = [p for p in body.split(b"--" + boundary) if p.strip(b"\r\n") not in (b"", b"--")]
+        self.assertEqual(len(parts), 2)
+        self.assertIn(b"Content-Range: bytes 0-1/13\r\n\r\nhe\r\n", parts[0])
+        self.assertIn(b"Content-Range: bytes 7-8/13\r\n\r\nwo\r\n", parts[1])
+        etag = self.get(b"/a.txt")[1]["etag"].encode()
+        self.assertEqual(self.get(b"/a.txt", b"Range: bytes=0-1\r\nIf-Range: " + etag + b"\r\n")[0], 206)
+        self.assertEqual(self.get(b"/a.txt", b"Range: bytes=0-1\r\nIf-Range: \"old\"\r\n")[0], 200)
+
+    def test_conditionals(self):
+        _, h, _ = self.get(b"/a.txt")
+        etag, lm = h["etag"].encode(), h["last-modified"].encode()
+        st, h2, body = self.get(b"/a.txt", b"If-None-Match: " + etag + b"\r\n")
+        self.assertEqual((st, body), (304, b""))
+        self.assertEqual(self.get(b"/a.txt", b"If-Modified-Since: " + lm + b"\r\n")[0], 304)
+        self.assertEqual(self.get(b"/a.txt", b"If-Match: \"x\"\r\n")[0], 412)
+        self.assertEqual(self.get(b"/a.txt", b"If-Match: " + etag + b"\r\n")[0], 200)
+        self.assertEqual(self.get(b"/a.txt", b"If-Unmodified-Since: Sat, 01 Jan 2000 00:00:00 GMT\r\n")[0], 412)
+
+    def test_pipelining_in_one_write(self):
+        s = self.srv.connect()
+        s.sendall(b"GET /a.txt HTTP/1.1\r\nHost: t\r\n\r\n"
+                  b"HEAD /a.txt HTTP/1.1\r\nHost: t\r\n\r\n"
+                  b"GET /a.txt HTTP/1.1\r\nHost: t\r\nRange: bytes=0-4\r\n\r\n"
+                  b"GET /missing HTTP/1.1\r\nHost: t\r\n\r\n"
+                  b"GET /dir/ HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
+        rest = b""
+        got = []
+        for head in (False, True, False, False, False):
+            st, h, body, rest = read_response(s, rest, head=head)
+            got.append((st, body))
+        self.assertEqual(got, [(200, b"hello, world\n"), (200, b""), (206, b"hello"), (404, got[3][1]),
+                               (200, b"<p>index</p>")])
+        self.assertEqual(wait_closed(s), b"")
+        s.close()
+
+    def test_byte_by_byte(self):
+        s = self.srv.connect()
+        for b in b"GET /a.txt HTTP/1.1\r\nHost: t\r\n\r\n":
+            s.sendall(bytes([b]))
+            time.sleep(0.002)
+        self.assertEqual(read_response(s)[2], b"hello, world\n")
+        s.close()
+
+    def test_http10_keepalive(self):
+        s = self.srv.connect()
+        s.sendall(b"GET /a.txt HTTP/1.0\r\nConnection: keep-alive\r\n\r\n")
+        st, h, body, rest = read_response(s)
+        self.assertEqual(h.get("connection"), "keep-alive")
+        s.sendall(b"GET /a.txt HTTP/1.0\r\n\r\n")
+        st, h, body, rest = read_response(s, rest)
+        self.assertEqual((st, h.get("connection")), (200, "close"))
+        self.assertEqual(wait_closed(s), b"")
+        s.close()
+
+    def test_malformed_closes(self):
+        s = self.srv.connect()
+        s.sendall(b"GET /a.txt HTTP/1.1\r\nHost: t\r\nBad Header: x\r\n\r\nGET /a.txt HTTP/1.1\r\n\r\n")
+        st, h, _, _ = read_response(s)
+        self.assertEqual((st, h.get("connection")), (400, "close"))
+        s.close()
+        # A body we do not read must never be parsed as a request.
+        s = self.srv.connect()
+        s.sendall(b"GET /a.txt HTTP/1.1\r\nHost: t\r\nContent-Length: 34\r\n\r\n"
+                  b"GET /secret.inc HTTP/1.1\r\nHost: t\r\n\r\n")
+        st, h, _, rest = read_response(s)
+        self.assertEqual((st, h.get("connection")), (200, "close"))
+        self.assertEqual(rest + wait_closed(s), b"")
+        s.close()
+
+
+class Conditions(unittest.TestCase):
+    def test_host_url_socket_and_else(self):
+        port2 = free_port()
+        srv = Server("", {"a.txt": b"A"})
+        other = os.path.join(srv.dir, "other")
+        os.mkdir(other)
+        with open(os.path.join(other, "a.txt"), "wb") as f:
+            f.write(b"B")
+        with open(srv.conf, "a") as f:
+            f.write(f'$HTTP["host"] == "b.test" {{ server.document-root = "{other}" }}\n'
+                    f'else $HTTP["url"] =~ "^/deny" {{ url.access-deny = ( "" ) }}\n'
+                    f'$SERVER["socket"] == "127.0.0.1:{port2}" {{ server.document-root = "{other}" }}\n'
+                    f'$HTTP["querystring"] =~ "secret" {{ url.access-deny = ( "" ) }}\n')
+        srv.start()
+        try:
+            self.assertEqual(request(srv, b"GET /a.txt HTTP/1.1\r\nHost: a.test\r\n\r\n")[2], b"A")
+            self.assertEqual(request(srv, b"GET /a.txt HTTP/1.1\r\nHost: B.TEST\r\n\r\n")[2], b"B")
+            self.assertEqual(request(srv, b"GET /deny/x HTTP/1.1\r\nHost: a\r\n\r\n")[0], 403)
+            self.assertEqual(request(srv, b"GET /a.txt?secret=1 HTTP/1.1\r\nHost: a\r\n\r\n")[0], 403)
+            s = socket.create_connection(("127.0.0.1", port2), timeout=5)
+            s.sendall(b"GET /a.txt HTTP/1.1\r\nHost: a\r\n\r\n")
+            self.assertEqual(read_response(s)[2], b"B")
+            s.close()
+        finally:
+            self.assertEqual(srv.stop(), 0)
+
+
+class Process(unittest.TestCase):
+    def run_seekless(self, conf_text, *args):
+        d = tempfile.mkdtemp(prefix="sl_cli_")
+        os.mkdir(os.path.join(d, "root"))
+        p = os.path.join(d, "c.conf")
+        with open(p, "w") as f:
+            f.write(conf_text)
+        return subprocess.run([os.path.join(BUILD, "server", "seekless"), "-f", p, *args],
+                              capture_output=True, text=True, timeout=10, cwd=d)
+
+    def test_config_errors_name_file_and_line(self):
+        r = self.run_seekless('server.document-root = "root"\n\nserver.nope = 1\n', "-t")
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("c.conf:3: unknown config key 'server.nope'", r.stderr)
+        r = self.run_seekless('server.document-root = "root"\nserver.port = "x"\n', "-t")
+        self.assertIn("c.conf:2:", r.stderr)
+        r = self.run_seekless('server.document-root = "root"\n$HTTP["url"] =~ "(" {\n}\n', "-t")
+        self.assertIn("c.conf:2:", r.stderr)
+        r = self.run_seekless('server.document-root = "root"\nserver.network-backend = "io-uring"\n', "-t")
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("not implemented", r.stderr)
+        r = self.run_seekless('server.document-root = "root"\n', "-t")
+        self.assertEqual((r.returncode, r.stdout.strip()), (0, "Syntax OK"))
+
+    def test_version_flags(self):
+        r = subprocess.run([os.path.join(BUILD, "server", "seekless"), "-V"], capture_output=True, text=True)
+        self.assertEqual(r.returncode, 0)
+        self.assertIn("network-backend: linux-sendfile", r.stdout.splitlines())
+        self.assertIn("event-handler: poll", r.stdout.splitlines())
+
+    def test_poll_event_handler_serves(self):
+        srv = Server('server.event-handler = "poll"', {"a.txt": b"A"}).start()
+        try:
+            self.assertEqual(request(srv, b"GET /a.txt HTTP/1.1\r\nHost: a\r\n\r\n")[2], b"A")
+        finally:
+            self.assertEqual(srv.stop(), 0)
+
+    def test_sigterm_finishes_response_in_flight(self):
+        srv = Server("", {"big.bin": BIG}).start()
+        s = srv.connect()
+        s.sendall(b"GET /big.bin HTTP/1.1\r\nHost: a\r\n\r\n")
+        data = s.recv(1000)
+        srv.proc.send_signal(signal.SIGTERM)
+        time.sleep(0.3)
+        with self.assertRaises(OSError):  # no longer accepting
+            socket.create_connection(("127.0.0.1", srv.port), timeout=1).close()
+        st, h, body, _ = read_response(s, data)
+        self.assertEqual(hashlib.sha256(body).digest(), hashlib.sha256(BIG).digest())
+        s.close()
+        self.assertEqual(srv.proc.wait(timeout=10), 0)
+
+    def test_sighup_reopens_log_and_daemon_pidfile(self):
+        srv = Server("", {"a.txt": b"A"})
+        pidfile = os.path.join(srv.dir, "pid")
+        with open(srv.conf, "a") as f:
+            f.write(f'server.pid-file = "{pidfile}"\n')
+        r = subprocess.run([os.path.join(BUILD, "server", "seekless"), "-f", srv.conf], timeout=10)
+        self.assertEqual(r.returncode, 0)
+        pid = int(open(pidfile).read())
+        try:
+            self.assertEqual(request(srv, b"GET /a.txt HTTP/1.1\r\nHost: a\r\n\r\n")[2], b"A")
+            os.rename(srv.log, srv.log + ".1")
+            os.kill(pid, signal.SIGHUP)
+            deadline = time.time() + 5
+            while time.time() < deadline and not os.path.exists(srv.log):
+                time.sleep(0.05)
+            self.assertIn("reopened logs", open(srv.log).read())
+        finally:
+            os.kill(pid, signal.SIGTERM)
+            deadline = time.time() + 10
+            while time.time() < deadline and os.path.exists(pidfile):
+                time.sleep(0.05)
+        self.assertFalse(os.path.exists(pidfile))
+
+    def test_limits_max_connections_and_keepalive(self):
+        srv = Server("server.max-connections = 2\nserver.max-keep-alive-requests = 2\n"
+                     "server.max-keep-alive-idle = 1\nserver.max-read-idle = 1", {"a.txt": b"A"}).start()
+        try:
+            s1, s2 = srv.connect(), srv.connect()
+            time.sleep(0.2)
+            s3 = srv.connect()  # sits in the backlog
+            s3.sendall(b"GET /a.txt HTTP/1.1\r\nHost: a\r\n\r\n")
+            s3.settimeout(0.5)
+            with self.assertRaises(socket.timeout):
+                s3.recv(100)
+            s1.close()  # the half-open s1/s2 also time out after max-read-idle
+            s3.settimeout(5)
+            self.assertEqual(read_response(s3)[2], b"A")
+            s3.sendall(b"GET /a.txt HTTP/1.1\r\nHost: a\r\n\r\n")
+            st, h, _, _ = read_response(s3)
+            self.assertEqual(h.get("connection"), "close")  # second of max 2
+            s3.close()
+            s4 = srv.connect()
+            s4.sendall(b"GET /a.txt HTTP/1.1\r\nHost: a\r\n\r\n")
+            read_response(s4)
+            t0 = time.time()
+            self.assertEqual(wait_closed(s4), b"")  # keep-alive idle 1 s
+            self.assertLess(time.time() - t0, 3)
+            s5 = srv.connect()
+            s5.sendall(b"GET /a.txt HTTP/1.1\r\n")  # half a request, then nothing
+            t0 = time.time()
+            wait_closed(s5)
+            self.assertLess(time.time() - t0, 3)
+            s2.close()
+        finally:
+            self.assertEqual(srv.stop(), 0)
+
+    def test_privilege_drop_makes_permissions_apply(self):
+        if os.geteuid() != 0:
+            self.skipTest("needs root to switch user")
+        srv = Server('server.username = "nobody"', {"open.txt": b"ok", "closed.txt": b"no"})
+        os.chmod(srv.dir, 0o755)
+        os.chmod(os.path.join(srv.root, "closed.txt"), 0)
+        srv.start()
+        try:
+            self.assertEqual(request(srv, b"GET /open.txt HTTP/1.1\r\nHost: a\r\n\r\n")[2], b"ok")
+            self.assertEqual(request(srv, b"GET /closed.txt HTTP/1.1\r\nHost: a\r\n\r\n")[0], 403)
+        finally:
+            self.assertEqual(srv.stop(), 0)
+
+
+def main():
+    global BUILD
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--build", default="build")
+    args, rest = ap.parse_known_args()
+    BUILD = os.path.abspath(args.build)
+    suite = unittest.defaultTestLoader.loadTestsFromModule(sys.modules[__name__])
+    res = unittest.TextTestRunner(verbosity=2).run(suite)
+    failed = len(res.failures) + len(res.errors)
+    print(f"{res.testsRun - failed - len(res.skipped)} passed, {failed} failed, {len(res.skipped)} skipped")
+    sys.exit(1 if failed else 0)
+
+
+if __name__ == "__main__":
+    main()
