@@ -412,6 +412,43 @@ class Process(unittest.TestCase):
         finally:
             self.assertEqual(srv.stop(), 0)
 
+    def test_out_of_descriptors_waits_and_never_lies(self):
+        import resource
+        srv = Server("", {"a.txt": b"A"})
+
+        def low_fd_limit():
+            resource.setrlimit(resource.RLIMIT_NOFILE, (20, 20))
+        srv.proc = subprocess.Popen([os.path.join(BUILD, "server", "seekless"), "-D", "-f", srv.conf],
+                                    stderr=subprocess.PIPE, preexec_fn=low_fd_limit)
+        try:
+            deadline = time.time() + 5
+            while time.time() < deadline:
+                try:
+                    socket.create_connection(("127.0.0.1", srv.port), timeout=0.2).close()
+                    break
+                except OSError:
+                    time.sleep(0.05)
+            conns = [srv.connect() for _ in range(30)]  # more than the server has descriptors for
+            time.sleep(0.3)
+            statuses = []
+            for c in conns:
+                c.sendall(b"GET /a.txt HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n")
+            for c in conns:
+                c.settimeout(10)
+                try:
+                    statuses.append(read_response(c)[0])
+                except (EOFError, OSError):
+                    statuses.append(None)
+                c.close()
+            # Every client was answered (the late ones once descriptors came free), and no
+            # answer was a wrong 403/404: only 200, or 503 when a file could not be opened.
+            self.assertTrue(set(statuses) <= {200, 503}, statuses)
+            self.assertGreater(statuses.count(200), 20)
+            self.assertEqual(request(srv, b"GET /a.txt HTTP/1.1\r\nHost: a\r\n\r\n")[0], 200)
+            self.assertIn("pausing accept", open(srv.log).read())
+        finally:
+            self.assertEqual(srv.stop(), 0)
+
     def test_privilege_drop_makes_permissions_apply(self):
         if os.geteuid() != 0:
             self.skipTest("needs root to switch user")
