@@ -85,7 +85,7 @@ uint64_t sl_chunkq_length(const sl_chunkq *q)
     return n;
 }
 
-static void chunk_pop(sl_chunkq *q)
+void sl_chunkq_pop(sl_chunkq *q)
 {
     sl_chunk *c = q->head;
     q->head = c->next;
@@ -95,7 +95,7 @@ static void chunk_pop(sl_chunkq *q)
 
 void sl_chunkq_clear(sl_chunkq *q)
 {
-    while (q->head) chunk_pop(q);
+    while (q->head) sl_chunkq_pop(q);
 }
 
 int sl_chunkq_write(sl_chunkq *q, int sock, size_t budget, uint64_t *sent)
@@ -106,35 +106,8 @@ int sl_chunkq_write(sl_chunkq *q, int sock, size_t budget, uint64_t *sent)
         sl_chunk *c = q->head;
         ssize_t n;
         if (c->fd < 0) {
-            struct iovec iov[IOV_MAX_BATCH];
-            int k = 0;
-            sl_chunk *m = c;
-            for (; m && m->fd < 0 && k < IOV_MAX_BATCH; m = m->next) {
-                iov[k].iov_base = m->data + m->off;
-                iov[k++].iov_len = (size_t)(m->end - m->off);
-            }
-            struct msghdr msg = {.msg_iov = iov, .msg_iovlen = (size_t)k};
-            n = sendmsg(sock, &msg, MSG_NOSIGNAL | (m ? MSG_MORE : 0));
-            if (n < 0) {
-                if (errno == EAGAIN || errno == EWOULDBLOCK) return 1;
-                if (errno == EINTR) continue;
-                return -errno;
-            }
-            done += (size_t)n;
-            *sent += (uint64_t)n;
-            while (n > 0) {
-                sl_chunk *h = q->head;
-                off_t left = h->end - h->off;
-                if (n >= left) {
-                    n -= left;
-                    chunk_pop(q);
-                } else {
-                    h->off += n;
-                    n = 0;
-                }
-            }
-            /* Empty memory chunks (0 bytes) would otherwise stay forever. */
-            while (q->head && q->head->fd < 0 && q->head->off == q->head->end) chunk_pop(q);
+            int r = sl_chunkq_write_mem(q, sock, budget - done, sent, &done);
+            if (r != 0) return r;
             continue;
         }
         off_t left = c->end - c->off;
@@ -148,7 +121,46 @@ int sl_chunkq_write(sl_chunkq *q, int sock, size_t budget, uint64_t *sent)
         if (n == 0) return -ENODATA; /* EOF before the end of the chunk: the file shrank */
         done += (size_t)n;
         *sent += (uint64_t)n;
-        if (c->off == c->end) chunk_pop(q);
+        if (c->off == c->end) sl_chunkq_pop(q);
+    }
+    return 0;
+}
+
+int sl_chunkq_write_mem(sl_chunkq *q, int sock, size_t budget, uint64_t *sent, size_t *done)
+{
+    size_t here = 0;
+    while (q->head && q->head->fd < 0) {
+        if (here >= budget) return 1;
+        struct iovec iov[IOV_MAX_BATCH];
+        int k = 0;
+        sl_chunk *m = q->head;
+        for (; m && m->fd < 0 && k < IOV_MAX_BATCH; m = m->next) {
+            iov[k].iov_base = m->data + m->off;
+            iov[k++].iov_len = (size_t)(m->end - m->off);
+        }
+        struct msghdr msg = {.msg_iov = iov, .msg_iovlen = (size_t)k};
+        ssize_t n = sendmsg(sock, &msg, MSG_NOSIGNAL | (m ? MSG_MORE : 0));
+        if (n < 0) {
+            if (errno == EAGAIN || errno == EWOULDBLOCK) return 1;
+            if (errno == EINTR) continue;
+            return -errno;
+        }
+        here += (size_t)n;
+        *done += (size_t)n;
+        *sent += (uint64_t)n;
+        while (n > 0) {
+            sl_chunk *h = q->head;
+            off_t left = h->end - h->off;
+            if (n >= left) {
+                n -= left;
+                sl_chunkq_pop(q);
+            } else {
+                h->off += n;
+                n = 0;
+            }
+        }
+        /* Empty memory chunks (0 bytes) would otherwise stay forever. */
+        while (q->head && q->head->fd < 0 && q->head->off == q->head->end) sl_chunkq_pop(q);
     }
     return 0;
 }

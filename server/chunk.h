@@ -29,6 +29,8 @@ int sl_chunkq_printf(sl_chunkq *q, const char *fmt, ...) __attribute__((format(p
 int sl_chunkq_append_file(sl_chunkq *q, int fd, off_t off, off_t len);
 /* Bytes still queued. */
 uint64_t sl_chunkq_length(const sl_chunkq *q);
+/* Remove the head chunk. */
+void sl_chunkq_pop(sl_chunkq *q);
 /* Free every chunk. */
 void sl_chunkq_clear(sl_chunkq *q);
 /* Send queued bytes to a non-blocking socket: memory with sendmsg (MSG_MORE while more follows),
@@ -37,5 +39,11 @@ void sl_chunkq_clear(sl_chunkq *q);
  * negative errno; -ENODATA means a file ended before its chunk did (truncated while sent).
  * *sent is incremented by the bytes written. */
 int sl_chunkq_write(sl_chunkq *q, int sock, size_t budget, uint64_t *sent);
+
+/* Send the memory chunks at the head of the queue with one sendmsg() per batch (MSG_MORE when
+ * more follows), stopping at the first file chunk. Returns 0 when the queue is empty or a file
+ * chunk is next, 1 when the socket would block or about `budget` bytes went out, or a negative
+ * errno. *sent and *done are incremented by the bytes written. */
+int sl_chunkq_write_mem(sl_chunkq *q, int sock, size_t budget, uint64_t *sent, size_t *done);
 
 #endif

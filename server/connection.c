@@ -27,7 +27,6 @@
 #include "server.h"
 #include "sl_version.h"
 
-#define WRITE_BUDGET (512 * 1024) /* bytes per connection per loop turn */
 #define LINGER_SECONDS 2
 #define LINGER_BYTES (256 * 1024)
 #define MAX_PIPELINE_TURN 32      /* requests answered back to back before yielding */
@@ -77,6 +76,7 @@ static void request_reset(sl_conn *c)
     for (size_t i = 0; i < sizeof modules / sizeof modules[0]; i++)
         if (modules[i]->request_done) modules[i]->request_done(c);
     sl_chunkq_clear(&c->out);
+    sl_fileread_reset(c->srv, &c->rd);
     free(c->path);
     free(c->query);
     c->path = c->query = NULL;
@@ -85,21 +85,36 @@ static void request_reset(sl_conn *c)
     c->bytes_out = 0;
 }
 
-void sl_conn_close(sl_conn *c)
+static void conn_free(sl_conn *c)
 {
     request_reset(c);
+    free(c->in);
+    free(c);
+}
+
+void sl_conn_close(sl_conn *c)
+{
+    if (c->closed) return;
     event_del(&c->ev);
     close(c->fd);
-    free(c->in);
+    c->fd = -1;
+    c->closed = true;
     if (c->prev)
         c->prev->next = c->next;
     else
         c->srv->conns = c->next;
     if (c->next) c->next->prev = c->prev;
+    c->prev = c->next = NULL;
     struct sl_server *srv = c->srv;
-    free(c);
     srv->n_conns--;
+    /* A worker may still be using the request: its done() frees the rest. */
+    if (c->pending == 0) conn_free(c);
     sl_server_conn_closed(srv);
+}
+
+void sl_conn_release(sl_conn *c)
+{
+    if (c->closed && c->pending == 0) conn_free(c);
 }
 
 void sl_conn_shutdown(sl_conn *c)
@@ -236,6 +251,30 @@ static int copy_host(sl_conn *c, const char *h, size_t n)
     return 0;
 }
 
+/* A module answered: turn an error into its response and start writing. */
+static void handled(sl_conn *c, sl_hresult r)
+{
+    if (r == SL_ERROR) {
+        int status = c->status ? c->status : sl_errno_to_status(c->error);
+        if (status >= 500)
+            sl_log("%s %s: %s (%d)", sl_method_name(c->req.method), c->path,
+                   c->error ? strerror(-c->error) : "error", status);
+        sl_resp_error(c, status);
+    }
+    start_write(c);
+}
+
+void sl_conn_handled(sl_conn *c, sl_hresult r)
+{
+    handled(c, r);
+    conn_run(c);
+}
+
+void sl_conn_resume(sl_conn *c)
+{
+    if (c->state == SL_CONN_WRITE) conn_run(c);
+}
+
 static void handle_request(sl_conn *c)
 {
     sl_http_request *rq = &c->req;
@@ -301,15 +340,12 @@ static void handle_request(sl_conn *c)
     for (size_t i = 0; i < sizeof modules / sizeof modules[0]; i++) {
         sl_hresult r = modules[i]->handle_request ? modules[i]->handle_request(c) : SL_GO_ON;
         if (r == SL_GO_ON) continue;
-        if (r == SL_WAIT) return; /* the module resumes us */
-        if (r == SL_ERROR) {
-            int status = c->status ? c->status : sl_errno_to_status(c->error);
-            if (status >= 500)
-                sl_log("%s %s: %s (%d)", sl_method_name(rq->method), c->path,
-                       c->error ? strerror(-c->error) : "error", status);
-            sl_resp_error(c, status);
+        if (r == SL_WAIT) {
+            /* The module resumes us; no socket event may run the connection meanwhile. */
+            event_del(&c->ev);
+            return;
         }
-        start_write(c);
+        handled(c, r);
         return;
     }
     sl_resp_error(c, 404);
@@ -417,7 +453,11 @@ static void conn_run(sl_conn *c)
         case SL_CONN_HANDLE:
             return; /* an asynchronous module owns the connection */
         case SL_CONN_WRITE: {
-            int r = sl_chunkq_write(&c->out, c->fd, WRITE_BUDGET, &c->bytes_out);
+            int r = sl_netback_write(c);
+            if (r == 2) {
+                event_del(&c->ev); /* a read is in flight: its completion resumes us */
+                return;
+            }
             if (r == 1) {
                 conn_arm(c, EV_WRITE, c->conf.max_write_idle);
                 return;

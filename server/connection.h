@@ -10,6 +10,8 @@
 
 #include "chunk.h"
 #include "http_parse.h"
+#include "module.h"
+#include "netback.h"
 #include "settings.h"
 
 struct sl_server;
@@ -52,13 +54,24 @@ typedef struct sl_conn {
     int file_fd;           /* the file a static response sends, closed at request end */
     sl_chunkq out;
     uint64_t bytes_out;
+    sl_fileread rd;        /* the block read of a file chunk (asynchronous backends) */
+    unsigned pending;      /* jobs in flight that point at this connection */
+    bool closed;           /* socket closed while jobs were in flight: freed when they return */
 } sl_conn;
 
 /* Take over an accepted, non-blocking socket. NULL on ENOMEM (the socket is then closed). */
 sl_conn *sl_conn_new(struct sl_server *srv, int fd, const struct sockaddr *sa, int salen,
                      const sl_listen_spec *ls);
-/* Close now, whatever the state. */
+/* Close now, whatever the state. With jobs in flight the socket closes at once and the memory
+ * waits for them (see sl_conn_release). */
 void sl_conn_close(sl_conn *c);
+/* A job of a closed connection returned: free it once nothing is in flight any more. */
+void sl_conn_release(sl_conn *c);
+/* An asynchronous module finished the request it answered SL_WAIT for: r is what its hook would
+ * have returned (SL_FINISHED or SL_ERROR). Runs the connection on. */
+void sl_conn_handled(sl_conn *c, sl_hresult r);
+/* Continue writing after an asynchronous read completed or a read slot freed. */
+void sl_conn_resume(sl_conn *c);
 /* Server is stopping: close the connection if it is idle, otherwise let it finish its response. */
 void sl_conn_shutdown(sl_conn *c);
 

@@ -22,19 +22,39 @@
 #include "log.h"
 #include "path.h"
 #include "server.h"
+#include "threadpool.h"
 
-int sl_open_beneath(int dirfd, const char *rel, int flags, bool follow)
+int sl_open_beneath_ex(int dirfd, const char *rel, int flags, bool follow, bool cached)
 {
+    static bool no_cached; /* the kernel predates RESOLVE_CACHED (5.12) */
+    if (cached && no_cached) return -EAGAIN;
     struct open_how how = {
         .flags = (unsigned long long)flags,
-        .resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS | (follow ? 0 : RESOLVE_NO_SYMLINKS),
+        .resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS | (follow ? 0 : RESOLVE_NO_SYMLINKS) |
+                   (cached ? RESOLVE_CACHED : 0),
     };
     for (;;) {
         long fd = syscall(SYS_openat2, dirfd, rel, &how, sizeof how);
         if (fd >= 0) return (int)fd;
-        /* openat2 returns EAGAIN when a concurrent rename raced the beneath-check; retry. */
-        if (errno != EINTR && errno != EAGAIN) return -errno;
+        if (errno == EPERM && (how.flags & O_NOATIME)) {
+            /* O_NOATIME needs the file's owner or CAP_FOWNER: open it the ordinary way. */
+            how.flags &= ~(unsigned long long)O_NOATIME;
+            continue;
+        }
+        if (cached && errno == EINVAL) {
+            no_cached = true;
+            return -EAGAIN;
+        }
+        /* Without RESOLVE_CACHED, EAGAIN means a concurrent rename raced the beneath-check:
+         * retry. With it, EAGAIN is the answer "not in the dentry cache". */
+        if (errno == EINTR || (errno == EAGAIN && !cached)) continue;
+        return -errno;
     }
+}
+
+int sl_open_beneath(int dirfd, const char *rel, int flags, bool follow)
+{
+    return sl_open_beneath_ex(dirfd, rel, flags, follow, false);
 }
 
 static bool suffix_in(const sl_strlist *l, const char *name, size_t len)
@@ -54,6 +74,13 @@ static bool header_date(const sl_http_header *h, time_t *t)
 int sl_static_resolve(const sl_settings *s, const sl_http_request *req, const char *path,
                       size_t path_len, sl_static_result *out)
 {
+    return sl_static_resolve_ex(s, req, path, path_len, 0, out);
+}
+
+int sl_static_resolve_ex(const sl_settings *s, const sl_http_request *req, const char *path,
+                         size_t path_len, unsigned flags, sl_static_result *out)
+{
+    const bool cached = flags & SL_RESOLVE_CACHED;
     memset(out, 0, sizeof *out);
     out->fd = -1;
     if (req->method != SL_METHOD_GET && req->method != SL_METHOD_HEAD) {
@@ -68,9 +95,11 @@ int sl_static_resolve(const sl_settings *s, const sl_http_request *req, const ch
         out->status = 403;
         return 0;
     }
-    const int oflags = O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK; /* a FIFO must not block */
+    /* O_NONBLOCK: opening a FIFO must not block. */
+    const int oflags =
+        O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK | (s->use_noatime ? O_NOATIME : 0);
     const char *rel = path_len > 1 ? path + 1 : ".";
-    int fd = sl_open_beneath(s->docroot_fd, rel, oflags, s->follow_symlink);
+    int fd = sl_open_beneath_ex(s->docroot_fd, rel, oflags, s->follow_symlink, cached);
     if (fd < 0) goto fail_errno;
     if (fstat(fd, &out->st) < 0) {
         fd = -errno;
@@ -90,7 +119,8 @@ int sl_static_resolve(const sl_settings *s, const sl_http_request *req, const ch
         for (size_t i = 0; i < s->index_files.n && fd < 0; i++) {
             int n = snprintf(namebuf, sizeof namebuf, "%s%s", path, s->index_files.v[i]);
             if (n < 0 || (size_t)n >= sizeof namebuf) continue;
-            int f = sl_open_beneath(s->docroot_fd, namebuf + 1, oflags, s->follow_symlink);
+            int f = sl_open_beneath_ex(s->docroot_fd, namebuf + 1, oflags, s->follow_symlink,
+                                       cached);
             if (f == -ENOENT || f == -ENOTDIR) continue;
             if (f < 0) {
                 fd = f;
@@ -168,6 +198,10 @@ int sl_static_resolve(const sl_settings *s, const sl_http_request *req, const ch
 fail_errno:
     if (fd >= 0) close(fd);
     out->err = fd;
+    if (fd == -EAGAIN && cached) {
+        out->status = 0; /* would wait for the disk: the caller resolves on a stat thread */
+        return 0;
+    }
     out->status = sl_errno_to_status(fd);
     return 0;
 }
@@ -247,54 +281,113 @@ static void send_multipart(sl_conn *c, const sl_static_result *r, bool head)
     sl_chunkq_append_mem(&c->out, tail, (size_t)tl);
 }
 
-static sl_hresult static_handle(sl_conn *c)
+static sl_hresult static_respond(sl_conn *c, const sl_static_result *r)
 {
-    sl_static_result r;
-    sl_static_resolve(&c->conf, &c->req, c->path, c->path_len, &r);
     bool head = c->req.method == SL_METHOD_HEAD;
     char buf[96];
-    c->status = r.status;
-    switch (r.status) {
+    c->status = r->status;
+    switch (r->status) {
     case 200:
     case 206:
-        c->file_fd = r.fd;
-        if (r.status == 206 && r.n_ranges > 1) {
-            send_multipart(c, &r, head);
+        c->file_fd = r->fd;
+        if (r->status == 206 && r->n_ranges > 1) {
+            send_multipart(c, r, head);
             return SL_FINISHED;
         }
-        sl_resp_begin(c, r.status);
-        sl_resp_header(c, "Content-Type", r.content_type);
+        sl_resp_begin(c, r->status);
+        sl_resp_header(c, "Content-Type", r->content_type);
         sl_resp_header(c, "Accept-Ranges", "bytes");
-        validators(c, &r);
-        uint64_t first = 0, len = (uint64_t)r.st.st_size;
-        if (r.status == 206) {
-            first = r.ranges[0].first;
-            len = r.ranges[0].last - first + 1;
+        validators(c, r);
+        uint64_t first = 0, len = (uint64_t)r->st.st_size;
+        if (r->status == 206) {
+            first = r->ranges[0].first;
+            len = r->ranges[0].last - first + 1;
             snprintf(buf, sizeof buf, "bytes %llu-%llu/%llu", (unsigned long long)first,
-                     (unsigned long long)r.ranges[0].last, (unsigned long long)r.st.st_size);
+                     (unsigned long long)r->ranges[0].last, (unsigned long long)r->st.st_size);
             sl_resp_header(c, "Content-Range", buf);
         }
         sl_resp_end_headers(c, len);
-        if (!head) sl_chunkq_append_file(&c->out, r.fd, (off_t)first, (off_t)len);
+        if (!head) sl_chunkq_append_file(&c->out, r->fd, (off_t)first, (off_t)len);
         return SL_FINISHED;
     case 304:
         sl_resp_begin(c, 304);
-        validators(c, &r);
+        validators(c, r);
         sl_resp_end_headers(c, UINT64_MAX); /* 304 carries no Content-Length of its own */
         return SL_FINISHED;
     case 301:
         send_redirect(c);
         return SL_FINISHED;
     case 416:
-        snprintf(buf, sizeof buf, "bytes */%llu", (unsigned long long)r.st.st_size);
+        snprintf(buf, sizeof buf, "bytes */%llu", (unsigned long long)r->st.st_size);
         sl_resp_begin(c, 416);
         sl_resp_header(c, "Content-Range", buf);
         sl_resp_end_headers(c, 0);
         return SL_FINISHED;
     default:
-        c->error = r.err;
+        c->error = r->err;
         return SL_ERROR;
     }
+}
+
+/* A stat that may wait for the disk, run on a stat thread. */
+typedef struct stat_job {
+    sl_job job;
+    sl_conn *conn;
+    sl_static_result r;
+} stat_job;
+
+static void stat_work(sl_job *job)
+{
+    stat_job *j = (stat_job *)job;
+    sl_conn *c = j->conn;
+    /* The loop does not touch the request while the job is out (the connection is in the
+     * HANDLE state with its event removed), so reading it here is safe. */
+    sl_static_resolve(&c->conf, &c->req, c->path, c->path_len, &j->r);
+}
+
+static void stat_done(sl_job *job)
+{
+    stat_job *j = (stat_job *)job;
+    sl_conn *c = j->conn;
+    c->pending--;
+    if (c->closed) {
+        /* The client went away while we waited for the disk. */
+        if (j->r.fd >= 0) close(j->r.fd);
+        free(j);
+        sl_conn_release(c);
+        return;
+    }
+    sl_hresult r = static_respond(c, &j->r);
+    free(j);
+    sl_conn_handled(c, r);
+}
+
+static sl_hresult static_handle(sl_conn *c)
+{
+    sl_static_result r;
+    sl_tpool *pool = c->srv->stat_pool;
+    if (!pool) {
+        sl_static_resolve(&c->conf, &c->req, c->path, c->path_len, &r);
+        return static_respond(c, &r);
+    }
+    /* Whatever the dentry and inode caches already hold is answered now, on the loop; only a
+     * lookup that would read the disk goes to a stat thread. */
+    sl_static_resolve_ex(&c->conf, &c->req, c->path, c->path_len, SL_RESOLVE_CACHED, &r);
+    if (r.err != -EAGAIN) return static_respond(c, &r);
+    stat_job *j = malloc(sizeof *j);
+    if (j) {
+        j->job.work = stat_work;
+        j->job.done = stat_done;
+        j->conn = c;
+        if (sl_tpool_submit(pool, &j->job) == 0) {
+            c->pending++;
+            return SL_WAIT;
+        }
+        free(j);
+    }
+    /* Queue full or no memory: a slow answer beats none. */
+    sl_static_resolve(&c->conf, &c->req, c->path, c->path_len, &r);
+    return static_respond(c, &r);
 }
 
 static void static_request_done(sl_conn *c)

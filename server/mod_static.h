@@ -31,6 +31,20 @@ typedef struct sl_static_result {
 int sl_static_resolve(const sl_settings *s, const sl_http_request *req, const char *path,
                       size_t path_len, sl_static_result *out);
 
+/* Flags for sl_static_resolve_ex. */
+#define SL_RESOLVE_CACHED 1u /* answer only from the dentry/inode caches; else err -EAGAIN */
+
+/* sl_static_resolve with flags. With SL_RESOLVE_CACHED a lookup that would have to read the
+ * disk stops with status 0 and err -EAGAIN, having blocked on nothing (openat2 RESOLVE_CACHED);
+ * the caller then resolves again without the flag on a stat thread. */
+int sl_static_resolve_ex(const sl_settings *s, const sl_http_request *req, const char *path,
+                         size_t path_len, unsigned flags, sl_static_result *out);
+
+/* sl_open_beneath, optionally (cached) only from the dentry cache: -EAGAIN when a component
+ * is not cached or the kernel cannot tell. O_NOATIME in flags is dropped when the kernel
+ * refuses it (EPERM: not the file's owner). */
+int sl_open_beneath_ex(int dirfd, const char *rel, int flags, bool follow, bool cached);
+
 /* Open rel (relative, no leading '/') beneath dirfd without ever leaving it; symlinks inside are
  * followed only when follow is true. Returns an fd or a negative errno (-EXDEV for an escape,
  * -ELOOP for a symlink that may not be followed). */

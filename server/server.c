@@ -23,6 +23,8 @@
 
 #include "connection.h"
 #include "log.h"
+#include "netback.h"
+#include "threadpool.h"
 
 #define LISTEN_BACKLOG 1024
 #define FD_RETRY_MS 100
@@ -230,7 +232,17 @@ int sl_server_init_loop(sl_server *srv, char *err, size_t errlen)
         snprintf(err, errlen, "cannot set up signal handling");
         return -1;
     }
-    return 0;
+    if (srv->global.max_stat_threads > 0) {
+        /* The queue holds one stat per connection at most. */
+        srv->stat_pool = sl_tpool_new(srv->base, "sl-stat", (unsigned)srv->global.max_stat_threads,
+                                      (unsigned)srv->global.max_connections + 1);
+        if (!srv->stat_pool) {
+            snprintf(err, errlen, "cannot start %ld stat threads: %s",
+                     srv->global.max_stat_threads, strerror(errno));
+            return -1;
+        }
+    }
+    return sl_netback_init(srv, err, errlen);
 }
 
 int sl_server_run(sl_server *srv)
@@ -249,6 +261,10 @@ int sl_server_run(sl_server *srv)
 void sl_server_free(sl_server *srv)
 {
     while (srv->conns) sl_conn_close(srv->conns);
+    /* Jobs of closed connections finish here; their done() frees what the clients left. */
+    if (srv->stat_pool) sl_tpool_free(srv->stat_pool);
+    srv->stat_pool = NULL;
+    sl_netback_fini(srv);
     for (size_t i = 0; i < srv->n_listen; i++) {
         if (srv->listener[i]) evconnlistener_free(srv->listener[i]);
         if (srv->listen_fd[i] >= 0) close(srv->listen_fd[i]);

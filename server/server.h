@@ -14,6 +14,9 @@ struct event_base;
 struct event;
 struct evconnlistener;
 struct sl_conn;
+struct sl_netbackend;
+struct sl_fileread;
+struct sl_tpool;
 
 /* One process's server. */
 typedef struct sl_server {
@@ -33,6 +36,18 @@ typedef struct sl_server {
     time_t date_sec;
     char date[SL_HTTP_DATE_LEN + 1];
     unsigned long long boundary_seq;
+
+    /* Network backend (netback.c) and the thread pools. */
+    const struct sl_netbackend *nb;
+    void *nb_priv;                 /* the backend's own state (AIO context, ring) */
+    struct sl_tpool *read_pool;    /* server.max-read-threads workers (thread backends) */
+    struct sl_tpool *stat_pool;    /* server.max-stat-threads workers, NULL when 0 */
+    size_t block_size;             /* bytes per asynchronous read */
+    unsigned max_reads;            /* reads in flight at most (server.max-read-threads) */
+    unsigned reads_inflight;
+    struct sl_fileread *rd_wait_head, *rd_wait_tail; /* waiting for a read slot */
+    char **free_bufs;              /* recycled block buffers */
+    size_t n_free_bufs, max_free_bufs;
 } sl_server;
 
 /* Bind every listening socket described by the settings (before daemonizing and dropping

@@ -23,6 +23,7 @@
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
 
+#include "netback.h"
 #include "sl_version.h"
 
 typedef enum { KT_STR, KT_PATH, KT_DOCROOT, KT_INT, KT_BOOL, KT_STRLIST, KT_MIME } key_type;
@@ -39,7 +40,6 @@ typedef struct key_def {
 } key_def;
 
 #define OFF(f) offsetof(sl_settings, f)
-#define NOT_YET_NET "network backends other than \"linux-sendfile\" are not implemented yet"
 #define NOT_YET_PROXY "proxy-core is not implemented yet"
 
 static const key_def keys[] = {
@@ -67,20 +67,17 @@ static const key_def keys[] = {
     {"server.max-keep-alive-idle", KT_INT, false, OFF(max_keep_alive_idle), NULL, NULL},
     {"server.max-keep-alive-requests", KT_INT, false, OFF(max_keep_alive_requests), NULL, NULL},
     {"server.max-read-idle", KT_INT, false, OFF(max_read_idle), NULL, NULL},
-    {"server.max-read-threads", KT_INT, true, 0,
-     "read threads come with the asynchronous network backends, not implemented yet", NULL},
+    {"server.max-read-threads", KT_INT, true, OFF(max_read_threads), NULL, NULL},
     {"server.max-request-field-size", KT_INT, false, OFF(max_request_field_size), NULL, NULL},
     {"server.max-request-size", KT_INT, false, OFF(max_request_size), NULL, NULL},
-    {"server.max-stat-threads", KT_INT, true, OFF(max_stat_threads),
-     "stat threads are not implemented yet (only 0, stat on the event loop, works)", "0"},
+    {"server.max-stat-threads", KT_INT, true, OFF(max_stat_threads), NULL, NULL},
     {"server.max-write-idle", KT_INT, false, OFF(max_write_idle), NULL, NULL},
-    {"server.network-backend", KT_STR, true, OFF(network_backend), NOT_YET_NET, "linux-sendfile"},
-    {"server.network-backend-block-size", KT_INT, true, 0,
-     "the block size applies to the asynchronous network backends, not implemented yet", NULL},
+    {"server.network-backend", KT_STR, true, OFF(network_backend), NULL, NULL},
+    {"server.network-backend-block-size", KT_INT, true, OFF(block_size), NULL, NULL},
     {"server.pid-file", KT_PATH, true, OFF(pid_file), NULL, NULL},
     {"server.port", KT_INT, true, OFF(port), NULL, NULL},
     {"server.range-requests", KT_BOOL, false, OFF(range_requests), NULL, NULL},
-    {"server.use-noatime", KT_BOOL, true, 0, "O_NOATIME is not implemented yet", "disable"},
+    {"server.use-noatime", KT_BOOL, true, OFF(use_noatime), NULL, NULL},
     {"server.username", KT_STR, true, OFF(username), NULL, NULL},
     {"static-file.etags", KT_BOOL, false, OFF(etags), NULL, NULL},
     {"static-file.exclude-extensions", KT_STRLIST, false, OFF(exclude_extensions), NULL, NULL},
@@ -153,7 +150,11 @@ void sl_settings_defaults(sl_settings *s)
     s->port = 80;
     s->max_connections = 1024;
     s->event_handler = "linux-sysepoll";
-    s->network_backend = "linux-sendfile";
+    s->network_backend = SL_NETBACK_DEFAULT;
+    s->max_read_threads = 16;
+    s->max_stat_threads = 4;
+    s->block_size = 512 * 1024;
+    s->use_noatime = false;
     s->graceful_shutdown_timeout = 30;
     s->docroot_fd = -1;
     s->max_keep_alive_requests = 1000;
@@ -308,6 +309,27 @@ static void check_assign(const sl_cblock *b, const sl_cassign *a, void *ud)
         strcmp(v->str, "poll")) {
         fail(c, a->file, a->line, "server.event-handler \"%s\" is not supported (use "
              "\"linux-sysepoll\" or \"poll\")", v->str);
+        return;
+    }
+    if (!strcmp(a->key, "server.network-backend") && !sl_netback_find(v->str)) {
+        char names[256] = "";
+        for (size_t i = 0; sl_netbackends[i]; i++)
+            snprintf(names + strlen(names), sizeof names - strlen(names), "%s\"%s\"",
+                     i ? ", " : "", sl_netbackends[i]->name);
+        fail(c, a->file, a->line, "server.network-backend \"%s\" is not compiled into this "
+             "seekless (available: %s)", v->str, names);
+        return;
+    }
+    if (!strcmp(a->key, "server.network-backend-block-size") &&
+        (v->num < 4096 || v->num > 16 * 1024 * 1024 || v->num % 4096)) {
+        fail(c, a->file, a->line, "server.network-backend-block-size must be a multiple of 4096 "
+             "between 4096 and 16777216 bytes, not %lld", v->num);
+        return;
+    }
+    if ((!strcmp(a->key, "server.max-read-threads") && (v->num < 1 || v->num > 1024)) ||
+        (!strcmp(a->key, "server.max-stat-threads") && v->num > 1024)) {
+        fail(c, a->file, a->line, "'%s' %lld is out of range (%s..1024)", a->key, v->num,
+             strcmp(a->key, "server.max-read-threads") ? "0" : "1");
         return;
     }
     if (k->type == KT_INT && v->num < 0) {
@@ -506,7 +528,8 @@ int sl_socket_canonical(const char *spec, char *out, size_t outlen)
 
 void sl_settings_print_features(void)
 {
-    printf("network-backend: linux-sendfile\n");
+    for (size_t i = 0; sl_netbackends[i]; i++)
+        printf("network-backend: %s%s\n", sl_netbackends[i]->name, i == 0 ? " (default)" : "");
     const char **m = event_get_supported_methods();
     for (size_t i = 0; m && m[i]; i++) {
         if (!strcmp(m[i], "epoll")) printf("event-handler: linux-sysepoll\n");

@@ -34,6 +34,9 @@ typedef struct sl_settings {
     const char *event_handler;
     const char *network_backend;
     long max_stat_threads;
+    long max_read_threads;
+    long block_size;            /* server.network-backend-block-size, bytes */
+    bool use_noatime;
     long graceful_shutdown_timeout;
     /* per request: may be overridden inside conditions */
     const char *document_root;

@@ -105,22 +105,45 @@ static void test_errors_name_file_and_line(void **state)
 
 static void test_later_work_is_refused_until_it_works(void **state)
 {
-    expect_error("server.document-root = \"a\"\nserver.network-backend = \"linux-aio-sendfile\"\n",
-                 "t.conf:2: 'server.network-backend': network backends other than");
-    expect_error("server.document-root = \"a\"\nserver.max-stat-threads = 2\n", "not implemented");
-    expect_error("server.document-root = \"a\"\nserver.max-read-threads = 64\n", "not implemented");
-    expect_error("server.document-root = \"a\"\nserver.use-noatime = \"enable\"\n",
-                 "not implemented");
     expect_error("server.document-root = \"a\"\n$HTTP[\"url\"] =~ \"^/x/\" {\n"
                  " proxy-core.backends = ( \"127.0.0.1:1029\" )\n}\n",
                  "t.conf:3: 'proxy-core.backends': proxy-core is not implemented yet");
-    /* The values that describe what seekless already does are accepted. */
+}
+
+static void test_backend_keys(void **state)
+{
     fixture f;
-    assert_int_equal(prepare(&f, "server.document-root = \"a\"\n"
-                                 "server.network-backend = \"linux-sendfile\"\n"
-                                 "server.max-stat-threads = 0\nserver.use-noatime = \"disable\"\n"),
-                     0);
+    assert_int_equal(prepare(&f, "server.document-root = \"a\"\n"), 0);
+    assert_string_equal(f.g.network_backend, "hybrid");
+    assert_int_equal(f.g.max_read_threads, 16);
+    assert_int_equal(f.g.max_stat_threads, 4);
+    assert_int_equal(f.g.block_size, 512 * 1024);
+    assert_false(f.g.use_noatime);
     done(&f);
+    assert_int_equal(prepare(&f, "server.document-root = \"a\"\n"
+                                 "server.network-backend = \"gthread-aio\"\n"
+                                 "server.max-stat-threads = 0\nserver.max-read-threads = 64\n"
+                                 "server.network-backend-block-size = 262144\n"
+                                 "server.use-noatime = \"enable\"\n"),
+                     0);
+    assert_string_equal(f.g.network_backend, "gthread-aio");
+    assert_int_equal(f.g.max_stat_threads, 0);
+    assert_int_equal(f.g.max_read_threads, 64);
+    assert_int_equal(f.g.block_size, 262144);
+    assert_true(f.g.use_noatime);
+    done(&f);
+    expect_error("server.document-root = \"a\"\nserver.network-backend = \"carrier-pigeon\"\n",
+                 "t.conf:2: server.network-backend \"carrier-pigeon\" is not compiled into this "
+                 "seekless (available: \"hybrid\", \"linux-sendfile\"");
+    expect_error("server.document-root = \"a\"\nserver.network-backend-block-size = 1000\n",
+                 "t.conf:2: server.network-backend-block-size must be a multiple of 4096");
+    expect_error("server.document-root = \"a\"\nserver.max-read-threads = 0\n",
+                 "t.conf:2: 'server.max-read-threads' 0 is out of range (1..1024)");
+    expect_error("server.document-root = \"a\"\nserver.max-stat-threads = 5000\n",
+                 "out of range (0..1024)");
+    expect_error("server.document-root = \"a\"\n$HTTP[\"url\"] =~ \"^/x/\" {\n"
+                 " server.network-backend = \"writev\"\n}\n",
+                 "t.conf:3: 'server.network-backend' can only be set at the top level");
 }
 
 static void test_conditions_override_per_request(void **state)
@@ -211,6 +234,7 @@ int main(void)
         cmocka_unit_test(test_defaults_and_relative_docroot),
         cmocka_unit_test(test_errors_name_file_and_line),
         cmocka_unit_test(test_later_work_is_refused_until_it_works),
+        cmocka_unit_test(test_backend_keys),
         cmocka_unit_test(test_conditions_override_per_request),
         cmocka_unit_test(test_default_socket_takes_the_conditions_spelling),
         cmocka_unit_test(test_mimetype_assign_replaces_the_default),

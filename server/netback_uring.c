@@ -1,0 +1,149 @@
+/* io-uring backend (liburing).
+ *
+ * Block reads are submitted to one ring whose size is server.max-read-threads; the kernel does
+ * the reads without helper threads of ours (it may use its own io-wq workers for buffered reads
+ * of cold pages). The ring signals completions on an eventfd that libevent watches, and the loop
+ * reaps every ready completion in one go. Submissions are batched: a read is only queued in the
+ * SQ, and one io_uring_submit() per loop turn (a libevent "prepare"-like zero timer) flushes them.
+ */
+#ifdef SL_HAVE_URING
+#include <errno.h>
+#include <event2/event.h>
+#include <liburing.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include "connection.h"
+#include "log.h"
+#include "netback.h"
+#include "server.h"
+#include "threadpool.h"
+
+typedef struct uring_state {
+    struct io_uring ring;
+    int efd;
+    struct event *ev;
+    struct event *flush; /* zero-delay timer: submit the batch once per loop turn */
+    unsigned queued;     /* SQEs prepared but not yet submitted */
+} uring_state;
+
+static void uring_reap(evutil_socket_t fd, short what, void *arg)
+{
+    sl_server *srv = arg;
+    uring_state *st = srv->nb_priv;
+    uint64_t n;
+    ssize_t r = read(st->efd, &n, sizeof n);
+    (void)r;
+    struct io_uring_cqe *cqe;
+    while (io_uring_peek_cqe(&st->ring, &cqe) == 0) {
+        sl_fileread *rd = io_uring_cqe_get_data(cqe);
+        rd->res = cqe->res;
+        io_uring_cqe_seen(&st->ring, cqe);
+        rd->job.t_done = sl_now_ns();
+        sl_fileread_complete(rd);
+    }
+}
+
+static void uring_flush(evutil_socket_t fd, short what, void *arg)
+{
+    sl_server *srv = arg;
+    uring_state *st = srv->nb_priv;
+    if (st->queued == 0) return;
+    int r = io_uring_submit(&st->ring);
+    if (r < 0) {
+        sl_log("io-uring: submit failed: %s", strerror(-r));
+        return;
+    }
+    st->queued = 0;
+}
+
+static int uring_init(sl_server *srv, char *err, size_t errlen)
+{
+    uring_state *st = calloc(1, sizeof *st);
+    if (!st) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    int r = io_uring_queue_init(srv->max_reads, &st->ring, 0);
+    if (r < 0) {
+        snprintf(err, errlen, "io-uring: cannot create a ring of %u entries: %s", srv->max_reads,
+                 strerror(-r));
+        free(st);
+        return -1;
+    }
+    st->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (st->efd < 0 || io_uring_register_eventfd(&st->ring, st->efd) < 0) {
+        snprintf(err, errlen, "io-uring: cannot register an eventfd");
+        goto fail;
+    }
+    st->ev = event_new(srv->base, st->efd, EV_READ | EV_PERSIST, uring_reap, srv);
+    st->flush = evtimer_new(srv->base, uring_flush, srv);
+    if (!st->ev || !st->flush || event_add(st->ev, NULL) < 0) {
+        snprintf(err, errlen, "io-uring: cannot watch the eventfd");
+        goto fail;
+    }
+    srv->nb_priv = st;
+    return 0;
+fail:
+    if (st->ev) event_free(st->ev);
+    if (st->flush) event_free(st->flush);
+    if (st->efd >= 0) close(st->efd);
+    io_uring_queue_exit(&st->ring);
+    free(st);
+    return -1;
+}
+
+static void uring_fini(sl_server *srv)
+{
+    uring_state *st = srv->nb_priv;
+    if (!st) return;
+    if (st->queued) io_uring_submit(&st->ring);
+    while (srv->reads_inflight > 0) {
+        struct io_uring_cqe *cqe;
+        if (io_uring_wait_cqe(&st->ring, &cqe) < 0) break;
+        sl_fileread *rd = io_uring_cqe_get_data(cqe);
+        rd->res = cqe->res;
+        io_uring_cqe_seen(&st->ring, cqe);
+        sl_fileread_complete(rd);
+    }
+    event_free(st->ev);
+    event_free(st->flush);
+    close(st->efd);
+    io_uring_queue_exit(&st->ring);
+    free(st);
+    srv->nb_priv = NULL;
+}
+
+static int uring_submit(sl_server *srv, sl_fileread *rd)
+{
+    uring_state *st = srv->nb_priv;
+    struct io_uring_sqe *sqe = io_uring_get_sqe(&st->ring);
+    if (!sqe) {
+        /* SQ full of unsubmitted entries: push them and try once more. */
+        io_uring_submit(&st->ring);
+        st->queued = 0;
+        sqe = io_uring_get_sqe(&st->ring);
+        if (!sqe) return -EAGAIN;
+    }
+    io_uring_prep_read(sqe, rd->fd, rd->buf, (unsigned)rd->len, (uint64_t)rd->off);
+    io_uring_sqe_set_data(sqe, rd);
+    rd->skip = 0;
+    rd->job.t_queued = rd->job.t_started = sl_now_ns();
+    if (st->queued++ == 0) {
+        struct timeval zero = {0, 0};
+        evtimer_add(st->flush, &zero);
+    }
+    return 0;
+}
+
+const sl_netbackend sl_nb_uring = {
+    .name = "io-uring",
+    .kind = SL_NB_ASYNC,
+    .init = uring_init,
+    .fini = uring_fini,
+    .submit = uring_submit,
+};
+#endif

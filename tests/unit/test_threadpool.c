@@ -1,0 +1,177 @@
+/* Thread pool: jobs run off the loop, done() runs on the loop thread, in completion order, once;
+ * the queue bound refuses; freeing the pool runs every outstanding done(). */
+#include <errno.h>
+#include <event2/event.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "threadpool.h"
+
+typedef struct tjob {
+    sl_job job;
+    pthread_t worker_thread;
+    pthread_t done_thread;
+    int work_runs, done_runs;
+    int order;
+    pthread_mutex_t *gate; /* work() blocks on it when set */
+} tjob;
+
+static int done_seq;
+static int done_total;
+static struct event_base *loop_base;
+
+static void work(sl_job *j)
+{
+    tjob *t = (tjob *)j;
+    t->worker_thread = pthread_self();
+    if (t->gate) {
+        pthread_mutex_lock(t->gate);
+        pthread_mutex_unlock(t->gate);
+    }
+    t->work_runs++;
+}
+
+static void done(sl_job *j)
+{
+    tjob *t = (tjob *)j;
+    t->done_thread = pthread_self();
+    t->done_runs++;
+    t->order = done_seq++;
+    done_total++;
+}
+
+static int want_total;
+static void done_counting(sl_job *j)
+{
+    done(j);
+    if (done_total == want_total) event_base_loopbreak(loop_base);
+}
+
+static void test_jobs_run_on_workers_and_complete_on_the_loop(void **state)
+{
+    loop_base = event_base_new();
+    sl_tpool *p = sl_tpool_new(loop_base, "t", 4, 100);
+    assert_non_null(p);
+    enum { N = 50 };
+    tjob *jobs = calloc(N, sizeof *jobs);
+    done_total = 0;
+    want_total = N;
+    for (int i = 0; i < N; i++) {
+        jobs[i].job.work = work;
+        jobs[i].job.done = done_counting;
+        assert_int_equal(sl_tpool_submit(p, &jobs[i].job), 0);
+    }
+    struct timeval limit = {10, 0};
+    event_base_loopexit(loop_base, &limit);
+    event_base_dispatch(loop_base);
+    assert_int_equal(done_total, N);
+    for (int i = 0; i < N; i++) {
+        assert_int_equal(jobs[i].work_runs, 1);
+        assert_int_equal(jobs[i].done_runs, 1);
+        assert_false(pthread_equal(jobs[i].worker_thread, pthread_self()));
+        assert_true(pthread_equal(jobs[i].done_thread, pthread_self()));
+        assert_true(jobs[i].job.t_queued <= jobs[i].job.t_started);
+        assert_true(jobs[i].job.t_started <= jobs[i].job.t_done);
+    }
+    sl_tpool_stats st;
+    sl_tpool_get_stats(p, &st);
+    assert_int_equal(st.threads, 4);
+    assert_int_equal(st.submitted, N);
+    assert_int_equal(st.completed, N);
+    assert_int_equal(st.queued, 0);
+    sl_tpool_free(p);
+    free(jobs);
+    event_base_free(loop_base);
+}
+
+static void test_full_queue_refuses_with_eagain(void **state)
+{
+    loop_base = event_base_new();
+    pthread_mutex_t gate = PTHREAD_MUTEX_INITIALIZER;
+    pthread_mutex_lock(&gate); /* the one worker blocks on its first job */
+    sl_tpool *p = sl_tpool_new(loop_base, "t", 1, 2);
+    assert_non_null(p);
+    tjob j[4] = {{.gate = &gate}, {.gate = NULL}, {.gate = NULL}, {.gate = NULL}};
+    for (int i = 0; i < 4; i++) {
+        j[i].job.work = work;
+        j[i].job.done = done;
+    }
+    assert_int_equal(sl_tpool_submit(p, &j[0].job), 0);
+    /* Wait until the worker holds job 0, so the queue is empty again. */
+    for (int i = 0; i < 2000; i++) {
+        sl_tpool_stats st;
+        sl_tpool_get_stats(p, &st);
+        if (st.running == 1) break;
+        usleep(1000);
+    }
+    assert_int_equal(sl_tpool_submit(p, &j[1].job), 0);
+    assert_int_equal(sl_tpool_submit(p, &j[2].job), 0);
+    assert_int_equal(sl_tpool_submit(p, &j[3].job), -EAGAIN);
+    sl_tpool_stats st;
+    sl_tpool_get_stats(p, &st);
+    assert_int_equal(st.rejected, 1);
+    assert_int_equal(st.queued, 2);
+    pthread_mutex_unlock(&gate);
+    done_seq = 0;
+    done_total = 0;
+    /* Freeing waits for the queue and runs every done(), in the order the jobs finished. */
+    sl_tpool_free(p);
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(j[i].work_runs, 1);
+        assert_int_equal(j[i].done_runs, 1);
+        assert_int_equal(j[i].order, i);
+    }
+    assert_int_equal(j[3].work_runs, 0);
+    assert_int_equal(j[3].done_runs, 0);
+    event_base_free(loop_base);
+}
+
+typedef struct complete_arg {
+    sl_tpool *p;
+    sl_job *j;
+} complete_arg;
+
+static void *completer(void *arg)
+{
+    complete_arg *a = arg;
+    sl_tpool_complete(a->p, a->j);
+    return NULL;
+}
+
+static void test_complete_from_another_thread(void **state)
+{
+    loop_base = event_base_new();
+    sl_tpool *p = sl_tpool_new(loop_base, "t", 1, 1);
+    tjob j = {0};
+    j.job.done = done_counting;
+    done_total = 0;
+    want_total = 1;
+    complete_arg a = {p, &j.job};
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, completer, &a), 0);
+    struct timeval limit = {5, 0};
+    event_base_loopexit(loop_base, &limit);
+    event_base_dispatch(loop_base);
+    pthread_join(th, NULL);
+    assert_int_equal(j.done_runs, 1);
+    assert_true(pthread_equal(j.done_thread, pthread_self()));
+    sl_tpool_free(p);
+    event_base_free(loop_base);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_jobs_run_on_workers_and_complete_on_the_loop),
+        cmocka_unit_test(test_full_queue_refuses_with_eagain),
+        cmocka_unit_test(test_complete_from_another_thread),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
