@@ -74,11 +74,25 @@ static bool header_date(const sl_http_header *h, time_t *t)
 int sl_static_resolve(const sl_settings *s, const sl_http_request *req, const char *path,
                       size_t path_len, sl_static_result *out)
 {
-    return sl_static_resolve_ex(s, req, path, path_len, 0, out);
+    return sl_static_resolve_ex(s, req, path, path_len, 0, -1, out);
+}
+
+int sl_static_open_flags(const sl_settings *s)
+{
+    /* O_NONBLOCK: opening a FIFO must not block. */
+    return O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK | (s->use_noatime ? O_NOATIME : 0);
+}
+
+void sl_static_open_how(const sl_settings *s, struct open_how *how)
+{
+    memset(how, 0, sizeof *how);
+    how->flags = (unsigned long long)sl_static_open_flags(s);
+    how->resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS |
+                   (s->follow_symlink ? 0 : RESOLVE_NO_SYMLINKS);
 }
 
 int sl_static_resolve_ex(const sl_settings *s, const sl_http_request *req, const char *path,
-                         size_t path_len, unsigned flags, sl_static_result *out)
+                         size_t path_len, unsigned flags, int prefd, sl_static_result *out)
 {
     const bool cached = flags & SL_RESOLVE_CACHED;
     memset(out, 0, sizeof *out);
@@ -95,11 +109,11 @@ int sl_static_resolve_ex(const sl_settings *s, const sl_http_request *req, const
         out->status = 403;
         return 0;
     }
-    /* O_NONBLOCK: opening a FIFO must not block. */
-    const int oflags =
-        O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK | (s->use_noatime ? O_NOATIME : 0);
+    const int oflags = sl_static_open_flags(s);
     const char *rel = path_len > 1 ? path + 1 : ".";
-    int fd = sl_open_beneath_ex(s->docroot_fd, rel, oflags, s->follow_symlink, cached);
+    int fd = flags & SL_RESOLVE_PREOPENED
+                 ? prefd
+                 : sl_open_beneath_ex(s->docroot_fd, rel, oflags, s->follow_symlink, cached);
     if (fd < 0) goto fail_errno;
     if (fstat(fd, &out->st) < 0) {
         fd = -errno;
@@ -198,6 +212,10 @@ int sl_static_resolve_ex(const sl_settings *s, const sl_http_request *req, const
 fail_errno:
     if (fd >= 0) close(fd);
     out->err = fd;
+    if (fd == -EPERM && (flags & SL_RESOLVE_PREOPENED) && (oflags & O_NOATIME)) {
+        out->status = 0; /* the ring refused O_NOATIME: open again without it */
+        return 0;
+    }
     if (fd == -EAGAIN && cached) {
         out->status = 0; /* would wait for the disk: the caller resolves on a stat thread */
         return 0;
@@ -362,19 +380,70 @@ static void stat_done(sl_job *job)
     sl_conn_handled(c, r);
 }
 
+/* An open submitted to the network backend's ring (io-uring): neither lookup nor open blocks
+ * the loop, and no thread is involved. */
+typedef struct ring_job {
+    sl_openreq op;
+    sl_conn *conn;
+} ring_job;
+
+static int ring_open(sl_conn *c, bool noatime);
+
+static void ring_done(sl_openreq *op)
+{
+    ring_job *j = (ring_job *)op;
+    sl_conn *c = j->conn;
+    int res = op->res;
+    bool retried_flags = !(op->how.flags & O_NOATIME);
+    free(j);
+    c->pending--;
+    if (c->closed) {
+        if (res >= 0) close(res);
+        sl_conn_release(c);
+        return;
+    }
+    sl_static_result r;
+    /* The inode is in memory now; fstat and the rest of the decision do not wait. Index files
+     * of a directory URL are opened inline (from the caches in the common case). */
+    sl_static_resolve_ex(&c->conf, &c->req, c->path, c->path_len, SL_RESOLVE_PREOPENED, res, &r);
+    if (r.status == 0 && r.err == -EPERM && !retried_flags && ring_open(c, false) == 0) return;
+    if (r.status == 0) r.status = sl_errno_to_status(r.err);
+    sl_conn_handled(c, static_respond(c, &r));
+}
+
+static int ring_open(sl_conn *c, bool noatime)
+{
+    ring_job *j = calloc(1, sizeof *j);
+    if (!j) return -ENOMEM;
+    j->conn = c;
+    j->op.dirfd = c->conf.docroot_fd;
+    j->op.path = c->path_len > 1 ? c->path + 1 : ".";
+    sl_static_open_how(&c->conf, &j->op.how);
+    if (!noatime) j->op.how.flags &= ~(unsigned long long)O_NOATIME;
+    j->op.done = ring_done;
+    int r = c->srv->nb->open_submit(c->srv, &j->op);
+    if (r < 0) {
+        free(j);
+        return r;
+    }
+    c->pending++;
+    return 0;
+}
+
 static sl_hresult static_handle(sl_conn *c)
 {
     sl_static_result r;
     sl_tpool *pool = c->srv->stat_pool;
-    if (!pool) {
+    if (!pool && !c->srv->nb->open_submit) {
         sl_static_resolve(&c->conf, &c->req, c->path, c->path_len, &r);
         return static_respond(c, &r);
     }
     /* Whatever the dentry and inode caches already hold is answered now, on the loop; only a
      * lookup that would read the disk goes to a stat thread. */
-    sl_static_resolve_ex(&c->conf, &c->req, c->path, c->path_len, SL_RESOLVE_CACHED, &r);
+    sl_static_resolve_ex(&c->conf, &c->req, c->path, c->path_len, SL_RESOLVE_CACHED, -1, &r);
     if (r.err != -EAGAIN) return static_respond(c, &r);
-    stat_job *j = malloc(sizeof *j);
+    if (c->srv->nb->open_submit && ring_open(c, true) == 0) return SL_WAIT;
+    stat_job *j = pool ? malloc(sizeof *j) : NULL;
     if (j) {
         j->job.work = stat_work;
         j->job.done = stat_done;

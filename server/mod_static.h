@@ -32,13 +32,20 @@ int sl_static_resolve(const sl_settings *s, const sl_http_request *req, const ch
                       size_t path_len, sl_static_result *out);
 
 /* Flags for sl_static_resolve_ex. */
-#define SL_RESOLVE_CACHED 1u /* answer only from the dentry/inode caches; else err -EAGAIN */
+#define SL_RESOLVE_CACHED 1u    /* answer only from the dentry/inode caches; else err -EAGAIN */
+#define SL_RESOLVE_PREOPENED 2u /* the path was opened already (io_uring): prefd is the fd or a
+                                 * negative errno; -EPERM with O_NOATIME asks for a retry */
 
 /* sl_static_resolve with flags. With SL_RESOLVE_CACHED a lookup that would have to read the
  * disk stops with status 0 and err -EAGAIN, having blocked on nothing (openat2 RESOLVE_CACHED);
  * the caller then resolves again without the flag on a stat thread. */
 int sl_static_resolve_ex(const sl_settings *s, const sl_http_request *req, const char *path,
-                         size_t path_len, unsigned flags, sl_static_result *out);
+                         size_t path_len, unsigned flags, int prefd, sl_static_result *out);
+
+/* The open(2) flags and the openat2 resolve rules the static handler opens files with. */
+int sl_static_open_flags(const sl_settings *s);
+struct open_how;
+void sl_static_open_how(const sl_settings *s, struct open_how *how);
 
 /* sl_open_beneath, optionally (cached) only from the dentry cache: -EAGAIN when a component
  * is not cached or the kernel cannot tell. O_NOATIME in flags is dropped when the kernel

@@ -12,6 +12,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <linux/openat2.h>
 #include <sys/types.h>
 
 #include "threadpool.h"
@@ -38,6 +39,16 @@ typedef struct sl_fileread {
     void *priv;            /* backend's per-read state (control blocks, O_DIRECT fd) */
 } sl_fileread;
 
+/* An open(2) submitted to a backend that can open without blocking (io-uring). */
+typedef struct sl_openreq {
+    int dirfd;             /* open beneath this directory */
+    const char *path;      /* relative to dirfd */
+    struct open_how how;   /* openat2 flags and resolve rules */
+    int res;               /* the fd, or a negative errno */
+    /* Loop thread: the open finished. */
+    void (*done)(struct sl_openreq *op);
+} sl_openreq;
+
 /* A network backend. */
 typedef struct sl_netbackend {
     const char *name;
@@ -54,6 +65,9 @@ typedef struct sl_netbackend {
     int (*submit)(struct sl_server *srv, sl_fileread *rd);
     /* A connection's request ended with rd idle: release backend state kept in rd->priv. */
     void (*release)(struct sl_server *srv, sl_fileread *rd);
+    /* Submit an openat2 that completes on the loop (op->done); NULL when the backend cannot.
+     * 0 or a negative errno (-EAGAIN: no room now). */
+    int (*open_submit)(struct sl_server *srv, sl_openreq *op);
 } sl_netbackend;
 
 /* The backend called `name`, if compiled in. */

@@ -28,7 +28,25 @@ typedef struct uring_state {
     struct event *ev;
     struct event *flush; /* zero-delay timer: submit the batch once per loop turn */
     unsigned queued;     /* SQEs prepared but not yet submitted */
+    unsigned opens;      /* opens in flight */
 } uring_state;
+
+/* Reads carry their sl_fileread as user data; opens their sl_openreq with the low bit set. */
+static void complete(sl_server *srv, uintptr_t tag, int res)
+{
+    uring_state *st = srv->nb_priv;
+    if (tag & 1) {
+        sl_openreq *op = (sl_openreq *)(tag & ~(uintptr_t)1);
+        st->opens--;
+        op->res = res;
+        op->done(op);
+        return;
+    }
+    sl_fileread *rd = (sl_fileread *)tag;
+    rd->res = res;
+    rd->job.t_done = sl_now_ns();
+    sl_fileread_complete(rd);
+}
 
 static void uring_reap(evutil_socket_t fd, short what, void *arg)
 {
@@ -39,11 +57,10 @@ static void uring_reap(evutil_socket_t fd, short what, void *arg)
     (void)r;
     struct io_uring_cqe *cqe;
     while (io_uring_peek_cqe(&st->ring, &cqe) == 0) {
-        sl_fileread *rd = io_uring_cqe_get_data(cqe);
-        rd->res = cqe->res;
+        uintptr_t tag = (uintptr_t)io_uring_cqe_get_data(cqe);
+        int res = cqe->res;
         io_uring_cqe_seen(&st->ring, cqe);
-        rd->job.t_done = sl_now_ns();
-        sl_fileread_complete(rd);
+        complete(srv, tag, res);
     }
 }
 
@@ -67,7 +84,8 @@ static int uring_init(sl_server *srv, char *err, size_t errlen)
         snprintf(err, errlen, "out of memory");
         return -1;
     }
-    int r = io_uring_queue_init(srv->max_reads, &st->ring, 0);
+    /* Room for max_reads reads and as many opens in flight. */
+    int r = io_uring_queue_init(srv->max_reads * 2, &st->ring, 0);
     if (r < 0) {
         snprintf(err, errlen, "io-uring: cannot create a ring of %u entries: %s", srv->max_reads,
                  strerror(-r));
@@ -101,13 +119,13 @@ static void uring_fini(sl_server *srv)
     uring_state *st = srv->nb_priv;
     if (!st) return;
     if (st->queued) io_uring_submit(&st->ring);
-    while (srv->reads_inflight > 0) {
+    while (srv->reads_inflight > 0 || st->opens > 0) {
         struct io_uring_cqe *cqe;
         if (io_uring_wait_cqe(&st->ring, &cqe) < 0) break;
-        sl_fileread *rd = io_uring_cqe_get_data(cqe);
-        rd->res = cqe->res;
+        uintptr_t tag = (uintptr_t)io_uring_cqe_get_data(cqe);
+        int res = cqe->res;
         io_uring_cqe_seen(&st->ring, cqe);
-        sl_fileread_complete(rd);
+        complete(srv, tag, res);
     }
     event_free(st->ev);
     event_free(st->flush);
@@ -117,25 +135,50 @@ static void uring_fini(sl_server *srv)
     srv->nb_priv = NULL;
 }
 
-static int uring_submit(sl_server *srv, sl_fileread *rd)
+static struct io_uring_sqe *get_sqe(uring_state *st)
 {
-    uring_state *st = srv->nb_priv;
     struct io_uring_sqe *sqe = io_uring_get_sqe(&st->ring);
     if (!sqe) {
         /* SQ full of unsubmitted entries: push them and try once more. */
         io_uring_submit(&st->ring);
         st->queued = 0;
         sqe = io_uring_get_sqe(&st->ring);
-        if (!sqe) return -EAGAIN;
     }
-    io_uring_prep_read(sqe, rd->fd, rd->buf, (unsigned)rd->len, (uint64_t)rd->off);
-    io_uring_sqe_set_data(sqe, rd);
-    rd->skip = 0;
-    rd->job.t_queued = rd->job.t_started = sl_now_ns();
+    return sqe;
+}
+
+static void queued(uring_state *st)
+{
     if (st->queued++ == 0) {
         struct timeval zero = {0, 0};
         evtimer_add(st->flush, &zero);
     }
+}
+
+static int uring_submit(sl_server *srv, sl_fileread *rd)
+{
+    uring_state *st = srv->nb_priv;
+    struct io_uring_sqe *sqe = get_sqe(st);
+    if (!sqe) return -EAGAIN;
+    io_uring_prep_read(sqe, rd->fd, rd->buf, (unsigned)rd->len, (uint64_t)rd->off);
+    io_uring_sqe_set_data(sqe, rd);
+    rd->skip = 0;
+    rd->job.t_queued = rd->job.t_started = sl_now_ns();
+    queued(st);
+    return 0;
+}
+
+static int uring_open_submit(sl_server *srv, sl_openreq *op)
+{
+    uring_state *st = srv->nb_priv;
+    /* Opens share the ring with reads; keep room so reads never find it full of opens. */
+    if (st->opens >= srv->max_reads) return -EAGAIN;
+    struct io_uring_sqe *sqe = get_sqe(st);
+    if (!sqe) return -EAGAIN;
+    io_uring_prep_openat2(sqe, op->dirfd, op->path, &op->how);
+    io_uring_sqe_set_data(sqe, (void *)((uintptr_t)op | 1));
+    st->opens++;
+    queued(st);
     return 0;
 }
 
@@ -145,5 +188,6 @@ const sl_netbackend sl_nb_uring = {
     .init = uring_init,
     .fini = uring_fini,
     .submit = uring_submit,
+    .open_submit = uring_open_submit,
 };
 #endif

@@ -117,6 +117,21 @@ class BackendCase:
             got = [p.split(b"\r\n\r\n", 1)[1][:-2] for p in parts[1:-1]]
             self.assertEqual(got, [data[1:2], data[65535:65538], data[1000000:]], temp)
 
+    def test_cold_dentries_and_inodes(self):
+        # Forget dentries and inodes (root only): lookups then miss the caches, so the stat
+        # threads (or io_uring's openat) do them; the answers must not change.
+        try:
+            with open("/proc/sys/vm/drop_caches", "w") as f:
+                f.write("2\n")
+        except OSError:
+            self.skipTest("cannot drop the dentry cache (not root)")
+        for name in ("f1", "odd1", "nope", "f100k"):
+            st, h, body = self.get(name)
+            if name == "nope":
+                self.assertEqual(st, 404)
+            else:
+                self.assertEqual((st, sha(body)), (200, sha(CONTENT[name])), name)
+
     def test_head(self):
         evict(self.path("f10m"))
         st, h, body = self.get("f10m", method=b"HEAD")

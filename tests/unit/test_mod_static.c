@@ -221,6 +221,59 @@ static void test_open_beneath_refuses_escapes(void **state)
     close(d);
 }
 
+static void resolve_flags(const sl_settings *s, const char *path, unsigned flags, int prefd,
+                          sl_static_result *r)
+{
+    static char buf[] = "GET / HTTP/1.1\r\nHost: x\r\n\r\n";
+    sl_http_request req;
+    sl_http_limits lim = {8192, 8192, SL_HTTP_MAX_HEADERS};
+    assert_true(sl_http_parse_request(buf, strlen(buf), &lim, &req) > 0);
+    assert_int_equal(sl_static_resolve_ex(s, &req, path, strlen(path), flags, prefd, r), 0);
+}
+
+static void test_cached_lookup_and_preopened_fd(void **state)
+{
+    sl_settings s;
+    conf(&s);
+    sl_static_result r;
+    /* Just created, so in the dentry cache: the cached-only lookup succeeds without waiting. */
+    resolve_flags(&s, "/hello.txt", SL_RESOLVE_CACHED, -1, &r);
+    assert_int_equal(r.status, 200);
+    close(r.fd);
+    /* A file the ring opened: the decision continues from its fd. */
+    int fd = open(root, O_PATH | O_DIRECTORY);
+    int f = openat(fd, "hello.txt", O_RDONLY);
+    close(fd);
+    resolve_flags(&s, "/hello.txt", SL_RESOLVE_PREOPENED, f, &r);
+    assert_int_equal(r.status, 200);
+    assert_int_equal(r.fd, f);
+    assert_int_equal(r.st.st_size, 13);
+    close(r.fd);
+    /* The ring's errors map like the loop's own. */
+    resolve_flags(&s, "/nope", SL_RESOLVE_PREOPENED, -ENOENT, &r);
+    assert_int_equal(r.status, 404);
+    resolve_flags(&s, "/out", SL_RESOLVE_PREOPENED, -EXDEV, &r);
+    assert_int_equal(r.status, 403);
+    /* O_NOATIME refused by the kernel (not the owner): status 0 asks for an open without it. */
+    s.use_noatime = true;
+    resolve_flags(&s, "/hello.txt", SL_RESOLVE_PREOPENED, -EPERM, &r);
+    assert_int_equal(r.status, 0);
+    assert_int_equal(r.err, -EPERM);
+    assert_true(sl_static_open_flags(&s) & O_NOATIME);
+    s.use_noatime = false;
+    resolve_flags(&s, "/hello.txt", SL_RESOLVE_PREOPENED, -EPERM, &r);
+    assert_int_equal(r.status, 403);
+    /* A directory opened by the ring still gets its index file. */
+    fd = open(root, O_PATH | O_DIRECTORY);
+    f = openat(fd, "dir", O_RDONLY | O_DIRECTORY);
+    close(fd);
+    resolve_flags(&s, "/dir/", SL_RESOLVE_PREOPENED, f, &r);
+    assert_int_equal(r.status, 200);
+    assert_int_equal(r.st.st_size, 5);
+    close(r.fd);
+    close(s.docroot_fd);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -232,6 +285,7 @@ int main(void)
         cmocka_unit_test(test_conditional_requests),
         cmocka_unit_test(test_ranges),
         cmocka_unit_test(test_open_beneath_refuses_escapes),
+        cmocka_unit_test(test_cached_lookup_and_preopened_fd),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
