@@ -77,9 +77,7 @@ class BackendCase:
     @classmethod
     def tearDownClass(cls):
         rc = cls.srv.stop()
-        with open(cls.srv.log) as f:
-            cls.log = f.read()
-        assert rc == 0, cls.log
+        assert rc == 0, cls.srv.log_text
 
     def path(self, name):
         return os.path.join(self.srv.root, name)
@@ -226,8 +224,7 @@ class TruncationLogged(unittest.TestCase):
             s.close()
         finally:
             self.assertEqual(srv.stop(), 0)
-        with open(srv.log) as f:
-            self.assertIn("shrank while being sent", f.read())
+        self.assertIn("shrank while being sent", srv.log_text)
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@ it. Processes are stopped by PID in tearDown.
 import argparse
 import hashlib
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -60,6 +61,18 @@ class Server:
         raise RuntimeError("seekless did not start listening")
 
     def stop(self):
+        try:
+            return self._stop()
+        finally:
+            # Keep the error log's text for the caller, then remove the tree.
+            try:
+                with open(self.log) as f:
+                    self.log_text = f.read()
+            except OSError:
+                self.log_text = ""
+            shutil.rmtree(self.dir, ignore_errors=True)
+
+    def _stop(self):
         if self.proc and self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
             try:
@@ -312,8 +325,11 @@ class Process(unittest.TestCase):
         p = os.path.join(d, "c.conf")
         with open(p, "w") as f:
             f.write(conf_text)
-        return subprocess.run([os.path.join(BUILD, "server", "seekless"), "-f", p, *args],
-                              capture_output=True, text=True, timeout=10, cwd=d)
+        try:
+            return subprocess.run([os.path.join(BUILD, "server", "seekless"), "-f", p, *args],
+                                  capture_output=True, text=True, timeout=10, cwd=d)
+        finally:
+            shutil.rmtree(d, ignore_errors=True)
 
     def test_config_errors_name_file_and_line(self):
         r = self.run_seekless('server.document-root = "root"\n\nserver.nope = 1\n', "-t")
