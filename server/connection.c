@@ -87,6 +87,7 @@ static void request_reset(sl_conn *c)
 
 static void conn_free(sl_conn *c)
 {
+    if (c->fd >= 0) close(c->fd);
     request_reset(c);
     free(c->in);
     free(c);
@@ -96,8 +97,14 @@ void sl_conn_close(sl_conn *c)
 {
     if (c->closed) return;
     event_del(&c->ev);
-    close(c->fd);
-    c->fd = -1;
+    if (c->pending == 0) {
+        close(c->fd);
+        c->fd = -1;
+    } else {
+        /* A thread may be sending on this socket: the number must not be reused before the
+         * job returns. Shutting it down ends the thread's sendfile() and tells the client. */
+        shutdown(c->fd, SHUT_RDWR);
+    }
     c->closed = true;
     if (c->prev)
         c->prev->next = c->next;

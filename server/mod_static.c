@@ -352,6 +352,12 @@ typedef struct stat_job {
     sl_job job;
     sl_conn *conn;
     sl_static_result r;
+    size_t block;      /* > 0: also read the first block of the body (thread backends) */
+    bool readahead;    /* only start the kernel's readahead of that block */
+    char *buf;         /* that block, handed to the connection's reader */
+    size_t cap;
+    off_t boff;
+    ssize_t got;
 } stat_job;
 
 static void stat_work(sl_job *job)
@@ -361,6 +367,32 @@ static void stat_work(sl_job *job)
     /* The loop does not touch the request while the job is out (the connection is in the
      * HANDLE state with its event removed), so reading it here is safe. */
     sl_static_resolve(&c->conf, &c->req, c->path, c->path_len, &j->r);
+    const sl_static_result *r = &j->r;
+    if (!j->block || (r->status != 200 && r->status != 206) || r->st.st_size == 0) return;
+    if (j->readahead) {
+        off_t at = r->status == 206 ? (off_t)r->ranges[0].first : 0;
+        posix_fadvise(r->fd, at, (off_t)j->block, POSIX_FADV_WILLNEED);
+        return;
+    }
+    /* A cold file is read by a thread anyway: reading its first block here, while the inode
+     * is hot, saves the request a second trip through the pool (for small files, the only
+     * read they need). */
+    off_t first = r->status == 206 ? (off_t)r->ranges[0].first : 0;
+    off_t end = r->status == 206 ? (off_t)r->ranges[0].last + 1 : r->st.st_size;
+    size_t len = (size_t)(end - first) < j->block ? (size_t)(end - first) : j->block;
+    void *p;
+    /* Sized like the loop's own buffers (netback.c): the read rounded up, plus a page. */
+    j->cap = ((len + 4095) & ~(size_t)4095) + 4096;
+    if (posix_memalign(&p, 4096, j->cap) != 0) return;
+    sl_fileread rd = {.fd = r->fd, .off = first, .len = len, .buf = p};
+    sl_fileread_sync(&rd);
+    if (rd.res <= 0) {
+        free(p); /* the loop's own read will meet the error or the truncation again */
+        return;
+    }
+    j->buf = p;
+    j->boff = first;
+    j->got = rd.res;
 }
 
 static void stat_done(sl_job *job)
@@ -371,11 +403,15 @@ static void stat_done(sl_job *job)
     if (c->closed) {
         /* The client went away while we waited for the disk. */
         if (j->r.fd >= 0) close(j->r.fd);
+        free(j->buf);
         free(j);
         sl_conn_release(c);
         return;
     }
     sl_hresult r = static_respond(c, &j->r);
+    if (j->buf)
+        sl_fileread_adopt(c->srv, &c->rd, j->r.fd, j->buf, j->cap, j->boff,
+                          (size_t)j->got);
     free(j);
     sl_conn_handled(c, r);
 }
@@ -448,6 +484,12 @@ static sl_hresult static_handle(sl_conn *c)
         j->job.work = stat_work;
         j->job.done = stat_done;
         j->conn = c;
+        j->buf = NULL;
+        const sl_netbackend *nb = c->srv->nb;
+        j->readahead = nb->readahead_on_stat;
+        j->block = (nb->read_on_stat || nb->readahead_on_stat) && c->req.method == SL_METHOD_GET
+                       ? c->srv->block_size
+                       : 0;
         if (sl_tpool_submit(pool, &j->job) == 0) {
             c->pending++;
             return SL_WAIT;

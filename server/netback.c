@@ -79,30 +79,54 @@ int sl_page_cache_resident(int fd, off_t off, size_t len)
 
 /* ---- buffers and read slots ---- */
 
-static int buf_get(sl_server *srv, sl_fileread *rd)
+static void buf_put(sl_server *srv, sl_fileread *rd);
+
+/* A buffer for `want` bytes. Full-size block buffers are recycled through the free list; a
+ * short file gets a buffer its own size, which malloc serves from its heap (below its mmap
+ * threshold) without faulting in fresh pages for every request. */
+static int buf_get(sl_server *srv, sl_fileread *rd, size_t want)
 {
-    if (rd->buf) return 0;
-    if (srv->n_free_bufs > 0) {
+    size_t full = srv->block_size + BUF_ALIGN;
+    size_t need = ((want + BUF_ALIGN - 1) & ~(size_t)(BUF_ALIGN - 1)) + BUF_ALIGN;
+    if (need > full) need = full;
+    if (rd->buf && rd->cap >= need) return 0;
+    buf_put(srv, rd);
+    if (need == full && srv->n_free_bufs > 0) {
         rd->buf = srv->free_bufs[--srv->n_free_bufs];
     } else {
         void *p;
         /* One extra page: an O_DIRECT read of an unaligned range spans one more block. */
-        if (posix_memalign(&p, BUF_ALIGN, srv->block_size + BUF_ALIGN) != 0) return -ENOMEM;
+        if (posix_memalign(&p, BUF_ALIGN, need) != 0) return -ENOMEM;
         rd->buf = p;
     }
-    rd->cap = srv->block_size + BUF_ALIGN;
+    rd->cap = need;
     return 0;
 }
 
 static void buf_put(sl_server *srv, sl_fileread *rd)
 {
     if (!rd->buf) return;
-    if (srv->n_free_bufs < srv->max_free_bufs)
+    if (rd->cap == srv->block_size + BUF_ALIGN && srv->n_free_bufs < srv->max_free_bufs)
         srv->free_bufs[srv->n_free_bufs++] = rd->buf;
     else
         free(rd->buf);
     rd->buf = NULL;
     rd->cap = 0;
+}
+
+void sl_fileread_adopt(sl_server *srv, sl_fileread *rd, int fd, char *buf, size_t cap, off_t off,
+                       size_t n)
+{
+    buf_put(srv, rd);
+    rd->buf = buf;
+    rd->cap = cap;
+    rd->fd = fd;
+    rd->off = off;
+    rd->len = n;
+    rd->skip = 0;
+    rd->pos = 0;
+    rd->res = (ssize_t)n;
+    rd->ready = true;
 }
 
 void sl_fileread_reset(sl_server *srv, sl_fileread *rd)
@@ -125,6 +149,7 @@ void sl_fileread_reset(sl_server *srv, sl_fileread *rd)
     if (srv->nb && srv->nb->release) srv->nb->release(srv, rd);
     buf_put(srv, rd);
     rd->ready = false;
+    rd->sent = false;
     rd->res = 0;
     rd->pos = 0;
     rd->skip = 0;
@@ -142,6 +167,26 @@ static void wait_for_slot(sl_server *srv, sl_fileread *rd)
 }
 
 static void conn_resume_write(sl_conn *c);
+static void read_done(sl_job *job);
+
+static void sendfile_work(sl_job *job)
+{
+    sl_fileread *rd = (sl_fileread *)job;
+    off_t off = rd->off;
+    size_t sent = 0;
+    while (sent < rd->len) {
+        ssize_t n = sendfile(rd->sock, rd->fd, &off, rd->len - sent);
+        if (n > 0) {
+            sent += (size_t)n;
+            continue;
+        }
+        if (n < 0 && errno == EINTR) continue;
+        if (sent == 0) rd->res = n < 0 ? -errno : 0;
+        if (sent == 0) return;
+        break; /* socket full or file ended: report what went out */
+    }
+    rd->res = (ssize_t)sent;
+}
 
 /* A slot freed: let the longest-waiting connection try again. */
 static void wake_waiter(sl_server *srv)
@@ -152,6 +197,7 @@ static void wake_waiter(sl_server *srv)
     if (!srv->rd_wait_head) srv->rd_wait_tail = NULL;
     rd->waiting = false;
     rd->wait_next = NULL;
+    rd->sent = false;
     conn_resume_write(rd->conn);
 }
 
@@ -187,9 +233,9 @@ static int start_read(sl_conn *c, const sl_chunk *h)
     sl_server *srv = c->srv;
     sl_fileread *rd = &c->rd;
     if (rd->waiting) return 2;
-    int r = buf_get(srv, rd);
-    if (r < 0) return r;
     off_t left = h->end - h->off;
+    int r = buf_get(srv, rd, (size_t)left < srv->block_size ? (size_t)left : srv->block_size);
+    if (r < 0) return r;
     rd->conn = c;
     rd->fd = h->fd;
     rd->off = h->off;
@@ -202,6 +248,42 @@ static int start_read(sl_conn *c, const sl_chunk *h)
         return 2;
     }
     r = srv->nb->submit(srv, rd);
+    if (r == -EAGAIN) {
+        wait_for_slot(srv, rd);
+        return 2;
+    }
+    if (r < 0) return r;
+    rd->inflight = true;
+    srv->reads_inflight++;
+    c->pending++;
+    return 2;
+}
+
+/* Hybrid, cold block: a read thread calls sendfile() itself. The socket is non-blocking, so the
+ * thread waits only for the disk, never for the client; the page-cache pages go to the socket
+ * without the copy into and out of a user buffer that a pread() would cost. The socket stays
+ * open while the job is out (see sl_conn_close). */
+static int start_sendfile(sl_conn *c, const sl_chunk *h)
+{
+    sl_server *srv = c->srv;
+    sl_fileread *rd = &c->rd;
+    if (rd->waiting) return 2;
+    off_t left = h->end - h->off;
+    rd->conn = c;
+    rd->fd = h->fd;
+    rd->sock = c->fd;
+    rd->off = h->off;
+    rd->len = (size_t)left < srv->block_size ? (size_t)left : srv->block_size;
+    rd->pos = 0;
+    rd->ready = false;
+    rd->sent = true;
+    if (srv->reads_inflight >= srv->max_reads) {
+        wait_for_slot(srv, rd);
+        return 2;
+    }
+    rd->job.work = sendfile_work;
+    rd->job.done = read_done;
+    int r = sl_tpool_submit(srv->read_pool, &rd->job);
     if (r == -EAGAIN) {
         wait_for_slot(srv, rd);
         return 2;
@@ -279,6 +361,18 @@ int sl_netback_write(sl_conn *c)
             continue;
         }
         sl_fileread *rd = &c->rd;
+        if (rd->ready && rd->sent) {
+            /* A thread sent part of this chunk straight from the file. */
+            rd->ready = rd->sent = false;
+            if (rd->res == -EAGAIN) return 1; /* the socket was full: wait until writable */
+            if (rd->res < 0) return (int)rd->res;
+            if (rd->res == 0) return -ENODATA;
+            h->off += rd->res;
+            done += (size_t)rd->res;
+            c->bytes_out += (uint64_t)rd->res;
+            if (h->off == h->end) sl_chunkq_pop(&c->out);
+            continue;
+        }
         if (rd->ready) {
             r = write_block(c, h, &done);
             if (r != 0) return r;
@@ -290,7 +384,9 @@ int sl_netback_write(sl_conn *c)
             r = send_file(c, h, WRITE_BUDGET - done, &done);
             break;
         case SL_NB_PREAD:
-            r = buf_get(srv, rd);
+            r = buf_get(srv, rd, (size_t)(h->end - h->off) < srv->block_size
+                                     ? (size_t)(h->end - h->off)
+                                     : srv->block_size);
             if (r < 0) return r;
             rd->fd = h->fd;
             rd->off = h->off;
@@ -314,7 +410,7 @@ int sl_netback_write(sl_conn *c)
             if (res < 0) {
                 /* No cachestat(): ask for the block with RWF_NOWAIT, which copies what the
                  * page cache has and never waits for the disk. */
-                r = buf_get(srv, rd);
+                r = buf_get(srv, rd, probe);
                 if (r < 0) return r;
                 struct iovec iov = {rd->buf, probe};
                 ssize_t n = preadv2(h->fd, &iov, 1, h->off, RWF_NOWAIT);
@@ -330,7 +426,7 @@ int sl_netback_write(sl_conn *c)
                 }
                 if (n == 0) return -ENODATA;
             }
-            r = start_read(c, h);
+            r = start_sendfile(c, h);
             break;
         }
         default:
@@ -362,6 +458,7 @@ static void read_work(sl_job *job)
 
 static void read_done(sl_job *job)
 {
+    /* shared by pread and sendfile jobs */
     sl_fileread_complete((sl_fileread *)job);
 }
 
@@ -394,6 +491,7 @@ static int threads_submit(sl_server *srv, sl_fileread *rd)
 static const sl_netbackend nb_threads = {
     .name = "gthread-aio",
     .kind = SL_NB_ASYNC,
+    .read_on_stat = true,
     .init = threads_init,
     .fini = threads_fini,
     .submit = threads_submit,
@@ -402,6 +500,7 @@ static const sl_netbackend nb_threads = {
 static const sl_netbackend nb_hybrid = {
     .name = "hybrid",
     .kind = SL_NB_HYBRID,
+    .readahead_on_stat = true,
     .init = threads_init,
     .fini = threads_fini,
     .submit = threads_submit,

@@ -35,6 +35,8 @@ typedef struct sl_fileread {
     bool inflight;         /* submitted, completion not yet seen on the loop */
     bool ready;            /* res holds data not yet fully written */
     bool waiting;          /* queued on the server's list for a free read slot */
+    bool sent;             /* hybrid: a thread sendfile()d res bytes itself (no buffer) */
+    int sock;              /* hybrid: the socket the thread sends to */
     struct sl_fileread *wait_next;
     void *priv;            /* backend's per-read state (control blocks, O_DIRECT fd) */
 } sl_fileread;
@@ -68,6 +70,11 @@ typedef struct sl_netbackend {
     /* Submit an openat2 that completes on the loop (op->done); NULL when the backend cannot.
      * 0 or a negative errno (-EAGAIN: no room now). */
     int (*open_submit)(struct sl_server *srv, sl_openreq *op);
+    /* Reads run on threads anyway: a stat thread may read the first block of a cold file. */
+    bool read_on_stat;
+    /* A stat thread may start the kernel's readahead of a cold file's first block, so the disk
+     * is already busy with it when the loop asks for the data. */
+    bool readahead_on_stat;
 } sl_netbackend;
 
 /* The backend called `name`, if compiled in. */
@@ -93,6 +100,11 @@ void sl_fileread_complete(sl_fileread *rd);
 
 /* The request ended: return the buffer, release backend state. rd must not be in flight. */
 void sl_fileread_reset(struct sl_server *srv, sl_fileread *rd);
+
+/* Give rd a block read elsewhere (a stat thread): buf (cap bytes, 4 KiB aligned, from malloc)
+ * holds n bytes of fd at off. rd must not be in flight. */
+void sl_fileread_adopt(struct sl_server *srv, sl_fileread *rd, int fd, char *buf, size_t cap,
+                       off_t off, size_t n);
 
 /* Read synchronously what rd asks for (pread until len or EOF); the blocking core every
  * asynchronous backend shares with the tests. Sets rd->res. */
