@@ -31,12 +31,11 @@
 #define LINGER_BYTES (256 * 1024)
 #define MAX_PIPELINE_TURN 32      /* requests answered back to back before yielding */
 
-static const sl_module *const modules[] = {&sl_mod_static};
 
 static void conn_event(evutil_socket_t fd, short what, void *arg);
 static void conn_run(sl_conn *c);
 
-static void conn_arm(sl_conn *c, short what, long secs)
+void sl_conn_arm(sl_conn *c, short what, long secs)
 {
     event_del(&c->ev);
     event_assign(&c->ev, c->srv->base, c->fd, what, conn_event, c);
@@ -67,14 +66,15 @@ sl_conn *sl_conn_new(struct sl_server *srv, int fd, const struct sockaddr *sa, i
     c->state = SL_CONN_READ_HEAD;
     c->deadline = time(NULL) + srv->global.max_read_idle;
     event_assign(&c->ev, srv->base, fd, EV_READ, conn_event, c); /* so conn_arm may event_del */
-    conn_arm(c, EV_READ, srv->global.max_read_idle);
+    sl_conn_arm(c, EV_READ, srv->global.max_read_idle);
     return c;
 }
 
 static void request_reset(sl_conn *c)
 {
-    for (size_t i = 0; i < sizeof modules / sizeof modules[0]; i++)
-        if (modules[i]->request_done) modules[i]->request_done(c);
+    const sl_server *srv = c->srv;
+    for (size_t i = 0; i < srv->n_modules; i++)
+        if (srv->modules[i]->request_done) srv->modules[i]->request_done(c);
     sl_chunkq_clear(&c->out);
     sl_fileread_reset(c->srv, &c->rd);
     free(c->path);
@@ -83,6 +83,10 @@ static void request_reset(sl_conn *c)
     c->status = c->error = 0;
     c->has_body = false;
     c->bytes_out = 0;
+    c->streaming = false;
+    c->on_drain = NULL;
+    c->on_body = NULL;
+    c->mod_ctx = NULL;
 }
 
 static void conn_free(sl_conn *c)
@@ -289,7 +293,9 @@ static void handle_request(sl_conn *c)
     c->conf = srv->global; /* until the conditions are evaluated */
     c->keep_alive = rq->version == 11 ? !rq->conn_close : (rq->conn_keep_alive && !rq->conn_close);
     c->has_body = rq->content_length > 0 || rq->chunked;
-    /* No module here reads request bodies: never parse an unread body as the next request. */
+    /* Never parse an unread body as the next request; a module that reads it (proxy_core)
+     * restores ka_after_body. */
+    c->ka_after_body = c->keep_alive;
     if (c->has_body) c->keep_alive = false;
 
     const char *p, *q, *auth;
@@ -331,7 +337,7 @@ static void handle_request(sl_conn *c)
                         .query = c->query};
     sl_settings_for_request(srv->tree, &srv->global, &in, &c->conf);
     if (c->requests + 1 >= (unsigned long)c->conf.max_keep_alive_requests || srv->stopping)
-        c->keep_alive = false;
+        c->keep_alive = c->ka_after_body = false;
     if (rq->expect && !(rq->expect->value_len == 12 &&
                         strncasecmp(rq->expect->value, "100-continue", 12) == 0)) {
         sl_resp_error(c, 417);
@@ -344,12 +350,14 @@ static void handle_request(sl_conn *c)
         return;
     }
     c->state = SL_CONN_HANDLE;
-    for (size_t i = 0; i < sizeof modules / sizeof modules[0]; i++) {
-        sl_hresult r = modules[i]->handle_request ? modules[i]->handle_request(c) : SL_GO_ON;
+    for (size_t i = 0; i < srv->n_modules; i++) {
+        const sl_module *m = srv->modules[i];
+        sl_hresult r = m->handle_request ? m->handle_request(c) : SL_GO_ON;
         if (r == SL_GO_ON) continue;
         if (r == SL_WAIT) {
-            /* The module resumes us; no socket event may run the connection meanwhile. */
-            event_del(&c->ev);
+            /* The module resumes us; no socket event may run the connection meanwhile (unless
+             * the module reads the body and armed the socket itself). */
+            if (c->state == SL_CONN_HANDLE) event_del(&c->ev);
             return;
         }
         handled(c, r);
@@ -397,7 +405,7 @@ static int request_finished(sl_conn *c)
             shutdown(c->fd, SHUT_WR);
             c->state = SL_CONN_LINGER;
             c->in_len = 0;
-            conn_arm(c, EV_READ, LINGER_SECONDS);
+            sl_conn_arm(c, EV_READ, LINGER_SECONDS);
             return 0;
         }
         sl_conn_close(c);
@@ -412,7 +420,7 @@ static int request_finished(sl_conn *c)
     free(c->in);
     c->in = NULL;
     c->in_cap = 0;
-    conn_arm(c, EV_READ, c->conf.max_keep_alive_idle);
+    sl_conn_arm(c, EV_READ, c->conf.max_keep_alive_idle);
     return 0;
 }
 
@@ -454,10 +462,11 @@ static void conn_run(sl_conn *c)
                 /* More pipelined requests than one turn answers: come back after others ran. */
                 if (turn >= MAX_PIPELINE_TURN && c->in_len > 0)
                     event_active(&c->ev, EV_READ, 0);
-                conn_arm(c, EV_READ, left ? left : 1);
+                sl_conn_arm(c, EV_READ, left ? left : 1);
             }
             return;
         case SL_CONN_HANDLE:
+        case SL_CONN_READ_BODY:
             return; /* an asynchronous module owns the connection */
         case SL_CONN_WRITE: {
             int r = sl_netback_write(c);
@@ -466,7 +475,7 @@ static void conn_run(sl_conn *c)
                 return;
             }
             if (r == 1) {
-                conn_arm(c, EV_WRITE, c->conf.max_write_idle);
+                sl_conn_arm(c, EV_WRITE, c->conf.max_write_idle);
                 return;
             }
             if (r < 0) {
@@ -475,6 +484,12 @@ static void conn_run(sl_conn *c)
                 else if (r != -EPIPE && r != -ECONNRESET)
                     sl_log("write to client failed: %s", strerror(-r));
                 sl_conn_close(c);
+                return;
+            }
+            if (c->streaming) {
+                /* The module has more to come: let it refill the queue. */
+                event_del(&c->ev);
+                if (c->on_drain) c->on_drain(c);
                 return;
             }
             if (request_finished(c) < 0) return;
@@ -489,6 +504,10 @@ static void conn_run(sl_conn *c)
 static void conn_event(evutil_socket_t fd, short what, void *arg)
 {
     sl_conn *c = arg;
+    if ((what & EV_TIMEOUT) && c->state == SL_CONN_READ_BODY && c->on_body) {
+        c->on_body(c, what); /* the module answers 408 */
+        return;
+    }
     if (what & EV_TIMEOUT) {
         if (c->state == SL_CONN_WRITE)
             sl_log("client did not read for %lds; closing", c->conf.max_write_idle);
@@ -511,16 +530,19 @@ static void conn_event(evutil_socket_t fd, short what, void *arg)
         char buf[16384];
         ssize_t n = recv(fd, buf, sizeof buf, 0);
         if (n > 0 && (c->in_len += (size_t)n) < LINGER_BYTES) {
-            conn_arm(c, EV_READ, LINGER_SECONDS);
+            sl_conn_arm(c, EV_READ, LINGER_SECONDS);
             return;
         }
         if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
-            conn_arm(c, EV_READ, LINGER_SECONDS);
+            sl_conn_arm(c, EV_READ, LINGER_SECONDS);
             return;
         }
         sl_conn_close(c);
         return;
     }
+    case SL_CONN_READ_BODY:
+        if (c->on_body) c->on_body(c, what);
+        return;
     case SL_CONN_HANDLE:
         return;
     }

@@ -19,6 +19,7 @@ struct sl_server;
 typedef enum {
     SL_CONN_READ_HEAD, /* waiting for (the rest of) a request head */
     SL_CONN_HANDLE,    /* a module is working on the request (maybe asynchronously) */
+    SL_CONN_READ_BODY, /* a module reads the request body (on_body runs on socket events) */
     SL_CONN_WRITE,     /* sending the response */
     SL_CONN_LINGER,    /* response sent, write side shut: draining input before close */
 } sl_conn_state;
@@ -57,6 +58,13 @@ typedef struct sl_conn {
     sl_fileread rd;        /* the block read of a file chunk (asynchronous backends) */
     unsigned pending;      /* jobs in flight that point at this connection */
     bool closed;           /* socket closed while jobs were in flight: freed when they return */
+
+    /* For modules that read bodies or produce responses over time (proxy_core). */
+    void *mod_ctx;         /* the module's per-request state; its request_done frees it */
+    bool ka_after_body;    /* keep-alive the client asked for, if the body gets read */
+    bool streaming;        /* the module is still appending to out: an empty queue is not the end */
+    void (*on_drain)(struct sl_conn *c);           /* out became empty while streaming */
+    void (*on_body)(struct sl_conn *c, short what);  /* socket event in SL_CONN_READ_BODY */
 } sl_conn;
 
 /* Take over an accepted, non-blocking socket. NULL on ENOMEM (the socket is then closed). */
@@ -70,8 +78,11 @@ void sl_conn_release(sl_conn *c);
 /* An asynchronous module finished the request it answered SL_WAIT for: r is what its hook would
  * have returned (SL_FINISHED or SL_ERROR). Runs the connection on. */
 void sl_conn_handled(sl_conn *c, sl_hresult r);
-/* Continue writing after an asynchronous read completed or a read slot freed. */
+/* Continue writing after an asynchronous read completed or a read slot freed, or after a
+ * streaming module appended to the output queue. */
 void sl_conn_resume(sl_conn *c);
+/* Wait for `what` (EV_READ / EV_WRITE) on the client socket for at most secs seconds. */
+void sl_conn_arm(sl_conn *c, short what, long secs);
 /* Server is stopping: close the connection if it is idle, otherwise let it finish its response. */
 void sl_conn_shutdown(sl_conn *c);
 

@@ -21,6 +21,9 @@
 
 #include "config_parse.h"
 #include "log.h"
+#include "gateway.h"
+#include "mod_proxy.h"
+#include "mod_static.h"
 #include "server.h"
 #include "settings.h"
 #include "sl_version.h"
@@ -146,6 +149,9 @@ int main(int argc, char **argv)
     char err[1024] = "";
     static sl_server srv;
     for (size_t i = 0; i < SL_MAX_LISTENERS; i++) srv.listen_fd[i] = -1;
+    /* proxy-core first: it takes only requests whose conditions set proxy-core.backends. */
+    sl_server_add_module(&srv, &sl_mod_proxy);
+    sl_server_add_module(&srv, &sl_mod_static);
     srv.tree = sl_config_parse_file(conf_path, err, sizeof err);
     if (!srv.tree) {
         fprintf(stderr, "seekless: %s\n", err);
@@ -211,6 +217,7 @@ int main(int argc, char **argv)
             ready_fd = -1;
         }
         rc = sl_server_run(&srv);
+        sl_gw_shutdown(); /* pooled backend connections, after every client connection closed */
     }
     if (ready_fd >= 0) close(ready_fd);
     if (srv.global.pid_file) unlink(srv.global.pid_file);

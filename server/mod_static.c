@@ -299,7 +299,7 @@ static void send_multipart(sl_conn *c, const sl_static_result *r, bool head)
     sl_chunkq_append_mem(&c->out, tail, (size_t)tl);
 }
 
-static sl_hresult static_respond(sl_conn *c, const sl_static_result *r)
+sl_hresult sl_static_respond(sl_conn *c, const sl_static_result *r)
 {
     bool head = c->req.method == SL_METHOD_HEAD;
     char buf[96];
@@ -408,7 +408,7 @@ static void stat_done(sl_job *job)
         sl_conn_release(c);
         return;
     }
-    sl_hresult r = static_respond(c, &j->r);
+    sl_hresult r = sl_static_respond(c, &j->r);
     if (j->buf)
         sl_fileread_adopt(c->srv, &c->rd, j->r.fd, j->buf, j->cap, j->boff,
                           (size_t)j->got);
@@ -444,7 +444,7 @@ static void ring_done(sl_openreq *op)
     sl_static_resolve_ex(&c->conf, &c->req, c->path, c->path_len, SL_RESOLVE_PREOPENED, res, &r);
     if (r.status == 0 && r.err == -EPERM && !retried_flags && ring_open(c, false) == 0) return;
     if (r.status == 0) r.status = sl_errno_to_status(r.err);
-    sl_conn_handled(c, static_respond(c, &r));
+    sl_conn_handled(c, sl_static_respond(c, &r));
 }
 
 static int ring_open(sl_conn *c, bool noatime)
@@ -472,12 +472,12 @@ static sl_hresult static_handle(sl_conn *c)
     sl_tpool *pool = c->srv->stat_pool;
     if (!pool && !c->srv->nb->open_submit) {
         sl_static_resolve(&c->conf, &c->req, c->path, c->path_len, &r);
-        return static_respond(c, &r);
+        return sl_static_respond(c, &r);
     }
     /* Whatever the dentry and inode caches already hold is answered now, on the loop; only a
      * lookup that would read the disk goes to a stat thread. */
     sl_static_resolve_ex(&c->conf, &c->req, c->path, c->path_len, SL_RESOLVE_CACHED, -1, &r);
-    if (r.err != -EAGAIN) return static_respond(c, &r);
+    if (r.err != -EAGAIN) return sl_static_respond(c, &r);
     if (c->srv->nb->open_submit && ring_open(c, true) == 0) return SL_WAIT;
     stat_job *j = pool ? malloc(sizeof *j) : NULL;
     if (j) {
@@ -498,7 +498,7 @@ static sl_hresult static_handle(sl_conn *c)
     }
     /* Queue full or no memory: a slow answer beats none. */
     sl_static_resolve(&c->conf, &c->req, c->path, c->path_len, &r);
-    return static_respond(c, &r);
+    return sl_static_respond(c, &r);
 }
 
 static void static_request_done(sl_conn *c)

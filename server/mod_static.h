@@ -57,6 +57,11 @@ int sl_open_beneath_ex(int dirfd, const char *rel, int flags, bool follow, bool 
  * -ELOOP for a symlink that may not be followed). */
 int sl_open_beneath(int dirfd, const char *rel, int flags, bool follow);
 
+struct sl_conn;
+/* Turn a decision into the response on c (headers queued, body as file chunks; c->file_fd takes
+ * r->fd). Used by the static handler and by proxy-core for X-Sendfile. */
+sl_hresult sl_static_respond(struct sl_conn *c, const sl_static_result *r);
+
 /* The module table. */
 extern const sl_module sl_mod_static;
 

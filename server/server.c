@@ -23,11 +23,19 @@
 
 #include "connection.h"
 #include "log.h"
+#include "module.h"
 #include "netback.h"
 #include "threadpool.h"
 
 #define LISTEN_BACKLOG 1024
 #define FD_RETRY_MS 100
+
+int sl_server_add_module(sl_server *srv, const sl_module *m)
+{
+    if (srv->n_modules == sizeof srv->modules / sizeof srv->modules[0]) return -ENOSPC;
+    srv->modules[srv->n_modules++] = m;
+    return 0;
+}
 
 const char *sl_server_date(sl_server *srv)
 {

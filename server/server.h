@@ -48,7 +48,15 @@ typedef struct sl_server {
     struct sl_fileread *rd_wait_head, *rd_wait_tail; /* waiting for a read slot */
     char **free_bufs;              /* recycled block buffers */
     size_t n_free_bufs, max_free_bufs;
+
+    /* Request handlers in the order they are asked (sl_server_add_module). */
+    const struct sl_module *modules[8];
+    size_t n_modules;
 } sl_server;
+
+/* Ask module m, after those added before it, to handle requests. Modules have a server-wide
+ * init/fini only through their own setup calls. Returns 0 or -ENOSPC. */
+int sl_server_add_module(sl_server *srv, const struct sl_module *m);
 
 /* Bind every listening socket described by the settings (before daemonizing and dropping
  * privileges). Returns 0, or -1 with a message in err. */

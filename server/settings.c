@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #define PCRE2_CODE_UNIT_WIDTH 8
@@ -26,7 +27,17 @@
 #include "netback.h"
 #include "sl_version.h"
 
-typedef enum { KT_STR, KT_PATH, KT_DOCROOT, KT_INT, KT_BOOL, KT_STRLIST, KT_MIME } key_type;
+typedef enum {
+    KT_STR,
+    KT_PATH,
+    KT_DOCROOT,
+    KT_INT,
+    KT_BOOL,
+    KT_STRLIST,
+    KT_MIME,
+    KT_BACKENDS, /* list of backend addresses, expanded and canonicalized at start-up */
+    KT_ROOTS,    /* list of directories, opened at start-up */
+} key_type;
 
 typedef struct key_def {
     const char *name;
@@ -40,22 +51,22 @@ typedef struct key_def {
 } key_def;
 
 #define OFF(f) offsetof(sl_settings, f)
-#define NOT_YET_PROXY "proxy-core is not implemented yet"
 
 static const key_def keys[] = {
     {"index-file.names", KT_STRLIST, false, OFF(index_files), NULL, NULL},
     {"mimetype.assign", KT_MIME, false, OFF(mime), NULL, NULL},
-    {"proxy-core.allow-x-sendfile", KT_BOOL, false, 0, NOT_YET_PROXY, NULL},
-    {"proxy-core.backends", KT_STRLIST, false, 0, NOT_YET_PROXY, NULL},
-    {"proxy-core.balancer", KT_STR, false, 0, NOT_YET_PROXY, NULL},
-    {"proxy-core.connect-timeout", KT_INT, false, 0, NOT_YET_PROXY, NULL},
-    {"proxy-core.disable-time", KT_INT, false, 0, NOT_YET_PROXY, NULL},
-    {"proxy-core.max-backlog-size", KT_INT, false, 0, NOT_YET_PROXY, NULL},
-    {"proxy-core.max-keep-alive-requests", KT_INT, false, 0, NOT_YET_PROXY, NULL},
-    {"proxy-core.max-pool-size", KT_INT, false, 0, NOT_YET_PROXY, NULL},
-    {"proxy-core.protocol", KT_STR, false, 0, NOT_YET_PROXY, NULL},
-    {"proxy-core.read-timeout", KT_INT, false, 0, NOT_YET_PROXY, NULL},
-    {"proxy-core.x-sendfile-docroot", KT_STRLIST, false, 0, NOT_YET_PROXY, NULL},
+    {"proxy-core.allow-x-sendfile", KT_BOOL, false, OFF(proxy_allow_x_sendfile), NULL, NULL},
+    {"proxy-core.backends", KT_BACKENDS, false, OFF(proxy_backends), NULL, NULL},
+    {"proxy-core.balancer", KT_STR, false, OFF(proxy_balancer), NULL, NULL},
+    {"proxy-core.connect-timeout", KT_INT, false, OFF(proxy_connect_timeout), NULL, NULL},
+    {"proxy-core.disable-time", KT_INT, false, OFF(proxy_disable_time), NULL, NULL},
+    {"proxy-core.max-backlog-size", KT_INT, false, OFF(proxy_max_backlog_size), NULL, NULL},
+    {"proxy-core.max-keep-alive-requests", KT_INT, false, OFF(proxy_max_keep_alive_requests), NULL,
+     NULL},
+    {"proxy-core.max-pool-size", KT_INT, false, OFF(proxy_max_pool_size), NULL, NULL},
+    {"proxy-core.protocol", KT_STR, false, OFF(proxy_protocol), NULL, NULL},
+    {"proxy-core.read-timeout", KT_INT, false, OFF(proxy_read_timeout), NULL, NULL},
+    {"proxy-core.x-sendfile-docroot", KT_ROOTS, false, OFF(proxy_xsendfile_roots), NULL, NULL},
     {"server.bind", KT_STR, true, OFF(bind), NULL, NULL},
     {"server.document-root", KT_DOCROOT, false, OFF(document_root), NULL, NULL},
     {"server.errorlog", KT_PATH, true, OFF(errorlog), NULL, NULL},
@@ -102,6 +113,7 @@ typedef struct prepared {
     sl_mime_table *mime;
     const char **list;
     size_t n;
+    int *fds;        /* KT_ROOTS */
 } prepared;
 
 static prepared *preps;
@@ -136,6 +148,13 @@ void sl_settings_release(void)
         free(preps[i].path);
         if (preps[i].fd >= 0) close(preps[i].fd);
         sl_mime_table_free(preps[i].mime);
+        if (preps[i].fds) {
+            for (size_t j = 0; j < preps[i].n; j++) {
+                if (preps[i].fds[j] >= 0) close(preps[i].fds[j]);
+                free((char *)preps[i].list[j]); /* KT_ROOTS and KT_BACKENDS own their strings */
+            }
+            free(preps[i].fds);
+        }
         free(preps[i].list);
     }
     free(preps);
@@ -167,6 +186,14 @@ void sl_settings_defaults(sl_settings *s)
     s->follow_symlink = true;
     s->etags = true;
     s->mime = sl_mime_default();
+    s->proxy_protocol = "http";
+    s->proxy_balancer = "sqf";
+    s->proxy_max_pool_size = 16;
+    s->proxy_max_keep_alive_requests = 1000;
+    s->proxy_disable_time = 10;
+    s->proxy_connect_timeout = 5;
+    s->proxy_read_timeout = 60;
+    s->proxy_max_backlog_size = 1024;
 }
 
 /* Store a checked value into its field. Used at start-up and per request. */
@@ -210,6 +237,21 @@ static void apply_value(sl_settings *s, const key_def *k, const sl_cval *v)
         p = prep_find(v);
         if (p) s->mime = p->mime;
         break;
+    case KT_BACKENDS:
+        p = prep_find(v);
+        if (p) {
+            s->proxy_backends.v = p->list;
+            s->proxy_backends.n = p->n;
+        }
+        break;
+    case KT_ROOTS:
+        p = prep_find(v);
+        if (p) {
+            s->proxy_xsendfile_roots.path = p->list;
+            s->proxy_xsendfile_roots.fd = p->fds;
+            s->proxy_xsendfile_roots.n = p->n;
+        }
+        break;
     }
 }
 
@@ -252,6 +294,8 @@ static const char *type_want(key_type t)
     switch (t) {
     case KT_INT: return "an integer";
     case KT_BOOL: return "\"enable\" or \"disable\"";
+    case KT_BACKENDS:
+    case KT_ROOTS: return "an array of strings";
     case KT_STRLIST: return "an array of strings";
     case KT_MIME: return "an array of \".ext\" => \"type\" pairs";
     default: return "a string";
@@ -280,6 +324,8 @@ static void check_assign(const sl_cblock *b, const sl_cassign *a, void *ud)
         ok = v->type == SL_CV_STRING && (!strcmp(v->str, "enable") || !strcmp(v->str, "disable"));
         break;
     case KT_STRLIST:
+    case KT_BACKENDS:
+    case KT_ROOTS:
         ok = v->type == SL_CV_ARRAY;
         for (size_t i = 0; ok && i < v->n_items; i++)
             ok = !v->items[i].key && v->items[i].val->type == SL_CV_STRING;
@@ -332,6 +378,22 @@ static void check_assign(const sl_cblock *b, const sl_cassign *a, void *ud)
              strcmp(a->key, "server.max-read-threads") ? "0" : "1");
         return;
     }
+    if (!strcmp(a->key, "proxy-core.protocol") && strcmp(v->str, "fastcgi") &&
+        strcmp(v->str, "http")) {
+        fail(c, a->file, a->line, "proxy-core.protocol \"%s\" is not supported (use \"fastcgi\" "
+             "or \"http\")", v->str);
+        return;
+    }
+    if (!strcmp(a->key, "proxy-core.balancer") && strcmp(v->str, "round-robin") &&
+        strcmp(v->str, "sqf") && strcmp(v->str, "static") && strcmp(v->str, "carp")) {
+        fail(c, a->file, a->line, "proxy-core.balancer \"%s\" is not supported (use "
+             "\"round-robin\", \"sqf\", \"static\" or \"carp\")", v->str);
+        return;
+    }
+    if (!strcmp(a->key, "proxy-core.max-pool-size") && v->num < 1) {
+        fail(c, a->file, a->line, "proxy-core.max-pool-size must be at least 1");
+        return;
+    }
     if (k->type == KT_INT && v->num < 0) {
         fail(c, a->file, a->line, "'%s' must not be negative", a->key);
         return;
@@ -360,6 +422,61 @@ static void check_assign(const sl_cblock *b, const sl_cassign *a, void *ud)
         p->n = v->n_items;
         if (!(p->list = calloc(v->n_items + 1, sizeof *p->list))) goto nomem;
         for (size_t i = 0; i < v->n_items; i++) p->list[i] = v->items[i].val->str;
+        break;
+    case KT_BACKENDS: {
+        if (!(p = prep_add(v))) goto nomem;
+        if (!(p->fds = calloc(1, sizeof *p->fds))) goto nomem; /* marks owned strings */
+        p->fds[0] = -1;
+        size_t cap = 0;
+        for (size_t i = 0; i < v->n_items; i++) {
+            char addrs[16][128];
+            int n = sl_backend_expand(v->items[i].val->str, addrs, 16);
+            if (n < 0) {
+                fail(c, a->file, a->line, "proxy-core.backends: \"%s\": %s", v->items[i].val->str,
+                     n == -ENAMETOOLONG ? "unix socket path too long"
+                     : n == -EHOSTUNREACH ? "cannot resolve the host name"
+                                          : "not \"host:port\", \"[ipv6]:port\" or \"unix:/path\"");
+                return;
+            }
+            for (int j = 0; j < n; j++) {
+                if (p->n + 1 >= cap) {
+                    cap = cap ? cap * 2 : 8;
+                    const char **nl = realloc(p->list, (cap + 1) * sizeof *nl);
+                    int *nf = realloc(p->fds, (cap + 1) * sizeof *nf);
+                    if (nl) p->list = nl;
+                    if (nf) p->fds = nf;
+                    if (!nl || !nf) goto nomem;
+                }
+                if (!(p->list[p->n] = strdup(addrs[j]))) goto nomem;
+                p->fds[p->n++] = -1;
+                p->list[p->n] = NULL;
+            }
+        }
+        if (p->n == 0) {
+            fail(c, a->file, a->line, "proxy-core.backends is empty");
+            return;
+        }
+        break;
+    }
+    case KT_ROOTS:
+        if (!(p = prep_add(v))) goto nomem;
+        p->list = calloc(v->n_items + 1, sizeof *p->list);
+        p->fds = calloc(v->n_items + 1, sizeof *p->fds);
+        if (!p->list || !p->fds) goto nomem;
+        for (size_t i = 0; i < v->n_items; i++) {
+            char *r = abs_path(c->basedir, v->items[i].val->str);
+            if (!r) goto nomem;
+            size_t L = strlen(r);
+            while (L > 1 && r[L - 1] == '/') r[--L] = 0; /* the prefix match adds the slash */
+            p->list[i] = r;
+            p->fds[i] = open(r, O_PATH | O_DIRECTORY | O_CLOEXEC);
+            p->n = i + 1;
+            if (p->fds[i] < 0) {
+                fail(c, a->file, a->line, "proxy-core.x-sendfile-docroot \"%s\": %s", r,
+                     strerror(errno));
+                return;
+            }
+        }
         break;
     case KT_MIME: {
         if (!(p = prep_add(v))) goto nomem;
@@ -482,6 +599,58 @@ void sl_settings_for_request(const sl_config_tree *t, const sl_settings *global,
     *out = *global;
     /* Without conditions the global settings are final; skip the walk. */
     if (t->root->n_children) sl_config_eval(t, in, apply_cb, out);
+}
+
+int sl_backend_expand(const char *spec, char (*out)[128], int max)
+{
+    if (!strncmp(spec, "unix:", 5)) {
+        const char *path = spec + 5;
+        struct sockaddr_un un;
+        if (path[0] != '/') return -EINVAL;
+        if (strlen(path) >= sizeof un.sun_path) return -ENAMETOOLONG;
+        snprintf(out[0], 128, "unix:%s", path);
+        return 1;
+    }
+    char host[256];
+    const char *port;
+    if (spec[0] == '[') {
+        const char *end = strchr(spec, ']');
+        if (!end || end[1] != ':' || (size_t)(end - spec - 1) >= sizeof host) return -EINVAL;
+        memcpy(host, spec + 1, (size_t)(end - spec - 1));
+        host[end - spec - 1] = 0;
+        port = end + 2;
+    } else {
+        const char *colon = strrchr(spec, ':');
+        if (!colon || colon == spec || (size_t)(colon - spec) >= sizeof host) return -EINVAL;
+        memcpy(host, spec, (size_t)(colon - spec));
+        host[colon - spec] = 0;
+        if (strchr(host, ':')) return -EINVAL;
+        port = colon + 1;
+    }
+    char *endp;
+    long pn = strtol(port, &endp, 10);
+    if (!*port || *endp || pn < 1 || pn > 65535) return -EINVAL;
+    struct addrinfo hints = {.ai_flags = AI_NUMERICSERV, .ai_socktype = SOCK_STREAM};
+    struct addrinfo *res;
+    if (getaddrinfo(host, port, &hints, &res) != 0) return -EHOSTUNREACH;
+    int n = 0;
+    for (struct addrinfo *ai = res; ai && n < max; ai = ai->ai_next) {
+        char ip[INET6_ADDRSTRLEN], one[128];
+        if (ai->ai_family == AF_INET) {
+            inet_ntop(AF_INET, &((struct sockaddr_in *)ai->ai_addr)->sin_addr, ip, sizeof ip);
+            snprintf(one, sizeof one, "%s:%ld", ip, pn);
+        } else if (ai->ai_family == AF_INET6) {
+            inet_ntop(AF_INET6, &((struct sockaddr_in6 *)ai->ai_addr)->sin6_addr, ip, sizeof ip);
+            snprintf(one, sizeof one, "[%s]:%ld", ip, pn);
+        } else {
+            continue;
+        }
+        bool dup = false; /* getaddrinfo repeats an address once per socket type it knows */
+        for (int i = 0; i < n; i++) dup |= !strcmp(out[i], one);
+        if (!dup) snprintf(out[n++], 128, "%s", one);
+    }
+    freeaddrinfo(res);
+    return n ? n : -EHOSTUNREACH;
 }
 
 int sl_socket_canonical(const char *spec, char *out, size_t outlen)

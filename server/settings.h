@@ -20,6 +20,14 @@ typedef struct sl_strlist {
     size_t n;
 } sl_strlist;
 
+/* Allowed roots (proxy-core.x-sendfile-docroot): absolute paths without a trailing slash, and
+ * O_PATH descriptors opened at start-up. */
+typedef struct sl_rootlist {
+    const char *const *path;
+    const int *fd;
+    size_t n;
+} sl_rootlist;
+
 /* Everything a request or the process needs from the config. Strings point into the config tree
  * (or into tables owned by sl_settings_prepare) and live as long as the tree. */
 typedef struct sl_settings {
@@ -54,6 +62,19 @@ typedef struct sl_settings {
     sl_strlist exclude_extensions;
     sl_strlist access_deny;
     const sl_mime_table *mime;
+    /* proxy-core (proxy_core/): backends as canonical "ip:port", "[ip6]:port" or "unix:/path",
+     * one per address (names are resolved at start-up). n == 0: not proxied. */
+    sl_strlist proxy_backends;
+    const char *proxy_protocol;       /* "fastcgi" or "http" */
+    const char *proxy_balancer;       /* "round-robin", "sqf", "static", "carp" */
+    long proxy_max_pool_size;         /* connections per backend */
+    long proxy_max_keep_alive_requests;
+    long proxy_disable_time;          /* seconds a failed backend is left alone */
+    long proxy_connect_timeout;       /* seconds */
+    long proxy_read_timeout;          /* seconds without a byte from the backend */
+    long proxy_max_backlog_size;      /* requests waiting for a free connection */
+    bool proxy_allow_x_sendfile;
+    sl_rootlist proxy_xsendfile_roots; /* n == 0: the document root */
 } sl_settings;
 
 /* Defaults: lighttpd's, where lighttpd has one. */
@@ -87,6 +108,11 @@ void sl_settings_for_request(const sl_config_tree *t, const sl_settings *global,
 /* Canonical "ip:port" / "[ip6]:port" form of a socket spec (":80", "host:port", "[::1]:80").
  * Resolves names with getaddrinfo (start-up only). Returns 0 or a negative errno / -EINVAL. */
 int sl_socket_canonical(const char *spec, char *out, size_t outlen);
+
+/* Expand a proxy-core backend spec ("host:port", "[ipv6]:port", "unix:/path") into canonical
+ * addresses, one per address the host name resolves to (at most max). Returns how many, or
+ * -EINVAL (syntax), -ENAMETOOLONG (unix path), -EHOSTUNREACH (name does not resolve). */
+int sl_backend_expand(const char *spec, char (*out)[128], int max);
 
 /* Lines for `seekless -V`: the compiled-in network backends and features. */
 void sl_settings_print_features(void);

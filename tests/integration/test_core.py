@@ -102,6 +102,27 @@ def read_response(s, buf=b"", head=False):
     for line in lines[1:]:
         k, _, v = line.partition(":")
         hdrs[k.strip().lower()] = v.strip()
+    if not head and status not in (204, 304) and hdrs.get("transfer-encoding") == "chunked":
+        body = b""
+        while True:
+            while b"\r\n" not in buf:
+                d = s.recv(65536)
+                if not d:
+                    raise EOFError("closed in a chunk size")
+                buf += d
+            line, _, buf = buf.partition(b"\r\n")
+            size = int(line.split(b";")[0], 16)
+            while len(buf) < size + 2:
+                d = s.recv(1 << 20)
+                if not d:
+                    raise EOFError("closed in a chunk")
+                buf += d
+            if buf[size:size + 2] != b"\r\n":
+                raise ValueError("chunk not followed by CRLF")
+            body += buf[:size]
+            buf = buf[size + 2:]
+            if size == 0:  # no trailers are sent by seekless
+                return status, hdrs, body, buf
     n = 0 if head or status in (204, 304) else int(hdrs.get("content-length", "0"))
     while len(buf) < n:
         d = s.recv(1 << 20)

@@ -103,11 +103,51 @@ static void test_errors_name_file_and_line(void **state)
                  "not supported");
 }
 
-static void test_later_work_is_refused_until_it_works(void **state)
+static void test_proxy_core_keys(void **state)
 {
-    expect_error("server.document-root = \"a\"\n$HTTP[\"url\"] =~ \"^/x/\" {\n"
-                 " proxy-core.backends = ( \"127.0.0.1:1029\" )\n}\n",
-                 "t.conf:3: 'proxy-core.backends': proxy-core is not implemented yet");
+    fixture f;
+    assert_int_equal(prepare(&f, "server.document-root = \"a\"\n"
+                                 "$HTTP[\"url\"] =~ \"^/x/\" {\n"
+                                 " proxy-core.backends = ( \"127.0.0.1:1029\", \"[::1]:80\","
+                                 " \"unix:/tmp/s.sock\" )\n"
+                                 " proxy-core.protocol = \"fastcgi\"\n"
+                                 " proxy-core.balancer = \"carp\"\n"
+                                 " proxy-core.allow-x-sendfile = \"enable\"\n"
+                                 " proxy-core.x-sendfile-docroot = ( \"a/\" )\n}\n"),
+                     0);
+    /* Outside the condition nothing is proxied; the defaults are lighttpd-like. */
+    assert_int_equal(f.g.proxy_backends.n, 0);
+    assert_string_equal(f.g.proxy_protocol, "http");
+    assert_string_equal(f.g.proxy_balancer, "sqf");
+    sl_settings r;
+    sl_cond_input in = {.socket = "0.0.0.0:80", .url = "/x/y", .host = "", .query = ""};
+    sl_settings_for_request(f.t, &f.g, &in, &r);
+    assert_int_equal(r.proxy_backends.n, 3);
+    assert_string_equal(r.proxy_backends.v[0], "127.0.0.1:1029");
+    assert_string_equal(r.proxy_backends.v[1], "[::1]:80");
+    assert_string_equal(r.proxy_backends.v[2], "unix:/tmp/s.sock");
+    assert_string_equal(r.proxy_protocol, "fastcgi");
+    assert_true(r.proxy_allow_x_sendfile);
+    assert_int_equal(r.proxy_xsendfile_roots.n, 1);
+    char want[600];
+    snprintf(want, sizeof want, "%s/a", dir);
+    assert_string_equal(r.proxy_xsendfile_roots.path[0], want); /* absolute, no trailing slash */
+    assert_true(r.proxy_xsendfile_roots.fd[0] >= 0);
+    done(&f);
+    expect_error("server.document-root = \"a\"\nproxy-core.protocol = \"scgi\"\n",
+                 "t.conf:2: proxy-core.protocol \"scgi\" is not supported");
+    expect_error("server.document-root = \"a\"\nproxy-core.balancer = \"fair\"\n",
+                 "t.conf:2: proxy-core.balancer \"fair\" is not supported");
+    expect_error("server.document-root = \"a\"\nproxy-core.backends = ( \"nocolon\" )\n",
+                 "t.conf:2: proxy-core.backends: \"nocolon\": not");
+    expect_error("server.document-root = \"a\"\nproxy-core.backends = ( \"unix:/"
+                 "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+                 "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\" )\n",
+                 "unix socket path too long");
+    expect_error("server.document-root = \"a\"\nproxy-core.backends = ( \"1.2.3.4:99999\" )\n",
+                 "t.conf:2: proxy-core.backends:");
+    expect_error("server.document-root = \"a\"\nproxy-core.x-sendfile-docroot = ( \"nope\" )\n",
+                 "t.conf:2: proxy-core.x-sendfile-docroot");
 }
 
 static void test_backend_keys(void **state)
@@ -233,7 +273,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_defaults_and_relative_docroot),
         cmocka_unit_test(test_errors_name_file_and_line),
-        cmocka_unit_test(test_later_work_is_refused_until_it_works),
+        cmocka_unit_test(test_proxy_core_keys),
         cmocka_unit_test(test_backend_keys),
         cmocka_unit_test(test_conditions_override_per_request),
         cmocka_unit_test(test_default_socket_takes_the_conditions_spelling),

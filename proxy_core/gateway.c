@@ -1,0 +1,314 @@
+/* Gateway: backends, pools and balancers.
+ *
+ * Groups are found by the identity of their backends list (settings keep one list per config
+ * value), so every request of a condition shares the same pools. Idle connections sit on a
+ * per-backend stack watched for readability: a backend that closes an idle connection (or sends
+ * anything unasked) has it dropped at once. Balancers: round-robin; sqf picks the backend with the
+ * fewest requests in flight; static takes the first healthy backend (failover); carp hashes the
+ * URL path so a URL sticks to a backend while it is healthy. A failed backend is disabled for
+ * proxy-core.disable-time seconds and the request moves on to another one.
+ */
+#include "gateway.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "log.h"
+
+static sl_gw_group *groups;
+static struct event_base *gw_base;
+
+sl_gw_group *sl_gw_groups(void)
+{
+    return groups;
+}
+
+static int parse_addr(const char *name, struct sockaddr_storage *ss, socklen_t *len)
+{
+    memset(ss, 0, sizeof *ss);
+    if (!strncmp(name, "unix:", 5)) {
+        struct sockaddr_un *un = (struct sockaddr_un *)ss;
+        un->sun_family = AF_UNIX;
+        if (strlen(name + 5) >= sizeof un->sun_path) return -ENAMETOOLONG;
+        strcpy(un->sun_path, name + 5);
+        *len = (socklen_t)sizeof *un;
+        return 0;
+    }
+    char host[128];
+    const char *port;
+    if (name[0] == '[') {
+        const char *e = strchr(name, ']');
+        if (!e) return -EINVAL;
+        snprintf(host, sizeof host, "%.*s", (int)(e - name - 1), name + 1);
+        port = e + 2;
+        struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)ss;
+        s6->sin6_family = AF_INET6;
+        s6->sin6_port = htons((uint16_t)atoi(port));
+        if (inet_pton(AF_INET6, host, &s6->sin6_addr) != 1) return -EINVAL;
+        *len = (socklen_t)sizeof *s6;
+        return 0;
+    }
+    const char *colon = strrchr(name, ':');
+    if (!colon) return -EINVAL;
+    snprintf(host, sizeof host, "%.*s", (int)(colon - name), name);
+    struct sockaddr_in *s4 = (struct sockaddr_in *)ss;
+    s4->sin_family = AF_INET;
+    s4->sin_port = htons((uint16_t)atoi(colon + 1));
+    if (inet_pton(AF_INET, host, &s4->sin_addr) != 1) return -EINVAL;
+    *len = (socklen_t)sizeof *s4;
+    return 0;
+}
+
+sl_gw_group *sl_gw_group_get(struct event_base *base, const sl_strlist *backends)
+{
+    gw_base = base;
+    for (sl_gw_group *g = groups; g; g = g->next)
+        if (g->key == backends->v) return g;
+    sl_gw_group *g = calloc(1, sizeof *g);
+    if (!g) return NULL;
+    g->b = calloc(backends->n, sizeof *g->b);
+    if (!g->b) {
+        free(g);
+        return NULL;
+    }
+    g->key = backends->v;
+    g->n = backends->n;
+    for (size_t i = 0; i < g->n; i++) {
+        sl_gw_backend *be = &g->b[i];
+        snprintf(be->name, sizeof be->name, "%s", backends->v[i]);
+        be->grp = g;
+        /* The settings checked and canonicalized every address at start-up. */
+        if (parse_addr(be->name, &be->sa, &be->salen) < 0) be->disabled_until = (time_t)1 << 62;
+    }
+    g->next = groups;
+    groups = g;
+    return g;
+}
+
+static uint32_t hash32(const char *s, size_t n, uint32_t seed)
+{
+    uint32_t h = 2166136261u ^ seed; /* FNV-1a, then a final avalanche */
+    for (size_t i = 0; i < n; i++) h = (h ^ (uint8_t)s[i]) * 16777619u;
+    h ^= h >> 15;
+    h *= 0x2c1b3c6du;
+    h ^= h >> 12;
+    return h;
+}
+
+sl_gw_backend *sl_gw_pick(sl_gw_group *g, const char *balancer, const char *key, size_t key_len,
+                          time_t now, uint64_t tried)
+{
+    sl_gw_backend *best = NULL;
+    size_t n = g->n;
+#define USABLE(i) ((i) >= 64 || !(tried & (1ull << (i)))) && g->b[i].disabled_until <= now
+    if (!strcmp(balancer, "static")) {
+        for (size_t i = 0; i < n; i++)
+            if (USABLE(i)) return &g->b[i];
+        return NULL;
+    }
+    if (!strcmp(balancer, "carp")) {
+        /* Highest random weight: each backend scores the key; removing one moves only its
+         * share of the URLs. */
+        uint32_t top = 0;
+        for (size_t i = 0; i < n; i++) {
+            if (!(USABLE(i))) continue;
+            uint32_t s = hash32(key, key_len, hash32(g->b[i].name, strlen(g->b[i].name), 0));
+            if (!best || s > top) {
+                best = &g->b[i];
+                top = s;
+            }
+        }
+        return best;
+    }
+    if (!strcmp(balancer, "sqf")) {
+        /* Shortest queue first; ties go round-robin so idle backends share the load. */
+        for (size_t k = 0; k < n; k++) {
+            size_t i = (g->rr + k) % n;
+            if (!(USABLE(i))) continue;
+            if (!best || g->b[i].inflight < best->inflight) best = &g->b[i];
+        }
+        g->rr = (g->rr + 1) % n;
+        return best;
+    }
+    for (size_t k = 0; k < n; k++) { /* round-robin */
+        size_t i = (g->rr + k) % n;
+        if (USABLE(i)) {
+            g->rr = (i + 1) % n;
+            return &g->b[i];
+        }
+    }
+    return NULL;
+#undef USABLE
+}
+
+static void wake_one(sl_gw_group *g)
+{
+    sl_gw_wait *w = g->wait_head;
+    if (!w) return;
+    g->wait_head = w->next;
+    if (!g->wait_head) g->wait_tail = NULL;
+    g->n_waiting--;
+    w->queued = false;
+    w->next = NULL;
+    w->wake(w);
+}
+
+int sl_gw_wait_add(sl_gw_group *g, sl_gw_wait *w, size_t max)
+{
+    if (g->n_waiting >= max) return -EAGAIN;
+    w->next = NULL;
+    w->queued = true;
+    if (g->wait_tail)
+        g->wait_tail->next = w;
+    else
+        g->wait_head = w;
+    g->wait_tail = w;
+    g->n_waiting++;
+    return 0;
+}
+
+void sl_gw_wait_remove(sl_gw_group *g, sl_gw_wait *w)
+{
+    if (!w->queued) return;
+    sl_gw_wait **pp = &g->wait_head, *prev = NULL;
+    while (*pp && *pp != w) {
+        prev = *pp;
+        pp = &(*pp)->next;
+    }
+    if (*pp) {
+        *pp = w->next;
+        if (g->wait_tail == w) g->wait_tail = prev;
+        g->n_waiting--;
+    }
+    w->queued = false;
+}
+
+static void idle_event(evutil_socket_t fd, short what, void *arg)
+{
+    /* An idle connection became readable: the backend closed it (or misbehaves). Drop it. */
+    sl_gw_conn *gc = arg;
+    sl_gw_backend *be = gc->be;
+    sl_gw_conn **pp = &be->idle;
+    while (*pp && *pp != gc) pp = &(*pp)->next;
+    if (*pp) {
+        *pp = gc->next;
+        be->n_idle--;
+    }
+    if (event_initialized(&gc->ev)) event_del(&gc->ev);
+    close(gc->fd);
+    be->n_conns--;
+    free(gc);
+    wake_one(be->grp);
+}
+
+sl_gw_conn *sl_gw_take_idle(sl_gw_backend *be)
+{
+    sl_gw_conn *gc = be->idle;
+    if (!gc) return NULL;
+    be->idle = gc->next;
+    be->n_idle--;
+    gc->next = NULL;
+    if (event_initialized(&gc->ev)) event_del(&gc->ev);
+    gc->reused = true;
+    be->inflight++;
+    return gc;
+}
+
+sl_gw_conn *sl_gw_connect(sl_gw_backend *be, bool *in_progress, int *err)
+{
+    int fd = socket(be->sa.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+        *err = -errno;
+        return NULL;
+    }
+    if (be->sa.ss_family != AF_UNIX) {
+        int one = 1;
+        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    }
+    *in_progress = false;
+    if (connect(fd, (struct sockaddr *)&be->sa, be->salen) < 0) {
+        /* A unix socket whose listen queue is full answers EAGAIN: treat like a refusal. */
+        if (errno != EINPROGRESS) {
+            *err = -errno;
+            close(fd);
+            return NULL;
+        }
+        *in_progress = true;
+    }
+    sl_gw_conn *gc = calloc(1, sizeof *gc);
+    if (!gc) {
+        close(fd);
+        *err = -ENOMEM;
+        return NULL;
+    }
+    gc->fd = fd;
+    gc->be = be;
+    be->n_conns++;
+    be->inflight++;
+    return gc;
+}
+
+void sl_gw_release(sl_gw_conn *gc, unsigned keep_max)
+{
+    sl_gw_backend *be = gc->be;
+    be->inflight--;
+    if (event_initialized(&gc->ev)) event_del(&gc->ev);
+    if (be->n_idle >= keep_max) {
+        close(gc->fd);
+        be->n_conns--;
+        free(gc);
+    } else {
+        event_assign(&gc->ev, gw_base, gc->fd, EV_READ, idle_event, gc);
+        event_add(&gc->ev, NULL);
+        gc->next = be->idle;
+        be->idle = gc;
+        be->n_idle++;
+    }
+    wake_one(be->grp);
+}
+
+void sl_gw_close(sl_gw_conn *gc)
+{
+    sl_gw_backend *be = gc->be;
+    be->inflight--;
+    if (event_initialized(&gc->ev)) event_del(&gc->ev);
+    close(gc->fd);
+    be->n_conns--;
+    free(gc);
+    wake_one(be->grp);
+}
+
+void sl_gw_disable(sl_gw_backend *be, long secs, time_t now)
+{
+    be->failures++;
+    if (be->disabled_until <= now)
+        sl_log("proxy-core: backend %s disabled for %lds", be->name, secs);
+    be->disabled_until = now + secs;
+}
+
+void sl_gw_shutdown(void)
+{
+    while (groups) {
+        sl_gw_group *g = groups;
+        groups = g->next;
+        for (size_t i = 0; i < g->n; i++) {
+            while (g->b[i].idle) {
+                sl_gw_conn *gc = g->b[i].idle;
+                g->b[i].idle = gc->next;
+                if (event_initialized(&gc->ev)) event_del(&gc->ev);
+                close(gc->fd);
+                free(gc);
+            }
+        }
+        free(g->b);
+        free(g);
+    }
+}

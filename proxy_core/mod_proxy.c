@@ -1,0 +1,991 @@
+/* proxy-core: requests routed to FastCGI or HTTP backends.
+ *
+ * The module takes a request when its conditions set proxy-core.backends. It reads the request
+ * body into memory first (bounded by server.max-request-size), so that a request can be retried
+ * on another backend until the first response byte arrives. The gateway layer (gateway.c) picks a
+ * backend, hands out a pooled connection or connects a new one, and queues the request when every
+ * pool is full. The request goes out as FastCGI records or as an HTTP/1.1 request; the answer is
+ * parsed with the pure parsers of fcgi_proto.c and http_resp.c. A response with X-Sendfile (when
+ * allowed) becomes a static file response: the path is checked against the allowed roots and
+ * opened beneath one of them, and the core sends it through the configured network backend with
+ * Range, conditional requests and HEAD applied. Any other response is streamed to the client,
+ * with back-pressure: backend reading pauses while the client's queue is full. Failures map to
+ * 502 (malformed or truncated answer), 503 (no backend, backlog full), 504 (no answer in time);
+ * after the response head went out, a failure can only close the client connection.
+ */
+#include "mod_proxy.h"
+
+#include <arpa/inet.h>
+#include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "connection.h"
+#include "fcgi_proto.h"
+#include "gateway.h"
+#include "http_resp.h"
+#include "log.h"
+#include "mod_static.h"
+#include "path.h"
+#include "server.h"
+#include "sl_version.h"
+
+#define HEAD_MAX (64 * 1024)         /* a backend's response head */
+#define OUT_HIGH (256 * 1024)        /* stop reading the backend above this much queued output */
+#define READ_CHUNK (64 * 1024)
+#define FCGI_ID 1
+
+typedef enum { P_BODY, P_WAIT, P_CONNECT, P_SEND, P_RECV, P_DONE } pstate;
+
+typedef struct proxy_req {
+    sl_gw_wait wait;
+    sl_conn *c;
+    sl_gw_group *grp;
+    sl_gw_conn *gc;
+    pstate state;
+    bool fcgi;
+    uint64_t tried;          /* backends tried (bit per index) */
+    bool retried_reused;
+    /* request body */
+    char *body;
+    size_t body_len, body_cap;
+    long long body_want;     /* Content-Length, or -1 for chunked */
+    sl_chunked_decoder cin;
+    /* request bytes for the backend */
+    sl_buf out;
+    size_t out_off;
+    /* response */
+    sl_fcgi_decoder fdec;
+    char *hbuf;              /* head bytes collected (HTTP: raw; FastCGI: STDOUT) */
+    size_t hlen;
+    sl_upstream_head head;
+    bool head_done;          /* parsed and acted on */
+    bool sent_head;          /* the client has our response head */
+    bool got_byte;           /* the backend answered something */
+    bool xsendfile;          /* serving a file instead of the backend's body */
+    bool backend_done;       /* the backend's answer is complete */
+    bool keep_backend;       /* the connection may go back to the pool */
+    sl_body_framing framing;
+    uint64_t left;           /* SL_BODY_LENGTH: bytes still to come */
+    sl_chunked_decoder cout;
+    bool chunk_to_client;
+    bool paused;
+    bool busy;               /* inside gc_event: request_done must not free us */
+    bool orphan;             /* the client side ended while busy: free on the way out */
+    struct event kick;       /* starts the first attempt outside the handle hook */
+} proxy_req;
+
+static void attempt(proxy_req *pr);
+static void gc_event(evutil_socket_t fd, short what, void *arg);
+static void kick(evutil_socket_t fd, short what, void *arg);
+
+/* ---- X-Sendfile path check (the synchronous core) ---- */
+
+int sl_xsendfile_locate(const char *value, size_t len, const char *const *roots, size_t n_roots,
+                        char *out, size_t outcap, const char **rel)
+{
+    if (len == 0 || value[0] != '/') return -EACCES; /* relative paths are never allowed */
+    ssize_t n = sl_path_normalize(value, len, out, outcap);
+    if (n < 0) return (int)n;
+    for (size_t i = 0; i < n_roots; i++) {
+        size_t rl = strlen(roots[i]);
+        if (rl == 1 && roots[i][0] == '/') rl = 0; /* "/" as a root: everything */
+        if ((size_t)n > rl + 1 && !strncmp(out, roots[i], rl) && out[rl] == '/') {
+            *rel = out + rl + 1;
+            return (int)i;
+        }
+    }
+    return -EACCES;
+}
+
+/* ---- helpers ---- */
+
+static time_t now_s(void)
+{
+    return time(NULL);
+}
+
+static void addr_str(const struct sockaddr_storage *ss, char *ip, size_t iplen, int *port)
+{
+    *port = 0;
+    snprintf(ip, iplen, "-");
+    if (ss->ss_family == AF_INET) {
+        const struct sockaddr_in *s4 = (const void *)ss;
+        inet_ntop(AF_INET, &s4->sin_addr, ip, (socklen_t)iplen);
+        *port = ntohs(s4->sin_port);
+    } else if (ss->ss_family == AF_INET6) {
+        const struct sockaddr_in6 *s6 = (const void *)ss;
+        inet_ntop(AF_INET6, &s6->sin6_addr, ip, (socklen_t)iplen);
+        *port = ntohs(s6->sin6_port);
+    }
+}
+
+static bool hdr_is(const char *name, size_t len, const char *want)
+{
+    return strlen(want) == len && !strncasecmp(name, want, len);
+}
+
+/* The request is over for the backend side: release or close the connection. */
+static void drop_backend(proxy_req *pr, bool reusable)
+{
+    if (!pr->gc) return;
+    if (reusable && pr->keep_backend)
+        sl_gw_release(pr->gc, (unsigned)pr->c->conf.proxy_max_pool_size);
+    else
+        sl_gw_close(pr->gc);
+    pr->gc = NULL;
+}
+
+/* Fail before any response byte reached the client. */
+static void fail(proxy_req *pr, int status, const char *why)
+{
+    sl_conn *c = pr->c;
+    sl_log("proxy-core: %s %s: %s -> %d", sl_method_name(c->req.method), c->path, why, status);
+    drop_backend(pr, false);
+    sl_gw_wait_remove(pr->grp, &pr->wait);
+    pr->state = P_DONE;
+    c->streaming = false;
+    if (pr->sent_head) {
+        /* The client has a head already: only closing tells it the body is incomplete. */
+        sl_conn_close(c);
+        return;
+    }
+    sl_resp_error(c, status);
+    sl_conn_handled(c, SL_FINISHED);
+}
+
+/* ---- building the backend request ---- */
+
+static int add_param(sl_fcgi_params_writer *w, const char *name, const char *value, size_t vlen)
+{
+    return sl_fcgi_params_add(w, name, strlen(name), value, vlen);
+}
+
+static int build_fcgi(proxy_req *pr)
+{
+    sl_conn *c = pr->c;
+    const sl_http_request *rq = &c->req;
+    sl_buf *b = &pr->out;
+    bool keep = c->conf.proxy_max_keep_alive_requests > 1;
+    int r = sl_fcgi_begin_request(b, FCGI_ID, SL_FCGI_RESPONDER, keep);
+    sl_fcgi_params_writer w;
+    sl_fcgi_params_init(&w, b, FCGI_ID);
+    char buf[4200], ip[64];
+    int port;
+    const char *root = c->conf.document_root;
+#define P(n, v) (r = r ? r : add_param(&w, n, v, strlen(v)))
+#define PN(n, v, l) (r = r ? r : add_param(&w, n, v, l))
+    snprintf(buf, sizeof buf, "%s%s", root, c->path);
+    P("SCRIPT_FILENAME", buf);
+    P("SCRIPT_NAME", c->path);
+    P("PATH_INFO", "");
+    P("DOCUMENT_ROOT", root);
+    PN("REQUEST_URI", rq->target, rq->target_len);
+    P("QUERY_STRING", c->query);
+    PN("REQUEST_METHOD", rq->method_str, rq->method_len);
+    P("SERVER_PROTOCOL", rq->version == 10 ? "HTTP/1.0" : "HTTP/1.1");
+    P("SERVER_SOFTWARE", "seekless/" SL_VERSION);
+    P("GATEWAY_INTERFACE", "CGI/1.1");
+    P("REDIRECT_STATUS", "200"); /* php-cgi's cgi.force_redirect wants it */
+    const char *h = c->host;
+    size_t hl = strcspn(h, ":");
+    if (h[0] == '[') hl = strcspn(h, "]") + 1;
+    PN("SERVER_NAME", h, hl);
+    addr_str(&c->peer, ip, sizeof ip, &port);
+    P("REMOTE_ADDR", ip);
+    snprintf(buf, sizeof buf, "%d", port);
+    P("REMOTE_PORT", buf);
+    struct sockaddr_storage me;
+    socklen_t ml = sizeof me;
+    if (getsockname(c->fd, (struct sockaddr *)&me, &ml) == 0) {
+        addr_str(&me, ip, sizeof ip, &port);
+        P("SERVER_ADDR", ip);
+        snprintf(buf, sizeof buf, "%d", port);
+        P("SERVER_PORT", buf);
+    }
+    if (pr->body || c->req.content_length >= 0 || c->req.chunked) {
+        snprintf(buf, sizeof buf, "%zu", pr->body_len);
+        P("CONTENT_LENGTH", buf);
+    }
+    if (rq->content_type) PN("CONTENT_TYPE", rq->content_type->value, rq->content_type->value_len);
+    for (size_t i = 0; i < rq->n_headers && !r; i++) {
+        const sl_http_header *hd = &rq->headers[i];
+        /* Covered above; and "Proxy" must never become HTTP_PROXY (httpoxy). */
+        if (hdr_is(hd->name, hd->name_len, "Content-Length") ||
+            hdr_is(hd->name, hd->name_len, "Content-Type") ||
+            hdr_is(hd->name, hd->name_len, "Proxy"))
+            continue;
+        char name[300];
+        if (hd->name_len + 6 > sizeof name) continue;
+        memcpy(name, "HTTP_", 5);
+        for (size_t k = 0; k < hd->name_len; k++)
+            name[5 + k] = hd->name[k] == '-' ? '_' : (char)toupper((unsigned char)hd->name[k]);
+        name[5 + hd->name_len] = 0;
+        PN(name, hd->value, hd->value_len);
+    }
+#undef P
+#undef PN
+    if (!r) r = sl_fcgi_params_end(&w);
+    if (!r && pr->body_len) r = sl_fcgi_write_stream(b, SL_FCGI_STDIN, FCGI_ID, pr->body, pr->body_len);
+    if (!r) r = sl_fcgi_end_stream(b, SL_FCGI_STDIN, FCGI_ID);
+    return r;
+}
+
+static int build_http(proxy_req *pr)
+{
+    sl_conn *c = pr->c;
+    const sl_http_request *rq = &c->req;
+    sl_buf *b = &pr->out;
+    const sl_http_header *conn_h = sl_http_find_header(rq, "Connection");
+    const char *cv = conn_h ? conn_h->value : NULL;
+    size_t cl = conn_h ? conn_h->value_len : 0;
+    int r = 0;
+#define A(p, n) (r = r ? r : sl_buf_append(b, p, n))
+#define S(s) A(s, strlen(s))
+    A(rq->method_str, rq->method_len);
+    S(" ");
+    /* origin-form towards the backend, whatever form the client used */
+    const char *p, *q, *auth;
+    size_t plen, qlen, alen;
+    if (sl_uri_split(rq->target, rq->target_len, &p, &plen, &q, &qlen, &auth, &alen) == 0 && plen) {
+        A(p, plen);
+        if (q) {
+            S("?");
+            A(q, qlen);
+        }
+    } else {
+        S("/");
+    }
+    S(" HTTP/1.1\r\n");
+    const sl_http_header *xff = NULL;
+    for (size_t i = 0; i < rq->n_headers; i++) {
+        const sl_http_header *hd = &rq->headers[i];
+        if (sl_hop_by_hop(hd->name, hd->name_len, cv, cl) ||
+            hdr_is(hd->name, hd->name_len, "Content-Length") ||
+            hdr_is(hd->name, hd->name_len, "X-Forwarded-Proto") ||
+            hdr_is(hd->name, hd->name_len, "X-Forwarded-Host"))
+            continue;
+        if (hdr_is(hd->name, hd->name_len, "X-Forwarded-For")) {
+            xff = hd;
+            continue;
+        }
+        A(hd->name, hd->name_len);
+        S(": ");
+        A(hd->value, hd->value_len);
+        S("\r\n");
+    }
+    char ip[64], line[512];
+    int port;
+    addr_str(&c->peer, ip, sizeof ip, &port);
+    if (xff)
+        snprintf(line, sizeof line, "X-Forwarded-For: %.*s, %s\r\n", (int)(xff->value_len > 400 ? 400 : xff->value_len),
+                 xff->value, ip);
+    else
+        snprintf(line, sizeof line, "X-Forwarded-For: %s\r\n", ip);
+    S(line);
+    S("X-Forwarded-Proto: http\r\n");
+    if (c->host[0]) {
+        snprintf(line, sizeof line, "X-Forwarded-Host: %s\r\n", c->host);
+        S(line);
+    }
+    if (pr->body || rq->content_length >= 0 || rq->chunked) {
+        snprintf(line, sizeof line, "Content-Length: %zu\r\n", pr->body_len);
+        S(line);
+    }
+    S(c->conf.proxy_max_keep_alive_requests > 1 ? "Connection: keep-alive\r\n\r\n"
+                                                : "Connection: close\r\n\r\n");
+    if (pr->body_len) A(pr->body, pr->body_len);
+#undef A
+#undef S
+    return r;
+}
+
+/* ---- the request body ---- */
+
+static int body_put(proxy_req *pr, const char *p, size_t n)
+{
+    if ((long long)(pr->body_len + n) > pr->c->conf.max_request_size) return -E2BIG;
+    if (pr->body_len + n > pr->body_cap) {
+        size_t nc = pr->body_cap ? pr->body_cap : 16384;
+        while (nc < pr->body_len + n) nc *= 2;
+        char *nb = realloc(pr->body, nc);
+        if (!nb) return -ENOMEM;
+        pr->body = nb;
+        pr->body_cap = nc;
+    }
+    memcpy(pr->body + pr->body_len, p, n);
+    pr->body_len += n;
+    return 0;
+}
+
+/* Feed body bytes; returns how many belong to the body (<= n), 1 more bit via *done, or an
+ * error. */
+static long body_feed(proxy_req *pr, const char *p, size_t n, bool *done)
+{
+    if (pr->body_want >= 0) {
+        size_t take = (size_t)pr->body_want - pr->body_len;
+        if (take > n) take = n;
+        int r = body_put(pr, p, take);
+        if (r < 0) return r;
+        *done = (long long)pr->body_len == pr->body_want;
+        return (long)take;
+    }
+    size_t used = 0;
+    while (used < n) {
+        size_t k;
+        const char *d;
+        size_t dl;
+        int r = sl_chunked_decode(&pr->cin, p + used, n - used, &k, &d, &dl);
+        if (r < 0) return r;
+        used += k;
+        if (r == SL_CHUNKED_DATA && (r = body_put(pr, d, dl)) < 0) return r;
+        if (sl_chunked_done(&pr->cin)) {
+            *done = true;
+            return (long)used;
+        }
+    }
+    *done = false;
+    return (long)used;
+}
+
+static void body_complete(proxy_req *pr)
+{
+    sl_conn *c = pr->c;
+    c->state = SL_CONN_HANDLE;
+    c->on_body = NULL;
+    event_del(&c->ev);
+    c->has_body = false;
+    static const struct timeval zero = {0, 0};
+    evtimer_add(&pr->kick, &zero);
+}
+
+static void body_error(proxy_req *pr, long err)
+{
+    sl_conn *c = pr->c;
+    c->state = SL_CONN_HANDLE;
+    c->on_body = NULL;
+    c->keep_alive = false;
+    c->has_body = true; /* unread input may follow: linger */
+    pr->state = P_DONE;
+    int st = err == -E2BIG ? 413 : err == -ETIMEDOUT ? 408 : 400;
+    sl_log("proxy-core: %s: request body: %s", c->path, st == 413 ? "too large" :
+           st == 408 ? "client too slow" : "malformed chunked body");
+    sl_resp_error(c, st);
+    sl_conn_handled(c, SL_FINISHED);
+}
+
+static void body_event(sl_conn *c, short what)
+{
+    proxy_req *pr = c->mod_ctx;
+    if (what & EV_TIMEOUT) {
+        body_error(pr, -ETIMEDOUT);
+        return;
+    }
+    char buf[READ_CHUNK];
+    size_t want = sizeof buf;
+    if (pr->body_want >= 0 && (size_t)(pr->body_want - (long long)pr->body_len) < want)
+        want = (size_t)(pr->body_want - (long long)pr->body_len); /* never read the next request */
+    ssize_t n = recv(c->fd, buf, want, 0);
+    if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) {
+        sl_conn_close(c); /* the client went away mid-body */
+        return;
+    }
+    if (n > 0) {
+        bool done = false;
+        long used = body_feed(pr, buf, (size_t)n, &done);
+        if (used < 0) {
+            body_error(pr, used);
+            return;
+        }
+        if (done) {
+            /* Bytes after a chunked body were read along with it: they cannot be put back, so
+             * this connection ends after the response. */
+            if ((size_t)used < (size_t)n) c->keep_alive = false;
+            body_complete(pr);
+            return;
+        }
+    }
+    sl_conn_arm(c, EV_READ, c->conf.max_read_idle);
+}
+
+/* ---- talking to the backend ---- */
+
+static void arm_gc(proxy_req *pr, short what, long secs)
+{
+    sl_gw_conn *gc = pr->gc;
+    if (event_initialized(&gc->ev)) event_del(&gc->ev);
+    event_assign(&gc->ev, pr->c->srv->base, gc->fd, what, gc_event, pr);
+    struct timeval tv = {secs > 0 ? secs : 1, 0};
+    event_add(&gc->ev, &tv);
+}
+
+static void wake(sl_gw_wait *w)
+{
+    attempt((proxy_req *)w);
+}
+
+/* The backend failed before answering: disable it (when it is its fault) and try another. */
+static void backend_failed(proxy_req *pr, sl_gw_backend *be, int err, bool disable)
+{
+    sl_conn *c = pr->c;
+    sl_log("proxy-core: backend %s: %s", be->name, strerror(-err));
+    if (disable) sl_gw_disable(be, c->conf.proxy_disable_time, now_s());
+    drop_backend(pr, false);
+    size_t idx = (size_t)(be - pr->grp->b);
+    if (idx < 64) pr->tried |= 1ull << idx;
+    attempt(pr);
+}
+
+static void begin_send(proxy_req *pr)
+{
+    if (pr->out.len == 0 && (pr->fcgi ? build_fcgi(pr) : build_http(pr)) < 0) {
+        fail(pr, 500, "cannot build the backend request");
+        return;
+    }
+    pr->state = P_SEND;
+    pr->out_off = 0;
+    pr->gc->requests++;
+    pr->keep_backend = (long)pr->gc->requests < pr->c->conf.proxy_max_keep_alive_requests;
+    sl_fcgi_decoder_init(&pr->fdec, FCGI_ID);
+    pr->hlen = 0;
+    gc_event(pr->gc->fd, EV_WRITE, pr);
+}
+
+static void attempt(proxy_req *pr)
+{
+    sl_conn *c = pr->c;
+    const sl_settings *s = &c->conf;
+    pr->state = P_WAIT;
+    sl_gw_backend *be = sl_gw_pick(pr->grp, s->proxy_balancer, c->path, c->path_len, now_s(),
+                                   pr->tried);
+    if (!be) {
+        fail(pr, 503, "no backend available");
+        return;
+    }
+    sl_gw_conn *gc = sl_gw_take_idle(be);
+    if (!gc) {
+        if ((long)be->n_conns >= s->proxy_max_pool_size) {
+            pr->wait.wake = wake;
+            if (sl_gw_wait_add(pr->grp, &pr->wait, (size_t)s->proxy_max_backlog_size) < 0)
+                fail(pr, 503, "backlog full");
+            return;
+        }
+        bool inprog;
+        int err;
+        gc = sl_gw_connect(be, &inprog, &err);
+        if (!gc) {
+            bool theirs = err == -ECONNREFUSED || err == -ENOENT || err == -EAGAIN ||
+                          err == -ECONNRESET || err == -EHOSTUNREACH || err == -ENETUNREACH;
+            backend_failed(pr, be, err, theirs);
+            return;
+        }
+        be->requests++;
+        pr->gc = gc;
+        if (inprog) {
+            pr->state = P_CONNECT;
+            arm_gc(pr, EV_WRITE, s->proxy_connect_timeout);
+            return;
+        }
+    } else {
+        be->requests++;
+        pr->gc = gc;
+    }
+    begin_send(pr);
+}
+
+/* Queue body bytes for the client, chunk-framed when we chose chunked. */
+static int emit(proxy_req *pr, const char *d, size_t n)
+{
+    sl_conn *c = pr->c;
+    if (n == 0 || c->req.method == SL_METHOD_HEAD || pr->xsendfile) return 0;
+    if (pr->framing == SL_BODY_LENGTH) {
+        if (n > pr->left) return -EPROTO; /* more than announced */
+        pr->left -= n;
+    }
+    int r = 0;
+    if (pr->chunk_to_client) r = sl_chunkq_printf(&c->out, "%zx\r\n", n);
+    if (!r) r = sl_chunkq_append_mem(&c->out, d, n);
+    if (!r && pr->chunk_to_client) r = sl_chunkq_append_mem(&c->out, "\r\n", 2);
+    return r;
+}
+
+static const char *const hop_extra[] = {"Date", "Server", "Content-Length", "X-Sendfile",
+                                        "X-LIGHTTPD-send-file", "Status", NULL};
+
+static void serve_file(proxy_req *pr, const sl_upstream_field *xf)
+{
+    sl_conn *c = pr->c;
+    const sl_settings *s = &c->conf;
+    pr->xsendfile = true;
+    const char *def[1] = {s->document_root};
+    const int deffd[1] = {s->docroot_fd};
+    const char *const *roots = s->proxy_xsendfile_roots.n ? s->proxy_xsendfile_roots.path : def;
+    const int *fds = s->proxy_xsendfile_roots.n ? s->proxy_xsendfile_roots.fd : deffd;
+    size_t nroots = s->proxy_xsendfile_roots.n ? s->proxy_xsendfile_roots.n : 1;
+    char path[4096];
+    const char *rel;
+    int i = sl_xsendfile_locate(xf->value, xf->value_len, roots, nroots, path, sizeof path, &rel);
+    sl_static_result r;
+    if (i < 0) {
+        sl_log("proxy-core: X-Sendfile \"%.*s\" refused: %s", (int)(xf->value_len > 300 ? 300 : xf->value_len),
+               xf->value, i == -EACCES ? "outside the allowed roots" : "not a usable path");
+        memset(&r, 0, sizeof r);
+        r.status = i == -ENAMETOOLONG ? 414 : 403;
+        r.fd = -1;
+        sl_hresult h = sl_static_respond(c, &r);
+        pr->sent_head = true;
+        sl_conn_handled(c, h);
+        return;
+    }
+    /* Opened beneath the root: no symlink or race leads out of it. The accelerator that sent
+     * this header has just opened the file, so the lookup is answered from the caches. */
+    int fd = sl_open_beneath_ex(fds[i], rel, sl_static_open_flags(s), s->follow_symlink, false);
+    struct stat st;
+    if (fd >= 0 && (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))) {
+        close(fd);
+        fd = -EISDIR; /* only regular files */
+    }
+    if (fd < 0) {
+        int status = fd == -ENOENT || fd == -ENOTDIR ? 404
+                     : fd == -EXDEV || fd == -ELOOP || fd == -EACCES || fd == -EPERM || fd == -EISDIR
+                         ? 403
+                         : 502;
+        sl_log("proxy-core: X-Sendfile %s: %s -> %d", path, strerror(-fd), status);
+        memset(&r, 0, sizeof r);
+        r.status = status == 502 ? 502 : status;
+        r.fd = -1;
+        pr->sent_head = true;
+        if (status == 502) {
+            sl_resp_error(c, 502);
+            sl_conn_handled(c, SL_FINISHED);
+            return;
+        }
+        sl_conn_handled(c, sl_static_respond(c, &r));
+        return;
+    }
+    sl_static_resolve_ex(s, &c->req, path, strlen(path), SL_RESOLVE_PREOPENED, fd, &r);
+    pr->sent_head = true;
+    sl_conn_handled(c, sl_static_respond(c, &r));
+}
+
+/* A complete head: answer the client from it. Returns 0, or -EPROTO for a bad answer. */
+static int act_on_head(proxy_req *pr)
+{
+    sl_conn *c = pr->c;
+    sl_upstream_head *h = &pr->head;
+    bool head_req = c->req.method == SL_METHOD_HEAD;
+    pr->head_done = true;
+    const sl_upstream_field *xf = NULL;
+    for (size_t i = 0; i < h->n_fields; i++) {
+        const sl_upstream_field *f = &h->fields[i];
+        if (hdr_is(f->name, f->name_len, "X-Sendfile") ||
+            hdr_is(f->name, f->name_len, "X-LIGHTTPD-send-file"))
+            xf = f;
+    }
+    if (xf && c->conf.proxy_allow_x_sendfile) {
+        serve_file(pr, xf);
+        return 0;
+    }
+    if (xf) sl_log("proxy-core: %s: X-Sendfile from the backend ignored (not allowed)", c->path);
+    if (pr->fcgi) {
+        pr->framing = head_req || h->status == 204 || h->status == 304 ? SL_BODY_NONE
+                      : h->content_length >= 0 ? SL_BODY_LENGTH
+                                               : SL_BODY_UNTIL_CLOSE; /* until the stream ends */
+    } else {
+        pr->framing = sl_upstream_framing(h, head_req);
+        if (!sl_upstream_keep_alive(h, head_req)) pr->keep_backend = false;
+    }
+    pr->left = h->content_length >= 0 ? (uint64_t)h->content_length : 0;
+    if (pr->framing == SL_BODY_CHUNKED) sl_chunked_init(&pr->cout, 16384);
+    sl_resp_begin(c, h->status);
+    for (size_t i = 0; i < h->n_fields; i++) {
+        const sl_upstream_field *f = &h->fields[i];
+        bool skip = !pr->fcgi ? sl_upstream_hop_by_hop(h, f)
+                              : sl_hop_by_hop(f->name, f->name_len, NULL, 0);
+        for (size_t k = 0; !skip && hop_extra[k]; k++) skip = hdr_is(f->name, f->name_len, hop_extra[k]);
+        if (skip) continue;
+        sl_chunkq_append_mem(&c->out, f->name, f->name_len);
+        sl_chunkq_append_mem(&c->out, ": ", 2);
+        sl_chunkq_append_mem(&c->out, f->value, f->value_len);
+        sl_chunkq_append_mem(&c->out, "\r\n", 2);
+    }
+    uint64_t cl = UINT64_MAX;
+    bool no_body = h->status == 204 || h->status == 304 || (h->status >= 100 && h->status < 200);
+    if (h->content_length >= 0 && !no_body) {
+        cl = (uint64_t)h->content_length;
+    } else if (!head_req && !no_body) {
+        if (c->req.version == 11) {
+            sl_resp_header(c, "Transfer-Encoding", "chunked");
+            pr->chunk_to_client = true;
+        } else {
+            c->keep_alive = false; /* HTTP/1.0: the end of the body is the close */
+        }
+    }
+    sl_resp_end_headers(c, cl);
+    pr->sent_head = true;
+    c->streaming = true;
+    sl_conn_handled(c, SL_FINISHED);
+    return 0;
+}
+
+/* Response body bytes from the backend (after the head). */
+static int body_bytes(proxy_req *pr, const char *d, size_t n)
+{
+    if (pr->framing == SL_BODY_NONE) return n ? -EPROTO : 0;
+    if (pr->framing != SL_BODY_CHUNKED) {
+        int r = emit(pr, d, n);
+        if (r < 0) return r;
+        if (pr->framing == SL_BODY_LENGTH && pr->left == 0 && !pr->fcgi) pr->backend_done = true;
+        return 0;
+    }
+    while (n > 0) {
+        size_t k;
+        const char *s;
+        size_t sl;
+        int r = sl_chunked_decode(&pr->cout, d, n, &k, &s, &sl);
+        if (r < 0) return r;
+        if (r == SL_CHUNKED_DATA && (r = emit(pr, s, sl)) < 0) return r;
+        d += k;
+        n -= k;
+        if (sl_chunked_done(&pr->cout)) {
+            pr->backend_done = true;
+            return n ? -EPROTO : 0;
+        }
+        if (r == SL_CHUNKED_NEED) break;
+    }
+    return 0;
+}
+
+/* Head bytes (HTTP raw, or FastCGI STDOUT) until the head is complete, then body bytes. */
+static int stdout_bytes(proxy_req *pr, const char *d, size_t n)
+{
+    if (pr->head_done) return body_bytes(pr, d, n);
+    if (pr->hlen + n > HEAD_MAX) return -E2BIG;
+    if (!pr->hbuf && !(pr->hbuf = malloc(HEAD_MAX))) return -ENOMEM;
+    memcpy(pr->hbuf + pr->hlen, d, n);
+    pr->hlen += n;
+    for (;;) {
+        sl_upstream_limits lim = {HEAD_MAX, SL_UPSTREAM_MAX_HEADERS};
+        int r = pr->fcgi ? sl_upstream_parse_cgi(pr->hbuf, pr->hlen, &lim, &pr->head)
+                         : sl_upstream_parse_http(pr->hbuf, pr->hlen, &lim, &pr->head);
+        if (r <= 0) return r;
+        if (!pr->fcgi && sl_upstream_interim(&pr->head)) {
+            memmove(pr->hbuf, pr->hbuf + r, pr->hlen - (size_t)r); /* skip 100 Continue */
+            pr->hlen -= (size_t)r;
+            continue;
+        }
+        size_t rest = pr->hlen - (size_t)r;
+        /* The head's fields point into hbuf: keep it; body bytes after it go on now. */
+        int e = act_on_head(pr);
+        if (e < 0) return e;
+        if (pr->orphan || pr->state == P_DONE || pr->xsendfile) return 0;
+        if (rest) return body_bytes(pr, pr->hbuf + r, rest);
+        return 0;
+    }
+}
+
+/* The backend's answer is complete. */
+static void finish(proxy_req *pr)
+{
+    sl_conn *c = pr->c;
+    pr->state = P_DONE;
+    drop_backend(pr, pr->backend_done);
+    if (pr->xsendfile) return; /* the file response runs on its own */
+    if (pr->framing == SL_BODY_LENGTH && pr->left) {
+        sl_log("proxy-core: %s: backend answer shorter than its Content-Length", c->path);
+        sl_conn_close(c);
+        return;
+    }
+    if (pr->chunk_to_client) sl_chunkq_append_mem(&c->out, "0\r\n\r\n", 5);
+    c->streaming = false;
+    sl_conn_resume(c);
+}
+
+/* Bytes from the backend. Returns 0, or a negative errno for a malformed answer. */
+static int recv_bytes(proxy_req *pr, const char *d, size_t n)
+{
+    if (!pr->fcgi) return stdout_bytes(pr, d, n);
+    while (n > 0) {
+        size_t k;
+        sl_fcgi_event ev;
+        int t = sl_fcgi_decode(&pr->fdec, d, n, &k, &ev);
+        if (t < 0) return t;
+        d += k;
+        n -= k;
+        if (t == SL_FCGI_EV_STDOUT && !pr->xsendfile) {
+            int r = stdout_bytes(pr, ev.data, ev.len);
+            if (r < 0) return r;
+            if (pr->orphan) return 0;
+        } else if (t == SL_FCGI_EV_STDERR) {
+            sl_log("proxy-core: %s: backend stderr: %.*s", pr->c->path,
+                   (int)(ev.len && ev.data[ev.len - 1] == '\n' ? ev.len - 1 : ev.len), ev.data);
+        } else if (t == SL_FCGI_EV_END_REQUEST) {
+            if (!pr->head_done) return -EPROTO; /* ended without a head */
+            pr->backend_done = true;
+            if (!(pr->fdec.request_id && pr->keep_backend)) pr->keep_backend = false;
+        } else if (t == SL_FCGI_EV_NONE) {
+            break;
+        }
+    }
+    return 0;
+}
+
+static void on_drain(sl_conn *c)
+{
+    proxy_req *pr = c->mod_ctx;
+    if (pr && pr->paused && pr->gc) {
+        pr->paused = false;
+        arm_gc(pr, EV_READ, c->conf.proxy_read_timeout);
+    }
+}
+
+static void gc_event_body(proxy_req *pr, evutil_socket_t fd, short what)
+{
+    sl_conn *c = pr->c;
+    sl_gw_backend *be = pr->gc->be;
+    const sl_settings *s = &c->conf;
+    if (pr->state == P_CONNECT) {
+        if (what & EV_TIMEOUT) {
+            backend_failed(pr, be, -ETIMEDOUT, true);
+            return;
+        }
+        int err = 0;
+        socklen_t el = sizeof err;
+        getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &el);
+        if (err) {
+            backend_failed(pr, be, -err, true);
+            return;
+        }
+        begin_send(pr);
+        return;
+    }
+    if (pr->state == P_SEND) {
+        if (what & EV_TIMEOUT) {
+            fail(pr, 504, "backend did not take the request in time");
+            return;
+        }
+        while (pr->out_off < pr->out.len) {
+            ssize_t n = send(fd, pr->out.p + pr->out_off, pr->out.len - pr->out_off, MSG_NOSIGNAL);
+            if (n > 0) {
+                pr->out_off += (size_t)n;
+                continue;
+            }
+            if (n < 0 && errno == EINTR) continue;
+            if (n < 0 && errno == EAGAIN) {
+                arm_gc(pr, EV_WRITE, s->proxy_read_timeout);
+                return;
+            }
+            /* A pooled connection the backend had closed: retry once on a fresh one. */
+            int e = n < 0 ? -errno : -EPIPE;
+            if (pr->gc->reused && !pr->retried_reused) {
+                pr->retried_reused = true;
+                drop_backend(pr, false);
+                attempt(pr);
+                return;
+            }
+            backend_failed(pr, be, e, true);
+            return;
+        }
+        pr->state = P_RECV;
+        arm_gc(pr, EV_READ, s->proxy_read_timeout);
+        return;
+    }
+    if (pr->state != P_RECV) return;
+    if (what & EV_TIMEOUT) {
+        sl_log("proxy-core: backend %s: no answer for %lds", be->name, s->proxy_read_timeout);
+        be->failures++;
+        fail(pr, 504, "backend timed out");
+        return;
+    }
+    char buf[READ_CHUNK];
+    ssize_t n = recv(fd, buf, sizeof buf, 0);
+    if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
+        arm_gc(pr, EV_READ, s->proxy_read_timeout);
+        return;
+    }
+    if (n <= 0) {
+        int e = n < 0 ? -errno : 0;
+        if (!pr->got_byte && pr->gc->reused && !pr->retried_reused && !pr->body) {
+            /* Closed before answering on a reused connection: the classic keep-alive race. */
+            pr->retried_reused = true;
+            drop_backend(pr, false);
+            attempt(pr);
+            return;
+        }
+        if (!pr->got_byte && e == -ECONNRESET) {
+            backend_failed(pr, be, e, true);
+            return;
+        }
+        pr->keep_backend = false;
+        if (!pr->fcgi && pr->head_done && pr->framing == SL_BODY_UNTIL_CLOSE)
+            pr->backend_done = true;
+        if (pr->backend_done) {
+            finish(pr);
+            return;
+        }
+        be->failures++;
+        fail(pr, 502, pr->got_byte ? "backend answer truncated" : "backend closed without answering");
+        return;
+    }
+    pr->got_byte = true;
+    int r = recv_bytes(pr, buf, (size_t)n);
+    if (r < 0) {
+        be->failures++;
+        fail(pr, 502, r == -E2BIG ? "backend response head too large" : "malformed backend answer");
+        return;
+    }
+    if (pr->orphan || pr->state == P_DONE) return;
+    if (pr->xsendfile) {
+        /* The file is on its way; the rest of the backend's answer is not wanted. */
+        if (pr->fcgi && !pr->backend_done) {
+            arm_gc(pr, EV_READ, s->proxy_read_timeout);
+            return;
+        }
+        finish(pr);
+        return;
+    }
+    if (pr->backend_done) {
+        finish(pr);
+        return;
+    }
+    if (pr->head_done) {
+        sl_conn_resume(c);
+        if (pr->orphan || c->closed) return; /* the client went away while we wrote */
+        if (sl_chunkq_length(&c->out) > OUT_HIGH) {
+            pr->paused = true; /* on_drain resumes */
+            if (event_initialized(&pr->gc->ev)) event_del(&pr->gc->ev);
+            return;
+        }
+    }
+    arm_gc(pr, EV_READ, s->proxy_read_timeout);
+}
+
+static void free_req(proxy_req *pr)
+{
+    if (pr->gc) drop_backend(pr, pr->backend_done);
+    sl_gw_wait_remove(pr->grp, &pr->wait);
+    if (event_initialized(&pr->kick)) event_del(&pr->kick);
+    sl_buf_free(&pr->out);
+    free(pr->body);
+    free(pr->hbuf);
+    free(pr);
+}
+
+/* Every backend event runs with the client connection pinned (pending) and the request marked
+ * busy: writing to the client may end the request or close the connection, and neither may
+ * free what this call still uses. */
+static void gc_event(evutil_socket_t fd, short what, void *arg)
+{
+    proxy_req *pr = arg;
+    sl_conn *c = pr->c;
+    bool nested = pr->busy;
+    c->pending++;
+    pr->busy = true;
+    gc_event_body(pr, fd, what);
+    if (!nested) {
+        pr->busy = false;
+        if (pr->orphan) free_req(pr);
+    }
+    c->pending--;
+    if (c->closed) sl_conn_release(c);
+}
+
+static void kick(evutil_socket_t fd, short what, void *arg)
+{
+    proxy_req *pr = arg;
+    sl_conn *c = pr->c;
+    c->pending++;
+    pr->busy = true;
+    attempt(pr);
+    pr->busy = false;
+    if (pr->orphan) free_req(pr);
+    c->pending--;
+    if (c->closed) sl_conn_release(c);
+}
+
+/* ---- module hooks ---- */
+
+static sl_hresult proxy_handle(sl_conn *c)
+{
+    if (c->conf.proxy_backends.n == 0) return SL_GO_ON;
+    proxy_req *pr = calloc(1, sizeof *pr);
+    if (!pr) {
+        c->status = 503;
+        return SL_ERROR;
+    }
+    pr->c = c;
+    pr->fcgi = !strcmp(c->conf.proxy_protocol, "fastcgi");
+    pr->grp = sl_gw_group_get(c->srv->base, &c->conf.proxy_backends);
+    if (!pr->grp) {
+        free(pr);
+        c->status = 503;
+        return SL_ERROR;
+    }
+    c->mod_ctx = pr;
+    c->on_drain = on_drain;
+    evtimer_assign(&pr->kick, c->srv->base, kick, pr);
+    static const struct timeval zero = {0, 0};
+    if (!c->has_body) {
+        /* Start from the loop, not from inside this hook: a failure answers the client at once,
+         * and the core must not be re-entered while it waits for our result. */
+        evtimer_add(&pr->kick, &zero);
+        return SL_WAIT;
+    }
+    const sl_http_request *rq = &c->req;
+    pr->state = P_BODY;
+    pr->body_want = rq->chunked ? -1 : rq->content_length;
+    if (rq->chunked) sl_chunked_init(&pr->cin, 8192);
+    if (rq->expect) {
+        /* The client waits for this before sending the body. */
+        static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";
+        ssize_t w = send(c->fd, cont, sizeof cont - 1, MSG_NOSIGNAL);
+        (void)w;
+    }
+    /* Body bytes that arrived with the head. */
+    size_t avail = c->in_len - c->head_len;
+    bool done = false;
+    long used = avail || pr->body_want == 0 ? body_feed(pr, c->in + c->head_len, avail, &done) : 0;
+    if (used < 0) {
+        c->keep_alive = false;
+        c->status = used == -E2BIG ? 413 : 400;
+        return SL_ERROR;
+    }
+    c->head_len += (size_t)used; /* what follows is the next request */
+    c->keep_alive = c->ka_after_body;
+    if (done) {
+        c->has_body = false;
+        evtimer_add(&pr->kick, &zero);
+        return SL_WAIT;
+    }
+    c->state = SL_CONN_READ_BODY;
+    c->on_body = body_event;
+    sl_conn_arm(c, EV_READ, c->conf.max_read_idle);
+    return SL_WAIT;
+}
+
+static void proxy_request_done(sl_conn *c)
+{
+    proxy_req *pr = c->mod_ctx;
+    if (!pr) return;
+    c->mod_ctx = NULL;
+    if (pr->busy) {
+        pr->orphan = true; /* gc_event frees it when it unwinds */
+        return;
+    }
+    /* A request ended by the client mid-answer leaves the backend connection unusable. */
+    free_req(pr);
+}
+
+const sl_module sl_mod_proxy = {
+    .name = "proxy-core",
+    .handle_request = proxy_handle,
+    .request_done = proxy_request_done,
+};

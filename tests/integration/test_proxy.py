@@ -1,0 +1,361 @@
+#!/usr/bin/env python3
+"""proxy-core against real backends nobody here wrote: php-cgi spawned by spawn-fcgi (TCP and
+unix socket) and python3 -m http.server; plus small misbehaving backends (hang, garbage, reset)
+for the failure paths, and X-Sendfile with paths that try to leave the allowed roots.
+"""
+import argparse
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import test_core  # noqa: E402
+from test_core import Server, free_port, read_response, request  # noqa: E402
+
+PHP = shutil.which("php-cgi")
+SPAWN = shutil.which("spawn-fcgi")
+
+ECHO_PHP = b"""<?php
+header("X-Echo-Method: " . $_SERVER["REQUEST_METHOD"]);
+header("X-Echo-Query: " . $_SERVER["QUERY_STRING"]);
+header("X-Echo-Ua: " . ($_SERVER["HTTP_USER_AGENT"] ?? ""));
+header("X-Echo-Script: " . $_SERVER["SCRIPT_NAME"]);
+echo "body=" . file_get_contents("php://input");
+"""
+XS_PHP = b"""<?php
+header("X-Sendfile: " . $_GET["f"]);
+echo "this body must not reach the client";
+"""
+STATUS_PHP = b"""<?php
+if (isset($_GET["go"])) { header("Location: http://example.test/x"); exit; }
+http_response_code(418);
+header("X-Test: yes");
+echo "teapot";
+"""
+BIG_PHP = b"""<?php
+for ($i = 0; $i < 2000; $i++) echo str_repeat(chr(65 + $i % 26), 1000);
+"""
+
+
+def wait_port(port, timeout=10):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            return
+        except OSError:
+            time.sleep(0.05)
+    raise RuntimeError(f"nothing listens on {port}")
+
+
+def spawn_php(addr_args, children=2):
+    out = subprocess.run([SPAWN, *addr_args, "-C", str(children), "-f", PHP],
+                         capture_output=True, text=True)
+    pid = int(out.stdout.strip().split("PID:")[-1].strip().split()[0]) if "PID:" in out.stdout else None
+    if pid is None:
+        raise RuntimeError("spawn-fcgi failed: " + out.stdout + out.stderr)
+    return pid
+
+
+def kill_tree(pid):
+    try:
+        os.killpg(os.getpgid(pid), 0)
+    except (ProcessLookupError, PermissionError):
+        pass
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.kill(pid, sig)
+        except ProcessLookupError:
+            return
+        time.sleep(0.2)
+
+
+class FakeBackend:
+    """A backend that misbehaves in one way: 'hang', 'garbage', 'reset'."""
+
+    def __init__(self, mode):
+        self.mode = mode
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(64)
+        self.port = self.sock.getsockname()[1]
+        self.conns = []
+        self.stop = False
+        self.t = threading.Thread(target=self.run, daemon=True)
+        self.t.start()
+
+    def run(self):
+        self.sock.settimeout(0.2)
+        while not self.stop:
+            try:
+                c, _ = self.sock.accept()
+            except OSError:
+                continue
+            self.conns.append(c)
+            try:
+                req = c.recv(65536)
+                if self.mode == "echo":
+                    c.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\nConnection: close\r\n"
+                              b"Keep-Alive: timeout=5\r\n\r\n" % len(req) + req)
+                    c.close()
+                elif self.mode == "garbage":
+                    c.sendall(b"NOT HTTP AT ALL\r\n\r\n")
+                    c.close()
+                elif self.mode == "reset":
+                    c.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
+                    c.close()
+                elif self.mode == "truncated":
+                    c.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\nonly a little")
+                    c.close()
+            except OSError:
+                pass
+
+    def close(self):
+        self.stop = True
+        self.t.join()
+        for c in self.conns:
+            c.close()
+        self.sock.close()
+
+
+def get(srv, path, extra=b"", method=b"GET", body=b""):
+    raw = method + b" " + path + b" HTTP/1.1\r\nHost: t\r\n" + extra
+    if body:
+        raw += b"Content-Length: %d\r\n" % len(body)
+    return request(srv, raw + b"\r\n" + body, head=method == b"HEAD")
+
+
+@unittest.skipUnless(PHP and SPAWN, "php-cgi and spawn-fcgi are needed")
+class PhpFastCGI(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.mkdtemp(prefix="sl_px_")
+        cls.media = os.path.join(cls.tmp, "media")
+        os.makedirs(cls.media)
+        with open(os.path.join(cls.media, "movie.bin"), "wb") as f:
+            cls.movie = os.urandom(300000)
+            f.write(cls.movie)
+        with open(os.path.join(cls.tmp, "secret.txt"), "w") as f:
+            f.write("secret outside the roots\n")
+        os.symlink(os.path.join(cls.tmp, "secret.txt"), os.path.join(cls.media, "escape"))
+        cls.tcp_port = free_port()
+        cls.sock = os.path.join(cls.tmp, "php.sock")
+        cls.pids = [spawn_php(["-a", "127.0.0.1", "-p", str(cls.tcp_port)]),
+                    spawn_php(["-s", cls.sock, "-M", "0660"])]
+        wait_port(cls.tcp_port)
+        files = {"php/echo.php": ECHO_PHP, "php/xs.php": XS_PHP, "php/status.php": STATUS_PHP,
+                 "php/big.php": BIG_PHP, "unix/echo.php": ECHO_PHP, "unix/xs.php": XS_PHP}
+        cls.srv = Server(
+            f'$HTTP["url"] =~ "^/php/" {{\n proxy-core.protocol = "fastcgi"\n'
+            f' proxy-core.backends = ( "127.0.0.1:{cls.tcp_port}" )\n'
+            f' proxy-core.allow-x-sendfile = "enable"\n'
+            f' proxy-core.x-sendfile-docroot = ( "{cls.media}" )\n}}\n'
+            f'$HTTP["url"] =~ "^/unix/" {{\n proxy-core.protocol = "fastcgi"\n'
+            f' proxy-core.backends = ( "unix:{cls.sock}" )\n}}\n', files).start()
+
+    @classmethod
+    def tearDownClass(cls):
+        rc = cls.srv.stop()
+        for p in cls.pids:
+            kill_tree(p)
+        shutil.rmtree(cls.tmp, ignore_errors=True)
+        assert rc == 0
+
+    def test_get_with_headers_and_query(self):
+        for prefix in (b"/php/", b"/unix/"):
+            st, h, body = get(self.srv, prefix + b"echo.php?a=1&b=2", b"User-Agent: sl-test\r\n")
+            self.assertEqual((st, body), (200, b"body="), prefix)
+            self.assertEqual(h["x-echo-method"], "GET")
+            self.assertEqual(h["x-echo-query"], "a=1&b=2")
+            self.assertEqual(h["x-echo-ua"], "sl-test")
+            self.assertEqual(h["x-echo-script"], prefix.decode() + "echo.php")
+
+    def test_post_body_and_chunked_body(self):
+        data = os.urandom(40000).hex().encode()
+        st, h, body = get(self.srv, b"/php/echo.php", method=b"POST", body=data)
+        self.assertEqual((st, h["x-echo-method"], body), (200, "POST", b"body=" + data))
+        chunked = b"5\r\nhello\r\n6\r\n world\r\n0\r\n\r\n"
+        st, h, body = request(self.srv, b"POST /unix/echo.php HTTP/1.1\r\nHost: t\r\n"
+                              b"Transfer-Encoding: chunked\r\n\r\n" + chunked)[:3]
+        self.assertEqual((st, body), (200, b"body=hello world"))
+
+    def test_keepalive_and_pipelining_through_the_proxy(self):
+        s = self.srv.connect()
+        try:
+            s.sendall(b"GET /php/echo.php?x=1 HTTP/1.1\r\nHost: t\r\n\r\n"
+                      b"POST /php/echo.php HTTP/1.1\r\nHost: t\r\nContent-Length: 3\r\n\r\nabc"
+                      b"GET /a.txt HTTP/1.1\r\nHost: t\r\n\r\n")
+            rest = b""
+            st, h, body, rest = read_response(s, rest)
+            self.assertEqual((st, h["x-echo-query"]), (200, "x=1"))
+            st, h, body, rest = read_response(s, rest)
+            self.assertEqual((st, body), (200, b"body=abc"))
+            st, h, body, rest = read_response(s, rest)
+            self.assertEqual(st, 404)  # a static file that does not exist: not proxied
+        finally:
+            s.close()
+
+    def test_status_location_and_streamed_body(self):
+        st, h, body = get(self.srv, b"/php/status.php")
+        self.assertEqual((st, h["x-test"], body), (418, "yes", b"teapot"))
+        self.assertEqual(h["transfer-encoding"], "chunked")  # no length from the script
+        st, h, body = get(self.srv, b"/php/status.php?go=1")
+        self.assertEqual((st, h["location"]), (302, "http://example.test/x"))
+        st, h, body = get(self.srv, b"/php/big.php")
+        self.assertEqual(st, 200)
+        self.assertEqual(len(body), 2000000)
+        self.assertEqual(body[:3], b"AAA")
+        self.assertEqual(body[1000:1003], b"BBB")
+
+    def test_xsendfile_serves_the_file_with_ranges_and_conditionals(self):
+        f = b"/php/xs.php?f=" + self.media.encode() + b"/movie.bin"
+        st, h, body = get(self.srv, f)
+        self.assertEqual((st, body), (200, self.movie))
+        self.assertNotIn("x-sendfile", h)
+        self.assertIn("etag", h)
+        st, h, body = get(self.srv, f, b"Range: bytes=1000-1999\r\n")
+        self.assertEqual((st, body), (206, self.movie[1000:2000]))
+        st, h2, body = get(self.srv, f, b"If-None-Match: " + h["etag"].encode() + b"\r\n")
+        self.assertEqual(st, 304)
+        st, h, body = get(self.srv, f, method=b"HEAD")
+        self.assertEqual((st, int(h["content-length"]), body), (200, len(self.movie), b""))
+
+    def test_xsendfile_escapes_are_refused(self):
+        m = self.media.encode()
+        for bad in (m + b"/../secret.txt", m + b"/%2e%2e/secret.txt", m + b"/escape",
+                    b"secret.txt", b"/etc/passwd", m + b"2/x", m):
+            st, h, body = get(self.srv, b"/php/xs.php?f=" + bad)
+            with self.subTest(path=bad):
+                self.assertEqual(st, 403)
+                self.assertNotIn(b"secret", body)
+                self.assertNotIn(b"root:", body)
+        st, h, body = get(self.srv, b"/php/xs.php?f=" + m + b"/missing.bin")
+        self.assertEqual(st, 404)
+
+    def test_xsendfile_not_allowed_is_dropped(self):
+        st, h, body = get(self.srv, b"/unix/xs.php?f=/etc/passwd")
+        self.assertEqual(st, 200)
+        self.assertNotIn("x-sendfile", h)
+        self.assertEqual(body, b"this body must not reach the client"[:len(body)])
+
+
+class HttpBackend(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.mkdtemp(prefix="sl_pxh_")
+        os.makedirs(os.path.join(cls.tmp, "be"))
+        os.makedirs(os.path.join(cls.tmp, "be", "one"))
+        with open(os.path.join(cls.tmp, "be", "one", "hello.txt"), "w") as f:
+            f.write("hello from http.server\n")
+        cls.ports = [free_port(), free_port()]
+        cls.procs = [subprocess.Popen([sys.executable, "-m", "http.server", str(p), "--bind",
+                                       "127.0.0.1", "--directory", os.path.join(cls.tmp, "be")],
+                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                     for p in cls.ports]
+        for p in cls.ports:
+            wait_port(p)
+        cls.hang = FakeBackend("hang")
+        cls.garbage = FakeBackend("garbage")
+        cls.trunc = FakeBackend("truncated")
+        cls.echo = FakeBackend("echo")
+        dead = free_port()
+        cls.srv = Server(
+            f'$HTTP["url"] =~ "^/pair/" {{\n proxy-core.backends = ( "127.0.0.1:{cls.ports[0]}",'
+            f' "127.0.0.1:{cls.ports[1]}" )\n proxy-core.balancer = "round-robin"\n'
+            f' proxy-core.disable-time = 30\n}}\n'
+            f'$HTTP["url"] =~ "^/hang/" {{\n proxy-core.backends = ( "127.0.0.1:{cls.hang.port}" )\n'
+            f' proxy-core.read-timeout = 1\n}}\n'
+            f'$HTTP["url"] =~ "^/garbage/" {{\n proxy-core.backends = ( "127.0.0.1:{cls.garbage.port}" )\n}}\n'
+            f'$HTTP["url"] =~ "^/trunc/" {{\n proxy-core.backends = ( "127.0.0.1:{cls.trunc.port}" )\n}}\n'
+            f'$HTTP["url"] =~ "^/dead/" {{\n proxy-core.backends = ( "127.0.0.1:{dead}" )\n}}\n'
+            f'$HTTP["url"] =~ "^/one/" {{\n proxy-core.backends = ( "127.0.0.1:{cls.ports[1]}" )\n}}\n'
+            f'$HTTP["url"] =~ "^/echo/" {{\n proxy-core.backends = ( "127.0.0.1:{cls.echo.port}" )\n'
+            f' proxy-core.max-keep-alive-requests = 1\n}}\n'
+        ).start()
+
+    @classmethod
+    def tearDownClass(cls):
+        rc = cls.srv.stop()
+        for p in cls.procs:
+            p.kill()
+            p.wait()
+        for b in (cls.hang, cls.garbage, cls.trunc, cls.echo):
+            b.close()
+        shutil.rmtree(cls.tmp, ignore_errors=True)
+        assert rc == 0
+
+    def test_http_backend_forwards_and_adds_x_forwarded(self):
+        st, h, body = get(self.srv, b"/one/hello.txt")
+        self.assertEqual((st, body), (200, b"hello from http.server\n"))
+        self.assertEqual(h["server"], "seekless/0.1.0")  # one Server header: ours
+        st, h, body = get(self.srv, b"/echo/x?q=1", b"X-Forwarded-For: 10.0.0.1\r\n"
+                          b"Connection: X-Drop, keep-alive\r\nX-Drop: 1\r\nTE: trailers\r\n"
+                          b"User-Agent: sl\r\n")
+        self.assertEqual(st, 200)
+        self.assertTrue(body.startswith(b"GET /echo/x?q=1 HTTP/1.1\r\n"), body[:40])
+        self.assertIn(b"\r\nX-Forwarded-For: 10.0.0.1, 127.0.0.1\r\n", body)
+        self.assertIn(b"\r\nX-Forwarded-Proto: http\r\n", body)
+        self.assertIn(b"\r\nX-Forwarded-Host: t\r\n", body)
+        self.assertIn(b"\r\nUser-Agent: sl\r\n", body)
+        self.assertNotIn(b"X-Drop", body)
+        self.assertNotIn(b"TE:", body)
+        self.assertNotIn("keep-alive", h)  # the backend's hop-by-hop headers stay behind
+
+    def test_failure_statuses(self):
+        t0 = time.time()
+        self.assertEqual(get(self.srv, b"/hang/x")[0], 504)
+        self.assertLess(time.time() - t0, 10)
+        self.assertEqual(get(self.srv, b"/garbage/x")[0], 502)
+        self.assertEqual(get(self.srv, b"/dead/x")[0], 503)
+        s = self.srv.connect()
+        s.sendall(b"GET /trunc/x HTTP/1.1\r\nHost: t\r\n\r\n")
+        data = test_core.wait_closed(s)
+        s.close()
+        # Head went out, then the client must see the connection close short of 1000 bytes.
+        self.assertTrue(data.startswith(b"HTTP/1.1 200"), data[:60])
+        self.assertLess(len(data.partition(b"\r\n\r\n")[2]), 1000)
+        # And the server still serves everyone else.
+        self.assertEqual(get(self.srv, b"/a.txt")[0], 404)
+
+    def test_one_of_two_killed_under_load(self):
+        results = []
+        lock = threading.Lock()
+
+        def client(n):
+            for _ in range(n):
+                try:
+                    st = get(self.srv, b"/pair/x")[0]
+                except OSError as e:
+                    st = repr(e)
+                with lock:
+                    results.append(st)
+
+        threads = [threading.Thread(target=client, args=(40,)) for _ in range(4)]
+        for t in threads:
+            t.start()
+        time.sleep(0.3)
+        self.procs[0].kill()
+        self.procs[0].wait()
+        for t in threads:
+            t.join()
+        # Every request got an answer (http.server says 404 for /pair/x: an answer), none failed.
+        self.assertEqual(len(results), 160)
+        self.assertEqual(set(results), {404}, [r for r in results if r != 404][:5])
+
+
+if __name__ == "__main__":
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--build", default="build")
+    args, rest = ap.parse_known_args()
+    test_core.BUILD = args.build
+    res = unittest.main(argv=[sys.argv[0], *rest], exit=False, verbosity=2).result
+    print(f"{res.testsRun - len(res.failures) - len(res.errors) - len(res.skipped)} passed, "
+          f"{len(res.failures) + len(res.errors)} failed, {len(res.skipped)} skipped")
+    sys.exit(0 if res.wasSuccessful() else 1)
