@@ -294,6 +294,20 @@ void sl_gw_disable(sl_gw_backend *be, long secs, time_t now)
     be->disabled_until = now + secs;
 }
 
+void sl_gw_each_backend(void (*cb)(void *ud, const char *name, unsigned inflight, unsigned conns,
+                                   unsigned idle, uint64_t requests, uint64_t failures,
+                                   bool disabled),
+                        void *ud)
+{
+    time_t now = time(NULL);
+    for (sl_gw_group *g = groups; g; g = g->next)
+        for (size_t i = 0; i < g->n; i++) {
+            const sl_gw_backend *b = &g->b[i];
+            cb(ud, b->name, b->inflight, b->n_conns, b->n_idle, b->requests, b->failures,
+               b->disabled_until > now);
+        }
+}
+
 void sl_gw_shutdown(void)
 {
     while (groups) {

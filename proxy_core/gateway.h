@@ -97,6 +97,12 @@ int sl_gw_wait_add(sl_gw_group *g, sl_gw_wait *w, size_t max);
 /* Leave the queue (request aborted). */
 void sl_gw_wait_remove(sl_gw_group *g, sl_gw_wait *w);
 
+/* Call cb for every backend of every group (the status page). */
+void sl_gw_each_backend(void (*cb)(void *ud, const char *name, unsigned inflight, unsigned conns,
+                                   unsigned idle, uint64_t requests, uint64_t failures,
+                                   bool disabled),
+                        void *ud);
+
 /* Close every idle connection and free every group (server end). */
 void sl_gw_shutdown(void);
 

@@ -391,6 +391,10 @@ static bool take_request(sl_conn *c)
 static int request_finished(sl_conn *c)
 {
     bool had_body = c->has_body;
+    sl_server *srv = c->srv;
+    srv->requests_total++;
+    srv->bytes_total += c->bytes_out;
+    if (c->status >= 100 && c->status < 600) srv->responses[c->status / 100]++;
     request_reset(c);
     c->requests++;
     /* Drop the head we answered; pipelined bytes after it move to the front. */

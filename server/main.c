@@ -24,6 +24,7 @@
 #include "gateway.h"
 #include "mod_proxy.h"
 #include "mod_static.h"
+#include "mod_status.h"
 #include "server.h"
 #include "settings.h"
 #include "sl_version.h"
@@ -150,7 +151,9 @@ int main(int argc, char **argv)
     static sl_server srv;
     for (size_t i = 0; i < SL_MAX_LISTENERS; i++) srv.listen_fd[i] = -1;
     /* proxy-core first: it takes only requests whose conditions set proxy-core.backends. */
+    sl_server_add_module(&srv, &sl_mod_status);
     sl_server_add_module(&srv, &sl_mod_proxy);
+    srv.backend_stats = sl_gw_each_backend;
     sl_server_add_module(&srv, &sl_mod_static);
     srv.tree = sl_config_parse_file(conf_path, err, sizeof err);
     if (!srv.tree) {

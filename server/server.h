@@ -4,6 +4,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <time.h>
 
 #include "config_parse.h"
@@ -48,6 +49,15 @@ typedef struct sl_server {
     struct sl_fileread *rd_wait_head, *rd_wait_tail; /* waiting for a read slot */
     char **free_bufs;              /* recycled block buffers */
     size_t n_free_bufs, max_free_bufs;
+
+    /* Counters for the status page. */
+    uint64_t requests_total, bytes_total;
+    uint64_t responses[6]; /* by status class: [2] = 2xx ... [5] = 5xx */
+    /* Set by main when proxy-core is linked: calls cb once per backend. */
+    void (*backend_stats)(void (*cb)(void *ud, const char *name, unsigned inflight,
+                                     unsigned conns, unsigned idle, uint64_t requests,
+                                     uint64_t failures, bool disabled),
+                          void *ud);
 
     /* Request handlers in the order they are asked (sl_server_add_module). */
     const struct sl_module *modules[8];

@@ -92,6 +92,8 @@ static const key_def keys[] = {
     {"server.username", KT_STR, true, OFF(username), NULL, NULL},
     {"static-file.etags", KT_BOOL, false, OFF(etags), NULL, NULL},
     {"static-file.exclude-extensions", KT_STRLIST, false, OFF(exclude_extensions), NULL, NULL},
+    {"status.allow-networks", KT_STRLIST, false, OFF(status_allow), NULL, NULL},
+    {"status.status-url", KT_STR, false, OFF(status_url), NULL, NULL},
     {"url.access-deny", KT_STRLIST, false, OFF(access_deny), NULL, NULL},
 };
 
@@ -394,6 +396,21 @@ static void check_assign(const sl_cblock *b, const sl_cassign *a, void *ud)
         fail(c, a->file, a->line, "proxy-core.max-pool-size must be at least 1");
         return;
     }
+    if (!strcmp(a->key, "status.status-url") && v->str[0] != '/') {
+        fail(c, a->file, a->line, "status.status-url must start with '/'");
+        return;
+    }
+    if (!strcmp(a->key, "status.allow-networks")) {
+        for (size_t i = 0; i < v->n_items; i++) {
+            unsigned char net[16];
+            int fam, bits;
+            if (sl_cidr_parse(v->items[i].val->str, net, &fam, &bits) < 0) {
+                fail(c, a->file, a->line, "status.allow-networks: \"%s\" is not a network "
+                     "(want \"ip/bits\" or \"ip\")", v->items[i].val->str);
+                return;
+            }
+        }
+    }
     if (k->type == KT_INT && v->num < 0) {
         fail(c, a->file, a->line, "'%s' must not be negative", a->key);
         return;
@@ -599,6 +616,58 @@ void sl_settings_for_request(const sl_config_tree *t, const sl_settings *global,
     *out = *global;
     /* Without conditions the global settings are final; skip the walk. */
     if (t->root->n_children) sl_config_eval(t, in, apply_cb, out);
+}
+
+int sl_cidr_parse(const char *s, unsigned char net[16], int *family, int *bits)
+{
+    char ip[64];
+    const char *slash = strchr(s, '/');
+    size_t n = slash ? (size_t)(slash - s) : strlen(s);
+    if (n >= sizeof ip) return -EINVAL;
+    memcpy(ip, s, n);
+    ip[n] = 0;
+    memset(net, 0, 16);
+    if (inet_pton(AF_INET, ip, net) == 1)
+        *family = AF_INET;
+    else if (inet_pton(AF_INET6, ip, net) == 1)
+        *family = AF_INET6;
+    else
+        return -EINVAL;
+    int max = *family == AF_INET ? 32 : 128;
+    *bits = max;
+    if (slash) {
+        char *end;
+        long b = strtol(slash + 1, &end, 10);
+        if (!slash[1] || *end || b < 0 || b > max) return -EINVAL;
+        *bits = (int)b;
+    }
+    return 0;
+}
+
+bool sl_cidr_match(const char *cidr, const struct sockaddr *sa)
+{
+    unsigned char net[16], addr[16];
+    int fam, bits;
+    if (sl_cidr_parse(cidr, net, &fam, &bits) < 0) return false;
+    if (sa->sa_family == AF_INET6) {
+        const struct in6_addr *a6 = &((const struct sockaddr_in6 *)sa)->sin6_addr;
+        if (fam == AF_INET && IN6_IS_ADDR_V4MAPPED(a6)) {
+            memcpy(addr, a6->s6_addr + 12, 4);
+        } else {
+            if (fam != AF_INET6) return false;
+            memcpy(addr, a6->s6_addr, 16);
+        }
+    } else if (sa->sa_family == AF_INET) {
+        if (fam != AF_INET) return false;
+        memcpy(addr, &((const struct sockaddr_in *)sa)->sin_addr, 4);
+    } else {
+        return false;
+    }
+    for (int i = 0; i < bits; i++) {
+        int byte = i / 8, bit = 7 - i % 8;
+        if (((addr[byte] >> bit) & 1) != ((net[byte] >> bit) & 1)) return false;
+    }
+    return true;
 }
 
 int sl_backend_expand(const char *spec, char (*out)[128], int max)

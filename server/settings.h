@@ -75,6 +75,9 @@ typedef struct sl_settings {
     long proxy_max_backlog_size;      /* requests waiting for a free connection */
     bool proxy_allow_x_sendfile;
     sl_rootlist proxy_xsendfile_roots; /* n == 0: the document root */
+    /* status page (mod_status.c) */
+    const char *status_url;          /* NULL: no status page */
+    sl_strlist status_allow;         /* client networks; empty: everyone */
 } sl_settings;
 
 /* Defaults: lighttpd's, where lighttpd has one. */
@@ -113,6 +116,13 @@ int sl_socket_canonical(const char *spec, char *out, size_t outlen);
  * addresses, one per address the host name resolves to (at most max). Returns how many, or
  * -EINVAL (syntax), -ENAMETOOLONG (unix path), -EHOSTUNREACH (name does not resolve). */
 int sl_backend_expand(const char *spec, char (*out)[128], int max);
+
+/* Parse "ip/bits" or "ip" (IPv4 or IPv6) into net (16 bytes), family and prefix length.
+ * 0 or -EINVAL. */
+int sl_cidr_parse(const char *s, unsigned char net[16], int *family, int *bits);
+struct sockaddr;
+/* Whether the address lies in the network cidr (IPv4-mapped IPv6 matches IPv4 networks). */
+bool sl_cidr_match(const char *cidr, const struct sockaddr *sa);
 
 /* Lines for `seekless -V`: the compiled-in network backends and features. */
 void sl_settings_print_features(void);

@@ -37,6 +37,8 @@ struct sl_tpool {
 
     /* Loop-thread counters. */
     uint64_t submitted, rejected, completed, wait_total, wait_max;
+    uint32_t wait_us[SL_TPOOL_WAIT_SAMPLES]; /* ring of the latest queue waits */
+    unsigned n_wait;
 };
 
 uint64_t sl_now_ns(void)
@@ -109,6 +111,8 @@ unsigned sl_tpool_drain(sl_tpool *p)
             uint64_t w = j->t_started - j->t_queued;
             p->wait_total += w;
             if (w > p->wait_max) p->wait_max = w;
+            uint64_t us = w / 1000;
+            p->wait_us[p->n_wait++ % SL_TPOOL_WAIT_SAMPLES] = us > UINT32_MAX ? UINT32_MAX : (uint32_t)us;
         }
         p->completed++;
         j->done(j);
@@ -211,6 +215,8 @@ void sl_tpool_get_stats(sl_tpool *p, sl_tpool_stats *out)
     out->completed = p->completed;
     out->wait_ns_total = p->wait_total;
     out->wait_ns_max = p->wait_max;
+    out->n_wait_samples = p->n_wait < SL_TPOOL_WAIT_SAMPLES ? p->n_wait : SL_TPOOL_WAIT_SAMPLES;
+    memcpy(out->wait_us, p->wait_us, sizeof out->wait_us);
 }
 
 void sl_tpool_free(sl_tpool *p)

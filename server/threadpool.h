@@ -33,6 +33,9 @@ typedef struct sl_job {
 /* A pool of worker threads. */
 typedef struct sl_tpool sl_tpool;
 
+/* Queue waits remembered for percentiles on the status page. */
+#define SL_TPOOL_WAIT_SAMPLES 1024
+
 /* Counters for the status page and the benchmarks. */
 typedef struct sl_tpool_stats {
     unsigned threads;
@@ -43,6 +46,8 @@ typedef struct sl_tpool_stats {
     uint64_t completed;      /* done() has run */
     uint64_t wait_ns_total;  /* sum of (t_started - t_queued) */
     uint64_t wait_ns_max;
+    unsigned n_wait_samples;                 /* valid entries of wait_us (unordered) */
+    uint32_t wait_us[SL_TPOOL_WAIT_SAMPLES]; /* recent queue waits, microseconds */
 } sl_tpool_stats;
 
 /* Start `threads` workers (at least 1) whose queue holds at most `max_queue` jobs; completions

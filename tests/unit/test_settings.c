@@ -1,5 +1,7 @@
 /* Unit tests for typed settings: key checks at start-up and per-request condition overrides. */
+#include <arpa/inet.h>
 #include <errno.h>
+#include <netinet/in.h>
 #include <fcntl.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -101,6 +103,35 @@ static void test_errors_name_file_and_line(void **state)
     expect_error("server.document-root = \"a\"\nserver.port = 70000\n", "out of range");
     expect_error("server.document-root = \"a\"\nserver.event-handler = \"kqueue\"\n",
                  "not supported");
+}
+
+static void test_cidr(void **state)
+{
+    struct sockaddr_in a4 = {.sin_family = AF_INET};
+    inet_pton(AF_INET, "127.0.0.5", &a4.sin_addr);
+    struct sockaddr_in6 a6 = {.sin6_family = AF_INET6};
+    inet_pton(AF_INET6, "::ffff:10.1.2.3", &a6.sin6_addr);
+    struct sockaddr_in6 l6 = {.sin6_family = AF_INET6};
+    inet_pton(AF_INET6, "::1", &l6.sin6_addr);
+    assert_true(sl_cidr_match("127.0.0.0/8", (struct sockaddr *)&a4));
+    assert_false(sl_cidr_match("127.0.0.0/30", (struct sockaddr *)&a4));
+    assert_true(sl_cidr_match("127.0.0.5", (struct sockaddr *)&a4));
+    assert_true(sl_cidr_match("0.0.0.0/0", (struct sockaddr *)&a4));
+    assert_true(sl_cidr_match("10.0.0.0/8", (struct sockaddr *)&a6)); /* IPv4-mapped */
+    assert_false(sl_cidr_match("::1/128", (struct sockaddr *)&a4));
+    assert_true(sl_cidr_match("::1/128", (struct sockaddr *)&l6));
+    assert_false(sl_cidr_match("::2/128", (struct sockaddr *)&l6));
+    unsigned char net[16];
+    int fam, bits;
+    assert_int_equal(sl_cidr_parse("10.0.0.0/33", net, &fam, &bits), -EINVAL);
+    assert_int_equal(sl_cidr_parse("10.0.0.0/", net, &fam, &bits), -EINVAL);
+    assert_int_equal(sl_cidr_parse("nope", net, &fam, &bits), -EINVAL);
+    assert_int_equal(sl_cidr_parse("fe80::/10", net, &fam, &bits), 0);
+    assert_int_equal(bits, 10);
+    expect_error("server.document-root = \"a\"\nstatus.allow-networks = ( \"1.2.3.4/99\" )\n",
+                 "t.conf:2: status.allow-networks: \"1.2.3.4/99\" is not a network");
+    expect_error("server.document-root = \"a\"\nstatus.status-url = \"status\"\n",
+                 "t.conf:2: status.status-url must start with '/'");
 }
 
 static void test_proxy_core_keys(void **state)
@@ -274,6 +305,7 @@ int main(void)
         cmocka_unit_test(test_defaults_and_relative_docroot),
         cmocka_unit_test(test_errors_name_file_and_line),
         cmocka_unit_test(test_proxy_core_keys),
+        cmocka_unit_test(test_cidr),
         cmocka_unit_test(test_backend_keys),
         cmocka_unit_test(test_conditions_override_per_request),
         cmocka_unit_test(test_default_socket_takes_the_conditions_spelling),
