@@ -452,6 +452,7 @@ static void begin_send(proxy_req *pr)
     }
     pr->state = P_SEND;
     pr->out_off = 0;
+    sl_conn_mark(pr->c, &pr->c->t.backend_connect);
     pr->gc->requests++;
     pr->keep_backend = (long)pr->gc->requests < pr->c->conf.proxy_max_keep_alive_requests;
     sl_fcgi_decoder_init(&pr->fdec, FCGI_ID);
@@ -697,6 +698,7 @@ static void finish(proxy_req *pr)
 {
     sl_conn *c = pr->c;
     pr->state = P_DONE;
+    sl_conn_mark(c, &c->t.backend_done);
     drop_backend(pr, pr->backend_done);
     if (pr->xsendfile) return; /* the file response runs on its own */
     if (pr->framing == SL_BODY_LENGTH && pr->left) {
@@ -836,6 +838,7 @@ static void gc_event_body(proxy_req *pr, evutil_socket_t fd, short what)
         return;
     }
     pr->got_byte = true;
+    sl_conn_mark(c, &c->t.backend_first_byte);
     int r = recv_bytes(pr, buf, (size_t)n);
     if (r < 0) {
         be->failures++;

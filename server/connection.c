@@ -25,6 +25,7 @@
 #include "mod_static.h"
 #include "path.h"
 #include "server.h"
+#include "threadpool.h"
 #include "sl_version.h"
 
 #define LINGER_SECONDS 2
@@ -34,6 +35,7 @@
 
 static void conn_event(evutil_socket_t fd, short what, void *arg);
 static void conn_run(sl_conn *c);
+static void timing_start(sl_conn *c);
 
 void sl_conn_arm(sl_conn *c, short what, long secs)
 {
@@ -55,6 +57,8 @@ sl_conn *sl_conn_new(struct sl_server *srv, int fd, const struct sockaddr *sa, i
     c->fd = fd;
     c->listen = ls;
     c->file_fd = -1;
+    c->id = ++srv->conn_seq;
+    if (srv->timing) timing_start(c);
     if (salen > 0 && (size_t)salen <= sizeof c->peer) memcpy(&c->peer, sa, (size_t)salen);
     int one = 1;
     /* Responses end in small writes; do not let Nagle hold them for a delayed ACK. */
@@ -70,8 +74,82 @@ sl_conn *sl_conn_new(struct sl_server *srv, int fd, const struct sockaddr *sa, i
     return c;
 }
 
+void sl_conn_mark(sl_conn *c, uint64_t *field)
+{
+    if (c->srv->timing && !*field) *field = sl_now_ns();
+}
+
+static void timing_start(sl_conn *c)
+{
+    memset(&c->t, 0, sizeof c->t);
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    c->t.wall = (double)ts.tv_sec + ts.tv_nsec / 1e9;
+    c->t.start = sl_now_ns();
+}
+
+/* One JSON line for the request that just ended (sent, failed or aborted). */
+static void timing_emit(sl_conn *c, bool closing)
+{
+    const sl_timing *t = &c->t;
+    char buf[4096];
+    size_t n = 0;
+#define OUT(...)                                                                                  \
+    do {                                                                                          \
+        int k_ = snprintf(buf + n, sizeof buf - n, __VA_ARGS__);                                  \
+        if (k_ > 0) n += (size_t)k_ < sizeof buf - n ? (size_t)k_ : sizeof buf - n - 1;           \
+    } while (0)
+    OUT("{\"start\":%.6f,\"conn\":%llu,\"req\":%u,\"method\":\"%s\",\"path\":\"", t->wall,
+        (unsigned long long)c->id, c->requests + 1, sl_method_name(c->req.method));
+    /* JSON-escape the path: it is the client's (decoded) bytes. */
+    for (size_t i = 0; c->path && i < c->path_len && n < sizeof buf - 600; i++) {
+        unsigned char ch = (unsigned char)c->path[i];
+        if (ch == '"' || ch == '\\')
+            OUT("\\%c", ch);
+        else if (ch < 0x20 || ch >= 0x7f)
+            OUT("\\u%04x", ch);
+        else
+            buf[n++] = (char)ch;
+    }
+    OUT("\",\"status\":%d,\"bytes\":%llu,\"backend\":\"%s\",\"us\":{", c->status,
+        (unsigned long long)c->bytes_out, c->srv->nb ? c->srv->nb->name : "-");
+    const char *names[] = {"accept", "parsed", "stat_queued", "stat_started", "stat_done", "open",
+                           "backend_connect", "backend_first_byte", "backend_done", "first_byte",
+                           "last_byte"};
+    const uint64_t vals[] = {t->start, t->parsed, t->stat_queued, t->stat_started, t->stat_done,
+                             t->open, t->backend_connect, t->backend_first_byte, t->backend_done,
+                             t->first_byte, t->last_byte};
+    for (size_t i = 0; i < sizeof vals / sizeof vals[0]; i++) {
+        if (vals[i] && vals[i] >= t->start)
+            OUT("\"%s\":%llu,", names[i], (unsigned long long)((vals[i] - t->start) / 1000));
+        else
+            OUT("\"%s\":null,", names[i]);
+    }
+    OUT("\"reads\":[");
+    unsigned nr = t->n_reads < SL_TIMING_READS ? t->n_reads : SL_TIMING_READS;
+    for (unsigned i = 0; i < nr; i++) {
+        uint64_t q = t->reads[i][0] >= t->start ? (t->reads[i][0] - t->start) / 1000 : 0;
+        uint64_t st = t->reads[i][1] >= t->start ? (t->reads[i][1] - t->start) / 1000 : q;
+        uint64_t d = t->reads[i][2] >= t->start ? (t->reads[i][2] - t->start) / 1000 : st;
+        OUT("%s[%llu,%llu,%llu]", i ? "," : "", (unsigned long long)q, (unsigned long long)st,
+            (unsigned long long)d);
+    }
+    uint64_t now = sl_now_ns();
+    if (closing)
+        OUT("],\"reads_total\":%u,\"close\":%llu}}\n", t->n_reads,
+            (unsigned long long)((now - t->start) / 1000));
+    else
+        OUT("],\"reads_total\":%u,\"close\":null}}\n", t->n_reads);
+#undef OUT
+    if (n >= sizeof buf - 1) buf[n++ - 1] = '\n';
+    /* One write per line (O_APPEND): lines from a busy server never interleave. */
+    ssize_t w = write(c->srv->timing_fd, buf, n);
+    (void)w;
+}
+
 static void request_reset(sl_conn *c)
 {
+    if (c->srv->timing && c->status) timing_emit(c, c->closed || !c->keep_alive);
     const sl_server *srv = c->srv;
     for (size_t i = 0; i < srv->n_modules; i++)
         if (srv->modules[i]->request_done) srv->modules[i]->request_done(c);
@@ -87,6 +165,7 @@ static void request_reset(sl_conn *c)
     c->on_drain = NULL;
     c->on_body = NULL;
     c->mod_ctx = NULL;
+    if (c->srv->timing) timing_start(c); /* the next request on this connection */
 }
 
 static void conn_free(sl_conn *c)
@@ -383,6 +462,7 @@ static bool take_request(sl_conn *c)
         return true;
     }
     c->head_len = (size_t)r;
+    sl_conn_mark(c, &c->t.parsed);
     handle_request(c);
     return true;
 }
@@ -390,6 +470,7 @@ static bool take_request(sl_conn *c)
 /* The response is out. Returns -1 when the connection was closed (c is gone), 0 otherwise. */
 static int request_finished(sl_conn *c)
 {
+    sl_conn_mark(c, &c->t.last_byte);
     bool had_body = c->has_body;
     sl_server *srv = c->srv;
     srv->requests_total++;
@@ -443,8 +524,10 @@ static int conn_read(sl_conn *c)
     if (c->in_len == c->in_cap) return 1; /* full: the parser reports 431/414 */
     ssize_t n = recv(c->fd, c->in + c->in_len, c->in_cap - c->in_len, 0);
     if (n > 0) {
-        if (c->in_len == 0 && c->requests > 0)
+        if (c->in_len == 0 && c->requests > 0) {
             c->deadline = time(NULL) + c->srv->global.max_read_idle; /* a new request starts */
+            if (c->srv->timing) timing_start(c);
+        }
         c->in_len += (size_t)n;
         return 1;
     }
@@ -473,7 +556,9 @@ static void conn_run(sl_conn *c)
         case SL_CONN_READ_BODY:
             return; /* an asynchronous module owns the connection */
         case SL_CONN_WRITE: {
+            uint64_t before = c->bytes_out;
             int r = sl_netback_write(c);
+            if (c->bytes_out > before && !c->t.first_byte) sl_conn_mark(c, &c->t.first_byte);
             if (r == 2) {
                 event_del(&c->ev); /* a read is in flight: its completion resumes us */
                 return;

@@ -24,6 +24,20 @@ typedef enum {
     SL_CONN_LINGER,    /* response sent, write side shut: draining input before close */
 } sl_conn_state;
 
+#define SL_TIMING_READS 16
+
+/* Per-request timing trace (debug.log-timing): CLOCK_MONOTONIC nanoseconds, 0 = did not happen.
+ * Recorded only when the trace is on. */
+typedef struct sl_timing {
+    uint64_t start;        /* accept (first request) or first byte of the request */
+    double wall;           /* wall clock at start, seconds */
+    uint64_t parsed, stat_queued, stat_started, stat_done, open;
+    uint64_t backend_connect, backend_first_byte, backend_done;
+    uint64_t first_byte, last_byte;
+    unsigned n_reads;      /* block reads; only the first SL_TIMING_READS are kept */
+    uint64_t reads[SL_TIMING_READS][3]; /* queued, started, done */
+} sl_timing;
+
 /* A client connection and the request it is serving (one at a time; pipelined requests wait in
  * the input buffer). */
 typedef struct sl_conn {
@@ -58,6 +72,8 @@ typedef struct sl_conn {
     sl_fileread rd;        /* the block read of a file chunk (asynchronous backends) */
     unsigned pending;      /* jobs in flight that point at this connection */
     bool closed;           /* socket closed while jobs were in flight: freed when they return */
+    uint64_t id;           /* connection number, for the timing trace */
+    sl_timing t;
 
     /* For modules that read bodies or produce responses over time (proxy_core). */
     void *mod_ctx;         /* the module's per-request state; its request_done frees it */
@@ -81,6 +97,9 @@ void sl_conn_handled(sl_conn *c, sl_hresult r);
 /* Continue writing after an asynchronous read completed or a read slot freed, or after a
  * streaming module appended to the output queue. */
 void sl_conn_resume(sl_conn *c);
+/* Record "now" into a timing field when the trace is on (cheap test otherwise). */
+void sl_conn_mark(sl_conn *c, uint64_t *field);
+
 /* Wait for `what` (EV_READ / EV_WRITE) on the client socket for at most secs seconds. */
 void sl_conn_arm(sl_conn *c, short what, long secs);
 /* Server is stopping: close the connection if it is idle, otherwise let it finish its response. */

@@ -308,6 +308,7 @@ sl_hresult sl_static_respond(sl_conn *c, const sl_static_result *r)
     case 200:
     case 206:
         c->file_fd = r->fd;
+        sl_conn_mark(c, &c->t.open);
         if (r->status == 206 && r->n_ranges > 1) {
             send_multipart(c, r, head);
             return SL_FINISHED;
@@ -400,6 +401,11 @@ static void stat_done(sl_job *job)
     stat_job *j = (stat_job *)job;
     sl_conn *c = j->conn;
     c->pending--;
+    if (c->srv->timing) {
+        c->t.stat_queued = job->t_queued;
+        c->t.stat_started = job->t_started;
+        c->t.stat_done = job->t_done;
+    }
     if (c->closed) {
         /* The client went away while we waited for the disk. */
         if (j->r.fd >= 0) close(j->r.fd);
@@ -433,6 +439,7 @@ static void ring_done(sl_openreq *op)
     bool retried_flags = !(op->how.flags & O_NOATIME);
     free(j);
     c->pending--;
+    sl_conn_mark(c, &c->t.stat_done);
     if (c->closed) {
         if (res >= 0) close(res);
         sl_conn_release(c);
@@ -457,6 +464,7 @@ static int ring_open(sl_conn *c, bool noatime)
     sl_static_open_how(&c->conf, &j->op.how);
     if (!noatime) j->op.how.flags &= ~(unsigned long long)O_NOATIME;
     j->op.done = ring_done;
+    sl_conn_mark(c, &c->t.stat_queued);
     int r = c->srv->nb->open_submit(c->srv, &j->op);
     if (r < 0) {
         free(j);

@@ -205,6 +205,14 @@ void sl_fileread_complete(sl_fileread *rd)
 {
     sl_conn *c = rd->conn;
     sl_server *srv = c->srv;
+    if (srv->timing) {
+        unsigned i = c->t.n_reads++;
+        if (i < SL_TIMING_READS) {
+            c->t.reads[i][0] = rd->job.t_queued;
+            c->t.reads[i][1] = rd->job.t_started ? rd->job.t_started : rd->job.t_queued;
+            c->t.reads[i][2] = rd->job.t_done ? rd->job.t_done : sl_now_ns();
+        }
+    }
     rd->inflight = false;
     srv->reads_inflight--;
     c->pending--;

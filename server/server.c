@@ -11,6 +11,7 @@
 #include "server.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <event2/event.h>
 #include <event2/listener.h>
 #include <netdb.h>
@@ -186,8 +187,27 @@ static void on_stop(evutil_socket_t sig, short what, void *arg)
     evtimer_add(srv->ev_stop_timeout, &tv);
 }
 
+static int timing_open(sl_server *srv)
+{
+    const char *f = srv->global.timing_file;
+    char def[4200];
+    if (!f) {
+        /* Next to the error log, or in the working directory. */
+        snprintf(def, sizeof def, "%s.timing", srv->global.errorlog ? srv->global.errorlog
+                                                                    : "seekless");
+        f = def;
+    }
+    int fd = open(f, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0) return -errno;
+    if (srv->timing_fd > 0) close(srv->timing_fd);
+    srv->timing_fd = fd;
+    return 0;
+}
+
 static void on_hup(evutil_socket_t sig, short what, void *arg)
 {
+    sl_server *srv = arg;
+    if (srv->timing && timing_open(srv) < 0) sl_log("SIGHUP: cannot reopen the timing file");
     int r = sl_log_reopen();
     if (r < 0)
         sl_log("SIGHUP: cannot reopen the error log: %s", strerror(-r));
@@ -240,6 +260,14 @@ int sl_server_init_loop(sl_server *srv, char *err, size_t errlen)
         snprintf(err, errlen, "cannot set up signal handling");
         return -1;
     }
+    if (srv->global.log_timing) {
+        int r = timing_open(srv);
+        if (r < 0) {
+            snprintf(err, errlen, "debug.timing-file: %s", strerror(-r));
+            return -1;
+        }
+        srv->timing = true;
+    }
     if (srv->global.max_stat_threads > 0) {
         /* The queue holds one stat per connection at most. */
         srv->stat_pool = sl_tpool_new(srv->base, "sl-stat", (unsigned)srv->global.max_stat_threads,
@@ -282,6 +310,7 @@ void sl_server_free(sl_server *srv)
     for (size_t i = 0; i < sizeof evs / sizeof evs[0]; i++)
         if (evs[i]) event_free(evs[i]);
     if (srv->base) event_base_free(srv->base);
+    if (srv->timing_fd > 0) close(srv->timing_fd);
     sl_settings_release();
     if (srv->tree) sl_config_tree_free(srv->tree);
 }

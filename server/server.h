@@ -50,6 +50,11 @@ typedef struct sl_server {
     char **free_bufs;              /* recycled block buffers */
     size_t n_free_bufs, max_free_bufs;
 
+    /* debug.log-timing: one JSON line per request, or NULL. */
+    int timing_fd;
+    bool timing;
+    uint64_t conn_seq;
+
     /* Counters for the status page. */
     uint64_t requests_total, bytes_total;
     uint64_t responses[6]; /* by status class: [2] = 2xx ... [5] = 5xx */

@@ -53,6 +53,8 @@ typedef struct key_def {
 #define OFF(f) offsetof(sl_settings, f)
 
 static const key_def keys[] = {
+    {"debug.log-timing", KT_BOOL, true, OFF(log_timing), NULL, NULL},
+    {"debug.timing-file", KT_PATH, true, OFF(timing_file), NULL, NULL},
     {"index-file.names", KT_STRLIST, false, OFF(index_files), NULL, NULL},
     {"mimetype.assign", KT_MIME, false, OFF(mime), NULL, NULL},
     {"proxy-core.allow-x-sendfile", KT_BOOL, false, OFF(proxy_allow_x_sendfile), NULL, NULL},

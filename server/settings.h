@@ -46,6 +46,8 @@ typedef struct sl_settings {
     long block_size;            /* server.network-backend-block-size, bytes */
     bool use_noatime;
     long graceful_shutdown_timeout;
+    bool log_timing;            /* debug.log-timing */
+    const char *timing_file;    /* debug.timing-file */
     /* per request: may be overridden inside conditions */
     const char *document_root;
     int docroot_fd; /* O_PATH fd of document_root, opened by sl_settings_prepare */

@@ -70,6 +70,11 @@ class Server:
                     self.log_text = f.read()
             except OSError:
                 self.log_text = ""
+            try:
+                with open(self.log + ".timing") as f:
+                    self.timing_text = f.read()
+            except OSError:
+                self.timing_text = ""
             shutil.rmtree(self.dir, ignore_errors=True)
 
     def _stop(self):

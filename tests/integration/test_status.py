@@ -80,6 +80,63 @@ class Status(unittest.TestCase):
             self.assertEqual(srv.stop(), 0)
 
 
+class TimingTrace(unittest.TestCase):
+    def check_order(self, line):
+        us = line["us"]
+        order = ["accept", "parsed", "stat_queued", "stat_started", "stat_done", "open",
+                 "backend_connect", "backend_first_byte", "backend_done", "first_byte",
+                 "last_byte", "close"]
+        seen = [us[k] for k in order if us.get(k) is not None]
+        self.assertEqual(seen, sorted(seen), line)
+        for q, st, d in us["reads"]:
+            self.assertTrue(q <= st <= d, line)
+
+    def test_a_line_per_request_with_stages_in_order(self):
+        files = {f"f{i}.bin": os.urandom(300000) for i in range(6)}
+        dead = free_port()
+        srv = Server('debug.log-timing = "enable"\nserver.network-backend = "gthread-aio"\n'
+                     'server.network-backend-block-size = 65536\nserver.max-stat-threads = 1\n'
+                     f'$HTTP["url"] =~ "^/dead/" {{ proxy-core.backends = ( "127.0.0.1:{dead}" ) }}\n',
+                     files).start()
+        try:
+            for name in files:  # cold: evicted, so the reads go to the thread pool
+                p = os.path.join(srv.root, name)
+                fd = os.open(p, os.O_RDONLY)
+                os.fsync(fd)
+                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+                os.close(fd)
+            s = srv.connect()
+            s.sendall(b"".join(b"GET /%s HTTP/1.1\r\nHost: t\r\n\r\n" % n.encode() for n in files))
+            rest = b""
+            for _ in files:
+                st, h, b, rest = test_core.read_response(s, rest)
+                self.assertEqual(st, 200)
+            s.close()
+            self.assertEqual(get(srv, b"/missing")[0], 404)
+            self.assertEqual(get(srv, b"/dead/x")[0], 503)
+        finally:
+            self.assertEqual(srv.stop(), 0)
+        lines = [json.loads(x) for x in srv.timing_text.splitlines()]
+        self.assertEqual(len(lines), len(files) + 2)
+        by_path = {l["path"]: l for l in lines}
+        for name in files:
+            l = by_path["/" + name]
+            self.assertEqual((l["status"], l["method"], l["backend"]), (200, "GET", "gthread-aio"))
+            self.assertGreater(l["bytes"], 300000)
+            # 300000 bytes in 64 KiB blocks: 5 reads (4 when a stat thread read the first)
+            self.assertIn(l["us"]["reads_total"], (4, 5))
+            self.assertIsNotNone(l["us"]["open"])
+            self.assertIsNotNone(l["us"]["first_byte"])
+            self.check_order(l)
+        self.assertEqual(len({l["conn"] for l in lines if l["path"].startswith("/f")}), 1)
+        self.assertEqual(sorted(l["req"] for l in lines if l["path"].startswith("/f")),
+                         list(range(1, len(files) + 1)))
+        self.assertEqual(by_path["/missing"]["status"], 404)
+        self.assertEqual(by_path["/dead/x"]["status"], 503)
+        for l in lines:
+            self.check_order(l)
+
+
 if __name__ == "__main__":
     ap = argparse.ArgumentParser()
     ap.add_argument("--build", default="build")
