@@ -246,6 +246,85 @@ class PhpFastCGI(unittest.TestCase):
         self.assertEqual(body, b"this body must not reach the client"[:len(body)])
 
 
+def accel_bin():
+    return os.path.join(test_core.BUILD, "fcgi_stat_accel", "fcgi-stat-accel")
+
+
+class StatAccel(unittest.TestCase):
+    """The article's setup: fcgi-stat-accel spawned by spawn-fcgi on TCP and on a unix socket,
+    seekless routing ^/seek-bound/ to it with X-Sendfile, on a $SERVER["socket"] block."""
+
+    @classmethod
+    def setUpClass(cls):
+        if not (SPAWN and os.access(accel_bin(), os.X_OK)):
+            raise unittest.SkipTest("spawn-fcgi or fcgi-stat-accel missing")
+        cls.tmp = tempfile.mkdtemp(prefix="sl_acc_")
+        cls.tcp = free_port()
+        cls.sock = os.path.join(cls.tmp, "accel.sock")
+        cls.pids = []
+        for args in (["-a", "127.0.0.1", "-p", str(cls.tcp)], ["-s", cls.sock, "-M", "0660"]):
+            out = subprocess.run([SPAWN, *args, "-C", "4", "--", os.path.abspath(accel_bin())],
+                                 capture_output=True, text=True)
+            cls.pids.append(int(out.stdout.split("PID:")[-1].split()[0]))
+        wait_port(cls.tcp)
+        cls.files = {f"seek-bound/d{i % 4}/f{i}.bin": os.urandom(1000 + 997 * i) for i in range(40)}
+        cls.port2 = free_port()
+        cls.srv = Server(
+            f'$SERVER["socket"] == "127.0.0.1:{cls.port2}" {{ $HTTP["url"] =~ "^/seek-bound/" {{ '
+            f'proxy-core.protocol = "fastcgi" proxy-core.backends = ( "127.0.0.1:{cls.tcp}" ) '
+            f'proxy-core.allow-x-sendfile = "enable" proxy-core.max-pool-size = 20 }} }}\n'
+            f'$HTTP["url"] =~ "^/seek-bound/" {{ proxy-core.protocol = "fastcgi"\n'
+            f' proxy-core.backends = ( "unix:{cls.sock}" )\n proxy-core.allow-x-sendfile = "enable" }}\n',
+            cls.files).start()
+
+    @classmethod
+    def tearDownClass(cls):
+        rc = cls.srv.stop()
+        for p in cls.pids:
+            kill_tree(p)
+        shutil.rmtree(cls.tmp, ignore_errors=True)
+        assert rc == 0
+
+    def fetch(self, port, path, extra=b""):
+        s = socket.create_connection(("127.0.0.1", port), timeout=5)
+        try:
+            s.sendall(b"GET " + path + b" HTTP/1.1\r\nHost: t\r\n" + extra + b"\r\n")
+            return read_response(s)[:3]
+        finally:
+            s.close()
+
+    def test_files_through_tcp_and_unix(self):
+        for port in (self.port2, self.srv.port):  # TCP accelerator, unix-socket accelerator
+            for name, data in list(self.files.items())[:10]:
+                st, h, body = self.fetch(port, b"/" + name.encode())
+                self.assertEqual((st, body), (200, data), (port, name))
+                self.assertNotIn("x-sendfile", h)
+            st, h, body = self.fetch(port, b"/seek-bound/d1/f1.bin", b"Range: bytes=10-19\r\n")
+            self.assertEqual((st, body), (206, self.files["seek-bound/d1/f1.bin"][10:20]))
+            self.assertEqual(self.fetch(port, b"/seek-bound/missing")[0], 404)
+            self.assertEqual(self.fetch(port, b"/seek-bound/d1/")[0], 403)
+
+    def test_many_in_parallel(self):
+        errors = []
+
+        def worker(k):
+            try:
+                for i in range(k, len(self.files), 8):
+                    name = f"seek-bound/d{i % 4}/f{i}.bin"
+                    st, h, body = self.fetch(self.port2 if i % 2 else self.srv.port, b"/" + name.encode())
+                    if (st, body) != (200, self.files[name]):
+                        errors.append((name, st))
+            except Exception as e:  # noqa: BLE001
+                errors.append(repr(e))
+
+        ts = [threading.Thread(target=worker, args=(k,)) for k in range(8)]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join()
+        self.assertEqual(errors, [])
+
+
 class HttpBackend(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
