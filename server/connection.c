@@ -545,6 +545,14 @@ static void conn_run(sl_conn *c)
             if (c->in_len == 0 && c->requests > 0 && c->in == NULL) return; /* idle, armed */
             {
                 long left = (long)(c->deadline - time(NULL));
+                if (left <= 0 && c->in_len > 0 && turn < MAX_PIPELINE_TURN) {
+                    /* A head that trickles in must still be complete by the deadline: bytes
+                     * arriving do not extend it (slowloris). */
+                    sl_log("request head not complete after %lds; closing",
+                           c->srv->global.max_read_idle);
+                    sl_conn_close(c);
+                    return;
+                }
                 if (left <= 0) left = 0;
                 /* More pipelined requests than one turn answers: come back after others ran. */
                 if (turn >= MAX_PIPELINE_TURN && c->in_len > 0)

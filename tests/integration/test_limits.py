@@ -1,0 +1,155 @@
+#!/usr/bin/env python3
+"""Limits, each over real sockets: slow clients cut off by the idle timers (a header sent one
+byte at a time, a client that never reads), header size and count (431), request line (414),
+proxied body size (413), and 10,000 idle keep-alive connections held at a stated memory cost;
+after each, others are still served and the server's descriptor count comes back."""
+import argparse
+import os
+import resource
+import socket
+import sys
+import time
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import test_core  # noqa: E402
+from test_core import Server, free_port, read_response, request, wait_closed  # noqa: E402
+
+
+def rss_kib(pid):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return 0
+
+
+def fds(pid):
+    return len(os.listdir(f"/proc/{pid}/fd"))
+
+
+class Limits(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.srv = Server("server.max-read-idle = 2\nserver.max-write-idle = 2\n"
+                         "server.max-request-field-size = 4096\nserver.max-request-size = 4\n"
+                         f'$HTTP["url"] =~ "^/px/" {{ proxy-core.backends = ( "127.0.0.1:{free_port()}" ) }}\n',
+                         {"a.txt": b"A", "big.bin": os.urandom(32 << 20)}).start()
+        cls.pid = cls.srv.proc.pid
+
+    @classmethod
+    def tearDownClass(cls):
+        assert cls.srv.stop() == 0
+
+    def ok(self):
+        self.assertEqual(request(self.srv, b"GET /a.txt HTTP/1.1\r\nHost: t\r\n\r\n")[:3:2], (200, b"A"))
+
+    def test_slow_header_is_cut_at_max_read_idle(self):
+        # The read deadline runs from the request's first byte: trickling does not extend it.
+        s = self.srv.connect()
+        t0 = time.time()
+        closed = False
+        for ch in b"GET /a.txt HTTP/1.1\r\nHost: t\r\nX-Slow: " + b"a" * 100:
+            try:
+                s.send(bytes([ch]))
+            except OSError:
+                closed = True
+                break
+            time.sleep(0.05)
+            if time.time() - t0 > 6:
+                break
+        if not closed:
+            wait_closed(s, timeout=5)
+        self.assertLess(time.time() - t0, 6)
+        s.close()
+        self.ok()
+
+    def test_client_that_never_reads_is_cut_at_max_write_idle(self):
+        before = fds(self.pid)
+        s = self.srv.connect()
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        s.sendall(b"GET /big.bin HTTP/1.1\r\nHost: t\r\n\r\n")
+        time.sleep(4.5)  # never read: the server stops waiting after 2 s without progress
+        self.ok()
+        s.settimeout(10)
+        got = 0
+        try:
+            while True:
+                d = s.recv(1 << 20)
+                if not d:
+                    break
+                got += len(d)
+        except (ConnectionResetError, socket.timeout):
+            pass
+        s.close()
+        self.assertLess(got, 32 << 20)
+        deadline = time.time() + 5
+        while fds(self.pid) > before and time.time() < deadline:
+            time.sleep(0.05)
+        self.assertLessEqual(fds(self.pid), before)
+
+    def test_header_and_line_limits(self):
+        st = request(self.srv, b"GET /a.txt HTTP/1.1\r\nHost: t\r\nX-Big: " + b"b" * 5000 + b"\r\n\r\n")[0]
+        self.assertEqual(st, 431)
+        many = b"".join(b"X-H%d: v\r\n" % i for i in range(200))
+        self.assertEqual(request(self.srv, b"GET /a.txt HTTP/1.1\r\nHost: t\r\n" + many + b"\r\n")[0], 431)
+        self.assertEqual(request(self.srv, b"GET /" + b"a" * 5000 + b" HTTP/1.1\r\nHost: t\r\n\r\n")[0], 414)
+        self.ok()
+
+    def test_proxied_body_over_the_limit_is_413(self):
+        body = b"x" * 5000  # server.max-request-size = 4 KiB
+        st = request(self.srv, b"POST /px/x HTTP/1.1\r\nHost: t\r\nContent-Length: 5000\r\n\r\n" + body)[0]
+        self.assertEqual(st, 413)
+        chunked = b"1388\r\n" + body + b"\r\n0\r\n\r\n"
+        st = request(self.srv, b"POST /px/x HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n"
+                     + chunked)[0]
+        self.assertEqual(st, 413)
+        self.ok()
+
+
+class IdleKeepAlive(unittest.TestCase):
+    N = 10000
+
+    def test_ten_thousand_idle_keepalive_connections(self):
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        if hard < self.N + 200:
+            self.skipTest("RLIMIT_NOFILE hard limit too low")
+        resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, self.N + 200), hard))
+        srv = Server(f"server.max-connections = {self.N + 100}\nserver.max-keep-alive-idle = 120\n",
+                     {"a.txt": b"A"}).start()
+        conns = []
+        try:
+            base = rss_kib(srv.proc.pid)
+            for i in range(self.N):
+                s = socket.create_connection(("127.0.0.1", srv.port), timeout=10)
+                s.sendall(b"GET /a.txt HTTP/1.1\r\nHost: t\r\n\r\n")
+                conns.append(s)
+                if len(conns) % 500 == 0:  # read the answers as we go: every one is kept alive
+                    for c in conns[-500:]:
+                        st, h, b, rest = read_response(c)
+                        self.assertEqual((st, b), (200, b"A"))
+            time.sleep(0.5)
+            per_conn = (rss_kib(srv.proc.pid) - base) * 1024 / self.N
+            print(f"\n{self.N} idle keep-alive connections: {per_conn:.0f} bytes of RSS each",
+                  file=sys.stderr)
+            self.assertEqual(fds(srv.proc.pid) >= self.N, True)
+            self.assertLess(per_conn, 16384)  # the README states the measured figure
+            # They all still work.
+            for c in conns[::1000]:
+                c.sendall(b"GET /a.txt HTTP/1.1\r\nHost: t\r\n\r\n")
+                self.assertEqual(read_response(c)[2], b"A")
+        finally:
+            for c in conns:
+                c.close()
+            self.assertEqual(srv.stop(), 0)
+
+
+if __name__ == "__main__":
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--build", default="build")
+    args, rest = ap.parse_known_args()
+    test_core.BUILD = args.build
+    res = unittest.main(argv=[sys.argv[0], *rest], exit=False, verbosity=2).result
+    print(f"{res.testsRun - len(res.failures) - len(res.errors) - len(res.skipped)} passed, "
+          f"{len(res.failures) + len(res.errors)} failed, {len(res.skipped)} skipped")
+    sys.exit(0 if res.wasSuccessful() else 1)
