@@ -47,9 +47,11 @@ class Server:
         self.proc = None
 
     def start(self):
-        self.proc = subprocess.Popen([os.path.join(BUILD, "server", "seekless"), "-D", "-f", self.conf],
-                                     stderr=subprocess.PIPE)
-        deadline = time.time() + 5
+        # SEEKLESS_WRAPPER runs the server under a tool, e.g. scripts/valgrind's valgrind line.
+        wrapper = os.environ.get("SEEKLESS_WRAPPER", "").split()
+        self.proc = subprocess.Popen([*wrapper, os.path.join(BUILD, "server", "seekless"), "-D",
+                                      "-f", self.conf], stderr=subprocess.PIPE)
+        deadline = time.time() + (60 if wrapper else 5)
         while time.time() < deadline:
             if self.proc.poll() is not None:
                 raise RuntimeError("seekless exited: " + self.proc.stderr.read().decode())
@@ -81,7 +83,7 @@ class Server:
         if self.proc and self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
             try:
-                return self.proc.wait(timeout=10)
+                return self.proc.wait(timeout=60 if os.environ.get("SEEKLESS_WRAPPER") else 10)
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()

@@ -107,6 +107,37 @@ class Limits(unittest.TestCase):
         self.ok()
 
 
+class Faults(unittest.TestCase):
+    def test_full_disk_for_the_logs(self):
+        # /dev/full fails every write with ENOSPC: log lines are lost, service is not.
+        dead = free_port()
+        srv = Server('server.errorlog := "/dev/full"\ndebug.log-timing = "enable"\n'
+                     'debug.timing-file = "/dev/full"\n'
+                     f'$HTTP["url"] =~ "^/px/" {{ proxy-core.backends = ( "127.0.0.1:{dead}" ) }}\n',
+                     {"a.txt": b"A"}).start()
+        try:
+            for _ in range(20):
+                self.assertEqual(request(srv, b"GET /px/x HTTP/1.1\r\nHost: t\r\n\r\n")[0], 503)
+                self.assertEqual(request(srv, b"GET /a.txt HTTP/1.1\r\nHost: t\r\n\r\n")[2], b"A")
+            srv.proc.send_signal(1)  # SIGHUP: reopening /dev/full works, writes still fail
+            self.assertEqual(request(srv, b"GET /a.txt HTTP/1.1\r\nHost: t\r\n\r\n")[2], b"A")
+        finally:
+            self.assertEqual(srv.stop(), 0)
+
+    def test_sigpipe_from_clients_that_vanish(self):
+        srv = Server("", {"big.bin": os.urandom(8 << 20)}).start()
+        try:
+            for _ in range(20):
+                s = srv.connect()
+                s.sendall(b"GET /big.bin HTTP/1.1\r\nHost: t\r\n\r\n")
+                s.recv(1000)
+                s.close()  # the server's next write hits a closed socket (EPIPE, no SIGPIPE)
+            st, h, b = request(srv, b"GET /big.bin HTTP/1.1\r\nHost: t\r\n\r\n")
+            self.assertEqual((st, len(b)), (200, 8 << 20))
+        finally:
+            self.assertEqual(srv.stop(), 0)
+
+
 class IdleKeepAlive(unittest.TestCase):
     N = 10000
 
