@@ -11,6 +11,7 @@
  */
 #include "connection.h"
 
+#include <arpa/inet.h>
 #include <ctype.h>
 #include <errno.h>
 #include <netinet/in.h>
@@ -21,6 +22,7 @@
 #include <strings.h>
 #include <unistd.h>
 
+#include "accesslog.h"
 #include "log.h"
 #include "mod_static.h"
 #include "path.h"
@@ -36,6 +38,7 @@
 static void conn_event(evutil_socket_t fd, short what, void *arg);
 static void conn_run(sl_conn *c);
 static void timing_start(sl_conn *c);
+static void request_start(sl_conn *c);
 
 void sl_conn_arm(sl_conn *c, short what, long secs)
 {
@@ -58,6 +61,7 @@ sl_conn *sl_conn_new(struct sl_server *srv, int fd, const struct sockaddr *sa, i
     c->listen = ls;
     c->file_fd = -1;
     c->id = ++srv->conn_seq;
+    request_start(c);
     if (srv->timing) timing_start(c);
     if (salen > 0 && (size_t)salen <= sizeof c->peer) memcpy(&c->peer, sa, (size_t)salen);
     int one = 1;
@@ -77,6 +81,56 @@ sl_conn *sl_conn_new(struct sl_server *srv, int fd, const struct sockaddr *sa, i
 void sl_conn_mark(sl_conn *c, uint64_t *field)
 {
     if (c->srv->timing && !*field) *field = sl_now_ns();
+}
+
+static void request_start(sl_conn *c)
+{
+    c->req_start = sl_now_ns();
+    clock_gettime(CLOCK_REALTIME, &c->req_wall);
+}
+
+static const char *alog_header(void *ud, const char *name, size_t *len)
+{
+    const sl_http_header *h = sl_http_find_header(ud, name);
+    if (!h) return NULL;
+    *len = h->value_len;
+    return h->value;
+}
+
+/* The access log line of the request that just ended. */
+static void alog_emit(sl_conn *c)
+{
+    char ip[64] = "-";
+    if (c->peer.ss_family == AF_INET)
+        inet_ntop(AF_INET, &((struct sockaddr_in *)&c->peer)->sin_addr, ip, sizeof ip);
+    else if (c->peer.ss_family == AF_INET6)
+        inet_ntop(AF_INET6, &((struct sockaddr_in6 *)&c->peer)->sin6_addr, ip, sizeof ip);
+    const char *colon = strrchr(c->listen->canon, ':');
+    sl_accesslog_rec r = {
+        .remote_addr = ip,
+        .method = c->req.method_str,
+        .method_len = c->req.method_str ? c->req.method_len : 0,
+        .target = c->req.target,
+        .target_len = c->req.target ? c->req.target_len : 0,
+        .path = c->path,
+        .query = c->query,
+        .protocol = c->req.version == 10 ? "HTTP/1.0" : "HTTP/1.1",
+        .host = c->host,
+        .server_name = c->host,
+        .port = colon ? atoi(colon + 1) : 0,
+        .status = c->status,
+        .body_bytes = c->bytes_out > c->hdr_bytes ? c->bytes_out - c->hdr_bytes : 0,
+        .total_bytes = c->bytes_out,
+        .duration_us = (sl_now_ns() - c->req_start) / 1000,
+        .keepalive_requests = c->requests,
+        .when = c->req_wall,
+        .header = alog_header,
+        .ud = &c->req,
+    };
+    char buf[8192];
+    size_t n = sl_accesslog_render(c->srv->alog_fmt, &r, buf, sizeof buf);
+    ssize_t w = write(c->srv->alog_fd, buf, n); /* one write per line: O_APPEND keeps lines whole */
+    (void)w;
 }
 
 static void timing_start(sl_conn *c)
@@ -150,6 +204,7 @@ static void timing_emit(sl_conn *c, bool closing)
 static void request_reset(sl_conn *c)
 {
     if (c->srv->timing && c->status) timing_emit(c, c->closed || !c->keep_alive);
+    if (c->srv->alog_fd > 0 && c->status) alog_emit(c);
     const sl_server *srv = c->srv;
     for (size_t i = 0; i < srv->n_modules; i++)
         if (srv->modules[i]->request_done) srv->modules[i]->request_done(c);
@@ -165,6 +220,8 @@ static void request_reset(sl_conn *c)
     c->on_drain = NULL;
     c->on_body = NULL;
     c->mod_ctx = NULL;
+    c->hdr_bytes = 0;
+    request_start(c);
     if (c->srv->timing) timing_start(c); /* the next request on this connection */
 }
 
@@ -291,6 +348,7 @@ void sl_resp_end_headers(sl_conn *c, uint64_t content_length)
     sl_chunkq_printf(&c->out, "Date: %s\r\nServer: seekless/" SL_VERSION "\r\n%s%s%s\r\n",
                      sl_server_date(c->srv), conn ? "Connection: " : "", conn ? conn : "",
                      conn ? "\r\n" : "");
+    c->hdr_bytes = (size_t)sl_chunkq_length(&c->out); /* only the head is queued so far */
 }
 
 void sl_resp_error(sl_conn *c, int status)
@@ -526,6 +584,7 @@ static int conn_read(sl_conn *c)
     if (n > 0) {
         if (c->in_len == 0 && c->requests > 0) {
             c->deadline = time(NULL) + c->srv->global.max_read_idle; /* a new request starts */
+            request_start(c);
             if (c->srv->timing) timing_start(c);
         }
         c->in_len += (size_t)n;

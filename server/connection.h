@@ -73,6 +73,9 @@ typedef struct sl_conn {
     unsigned pending;      /* jobs in flight that point at this connection */
     bool closed;           /* socket closed while jobs were in flight: freed when they return */
     uint64_t id;           /* connection number, for the timing trace */
+    uint64_t req_start;    /* CLOCK_MONOTONIC ns when this request began (access log %D) */
+    struct timespec req_wall; /* the same, wall clock (%t) */
+    size_t hdr_bytes;      /* bytes of the response head (access log %b) */
     sl_timing t;
 
     /* For modules that read bodies or produce responses over time (proxy_core). */

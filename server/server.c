@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "connection.h"
+#include "accesslog.h"
 #include "log.h"
 #include "module.h"
 #include "netback.h"
@@ -200,13 +201,26 @@ static int timing_open(sl_server *srv)
     int fd = open(f, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
     if (fd < 0) return -errno;
     if (srv->timing_fd > 0) close(srv->timing_fd);
+    if (srv->alog_fd > 0) close(srv->alog_fd);
+    sl_accesslog_fmt_free(srv->alog_fmt);
     srv->timing_fd = fd;
+    return 0;
+}
+
+static int alog_open(sl_server *srv)
+{
+    int fd = open(srv->global.accesslog_filename, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0) return -errno;
+    if (srv->alog_fd > 0) close(srv->alog_fd);
+    srv->alog_fd = fd;
     return 0;
 }
 
 static void on_hup(evutil_socket_t sig, short what, void *arg)
 {
     sl_server *srv = arg;
+    if (srv->alog_fd > 0 && alog_open(srv) < 0)
+        sl_log("SIGHUP: cannot reopen the access log %s", srv->global.accesslog_filename);
     if (srv->timing && timing_open(srv) < 0) sl_log("SIGHUP: cannot reopen the timing file");
     int r = sl_log_reopen();
     if (r < 0)
@@ -260,6 +274,16 @@ int sl_server_init_loop(sl_server *srv, char *err, size_t errlen)
         snprintf(err, errlen, "cannot set up signal handling");
         return -1;
     }
+    if (srv->global.accesslog_filename) {
+        char e[300];
+        int r = sl_accesslog_compile(srv->global.accesslog_format, &srv->alog_fmt, e, sizeof e);
+        if (r == 0) r = alog_open(srv);
+        if (r < 0) {
+            snprintf(err, errlen, "accesslog.filename %s: %s", srv->global.accesslog_filename,
+                     r == -EINVAL ? e : strerror(-r));
+            return -1;
+        }
+    }
     if (srv->global.log_timing) {
         int r = timing_open(srv);
         if (r < 0) {
@@ -311,6 +335,8 @@ void sl_server_free(sl_server *srv)
         if (evs[i]) event_free(evs[i]);
     if (srv->base) event_base_free(srv->base);
     if (srv->timing_fd > 0) close(srv->timing_fd);
+    if (srv->alog_fd > 0) close(srv->alog_fd);
+    sl_accesslog_fmt_free(srv->alog_fmt);
     sl_settings_release();
     if (srv->tree) sl_config_tree_free(srv->tree);
 }

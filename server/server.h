@@ -50,6 +50,9 @@ typedef struct sl_server {
     char **free_bufs;              /* recycled block buffers */
     size_t n_free_bufs, max_free_bufs;
 
+    /* accesslog.filename / accesslog.format */
+    int alog_fd;                   /* 0: no access log */
+    struct sl_accesslog_fmt *alog_fmt;
     /* debug.log-timing: one JSON line per request, or NULL. */
     int timing_fd;
     bool timing;

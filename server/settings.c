@@ -24,6 +24,7 @@
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
 
+#include "accesslog.h"
 #include "netback.h"
 #include "sl_version.h"
 
@@ -53,6 +54,8 @@ typedef struct key_def {
 #define OFF(f) offsetof(sl_settings, f)
 
 static const key_def keys[] = {
+    {"accesslog.filename", KT_PATH, true, OFF(accesslog_filename), NULL, NULL},
+    {"accesslog.format", KT_STR, true, OFF(accesslog_format), NULL, NULL},
     {"debug.log-timing", KT_BOOL, true, OFF(log_timing), NULL, NULL},
     {"debug.timing-file", KT_PATH, true, OFF(timing_file), NULL, NULL},
     {"index-file.names", KT_STRLIST, false, OFF(index_files), NULL, NULL},
@@ -190,6 +193,7 @@ void sl_settings_defaults(sl_settings *s)
     s->follow_symlink = true;
     s->etags = true;
     s->mime = sl_mime_default();
+    s->accesslog_format = SL_ACCESSLOG_DEFAULT;
     s->proxy_protocol = "http";
     s->proxy_balancer = "sqf";
     s->proxy_max_pool_size = 16;
@@ -397,6 +401,15 @@ static void check_assign(const sl_cblock *b, const sl_cassign *a, void *ud)
     if (!strcmp(a->key, "proxy-core.max-pool-size") && v->num < 1) {
         fail(c, a->file, a->line, "proxy-core.max-pool-size must be at least 1");
         return;
+    }
+    if (!strcmp(a->key, "accesslog.format")) {
+        sl_accesslog_fmt *f;
+        char e[300];
+        if (sl_accesslog_compile(v->str, &f, e, sizeof e) < 0) {
+            fail(c, a->file, a->line, "%s", e);
+            return;
+        }
+        sl_accesslog_fmt_free(f);
     }
     if (!strcmp(a->key, "status.status-url") && v->str[0] != '/') {
         fail(c, a->file, a->line, "status.status-url must start with '/'");

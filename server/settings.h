@@ -47,6 +47,8 @@ typedef struct sl_settings {
     bool use_noatime;
     long graceful_shutdown_timeout;
     bool log_timing;            /* debug.log-timing */
+    const char *accesslog_filename; /* accesslog.filename; NULL: no access log */
+    const char *accesslog_format;   /* accesslog.format */
     const char *timing_file;    /* debug.timing-file */
     /* per request: may be overridden inside conditions */
     const char *document_root;

@@ -4,7 +4,11 @@ three formats agree, and status.allow-networks keeps others out."""
 import argparse
 import json
 import os
+import shutil
+import signal
+import subprocess
 import sys
+import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -135,6 +139,68 @@ class TimingTrace(unittest.TestCase):
         self.assertEqual(by_path["/dead/x"]["status"], 503)
         for l in lines:
             self.check_order(l)
+
+
+class AccessLog(unittest.TestCase):
+    def wait_lines(self, path, n):
+        deadline = time.time() + 5
+        while time.time() < deadline:
+            try:
+                with open(path) as f:
+                    lines = f.read().splitlines()
+                if len(lines) >= n:
+                    return lines
+            except OSError:
+                pass
+            time.sleep(0.05)
+        self.fail(f"{path}: fewer than {n} lines")
+
+    def test_lines_fields_and_sighup_reopen(self):
+        srv = Server('accesslog.format = "%h \\"%r\\" %>s %b %O %{User-Agent}i %k %D"\n',
+                     {"a.txt": b"x" * 100})
+        log = os.path.join(srv.dir, "access.log")
+        with open(srv.conf, "a") as f:
+            f.write(f'accesslog.filename = "{log}"\n')
+        srv.start()
+        try:
+            s = srv.connect()
+            s.sendall(b"GET /a.txt HTTP/1.1\r\nHost: t\r\nUser-Agent: ua\"1\r\n\r\n"
+                      b"GET /nope?q=1 HTTP/1.1\r\nHost: t\r\n\r\n")
+            rest = b""
+            st, h, b, rest = test_core.read_response(s, rest)
+            st2, h2, b2, rest = test_core.read_response(s, rest)
+            s.close()
+            lines = self.wait_lines(log, 2)
+            f = lines[0].split(" ")
+            self.assertEqual(f[0], "127.0.0.1")
+            self.assertEqual(" ".join(f[1:4]), '"GET /a.txt HTTP/1.1"')
+            self.assertEqual((f[4], f[5]), ("200", "100"))
+            self.assertGreater(int(f[6]), 100)                  # %O: head + body
+            self.assertEqual(f[7], 'ua\\"1')                   # escaped quote
+            self.assertEqual(f[8], "0")                         # first request on the connection
+            self.assertGreaterEqual(int(f[9]), 0)
+            g = lines[1].split(" ")
+            self.assertEqual((" ".join(g[1:4]), g[4], g[7], g[8]),
+                             ('"GET /nope?q=1 HTTP/1.1"', "404", "-", "1"))
+            os.rename(log, log + ".1")  # logrotate, then SIGHUP
+            srv.proc.send_signal(signal.SIGHUP)
+            deadline = time.time() + 5
+            while not os.path.exists(log) and time.time() < deadline:
+                time.sleep(0.05)
+            self.assertEqual(get(srv, b"/a.txt")[0], 200)
+            self.assertEqual(len(self.wait_lines(log, 1)), 1)
+            with open(log + ".1") as fh:
+                self.assertEqual(len(fh.read().splitlines()), 2)
+        finally:
+            self.assertEqual(srv.stop(), 0)
+
+    def test_bad_format_is_refused_at_start(self):
+        srv = Server('accesslog.filename = "access.log"\naccesslog.format = "%h %Q"\n')
+        r = subprocess.run([os.path.join(test_core.BUILD, "server", "seekless"), "-t", "-f", srv.conf],
+                           capture_output=True, text=True)
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("seekless.conf:6: access log format: %Q is not supported", r.stderr)
+        shutil.rmtree(srv.dir, ignore_errors=True)
 
 
 if __name__ == "__main__":
