@@ -685,6 +685,30 @@ bool sl_cidr_match(const char *cidr, const struct sockaddr *sa)
     return true;
 }
 
+/* Split "host:port" or "[ipv6]:port" into host (may come out empty: ":80") and a port number
+ * 1..65535 whose digits *port points at. 0 or -EINVAL. */
+static int split_host_port(const char *spec, char host[256], const char **port, long *pn)
+{
+    if (spec[0] == '[') {
+        const char *end = strchr(spec, ']');
+        if (!end || end[1] != ':' || (size_t)(end - spec - 1) >= 256) return -EINVAL;
+        memcpy(host, spec + 1, (size_t)(end - spec - 1));
+        host[end - spec - 1] = 0;
+        *port = end + 2;
+    } else {
+        const char *colon = strrchr(spec, ':');
+        if (!colon || (size_t)(colon - spec) >= 256) return -EINVAL;
+        memcpy(host, spec, (size_t)(colon - spec));
+        host[colon - spec] = 0;
+        if (strchr(host, ':')) return -EINVAL; /* IPv6 without brackets */
+        *port = colon + 1;
+    }
+    char *endp;
+    *pn = strtol(*port, &endp, 10);
+    if (!**port || *endp || *pn < 1 || *pn > 65535) return -EINVAL;
+    return 0;
+}
+
 int sl_backend_expand(const char *spec, char (*out)[128], int max)
 {
     if (!strncmp(spec, "unix:", 5)) {
@@ -697,23 +721,8 @@ int sl_backend_expand(const char *spec, char (*out)[128], int max)
     }
     char host[256];
     const char *port;
-    if (spec[0] == '[') {
-        const char *end = strchr(spec, ']');
-        if (!end || end[1] != ':' || (size_t)(end - spec - 1) >= sizeof host) return -EINVAL;
-        memcpy(host, spec + 1, (size_t)(end - spec - 1));
-        host[end - spec - 1] = 0;
-        port = end + 2;
-    } else {
-        const char *colon = strrchr(spec, ':');
-        if (!colon || colon == spec || (size_t)(colon - spec) >= sizeof host) return -EINVAL;
-        memcpy(host, spec, (size_t)(colon - spec));
-        host[colon - spec] = 0;
-        if (strchr(host, ':')) return -EINVAL;
-        port = colon + 1;
-    }
-    char *endp;
-    long pn = strtol(port, &endp, 10);
-    if (!*port || *endp || pn < 1 || pn > 65535) return -EINVAL;
+    long pn;
+    if (split_host_port(spec, host, &port, &pn) < 0 || !host[0]) return -EINVAL;
     struct addrinfo hints = {.ai_flags = AI_NUMERICSERV, .ai_socktype = SOCK_STREAM};
     struct addrinfo *res;
     if (getaddrinfo(host, port, &hints, &res) != 0) return -EHOSTUNREACH;
@@ -741,23 +750,8 @@ int sl_socket_canonical(const char *spec, char *out, size_t outlen)
 {
     char host[256];
     const char *port;
-    if (spec[0] == '[') {
-        const char *end = strchr(spec, ']');
-        if (!end || end[1] != ':' || (size_t)(end - spec - 1) >= sizeof host) return -EINVAL;
-        memcpy(host, spec + 1, (size_t)(end - spec - 1));
-        host[end - spec - 1] = 0;
-        port = end + 2;
-    } else {
-        const char *colon = strrchr(spec, ':');
-        if (!colon || (size_t)(colon - spec) >= sizeof host) return -EINVAL;
-        memcpy(host, spec, (size_t)(colon - spec));
-        host[colon - spec] = 0;
-        if (strchr(host, ':')) return -EINVAL; /* IPv6 without brackets */
-        port = colon + 1;
-    }
-    char *endp;
-    long pn = strtol(port, &endp, 10);
-    if (!*port || *endp || pn < 1 || pn > 65535) return -EINVAL;
+    long pn;
+    if (split_host_port(spec, host, &port, &pn) < 0) return -EINVAL;
     struct addrinfo hints = {.ai_flags = AI_PASSIVE | AI_NUMERICSERV, .ai_socktype = SOCK_STREAM};
     struct addrinfo *res;
     if (getaddrinfo(host[0] ? host : NULL, port, &hints, &res) != 0) return -EHOSTUNREACH;

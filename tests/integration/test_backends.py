@@ -22,7 +22,7 @@ import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import test_core  # noqa: E402
-from test_core import Server, read_response, request, wait_closed  # noqa: E402
+from test_core import Server, evict, read_response, request, wait_closed  # noqa: E402
 
 SIZES = {
     "f0": 0,
@@ -41,15 +41,6 @@ def backends():
     out = subprocess.run([os.path.join(test_core.BUILD, "server", "seekless"), "-V"],
                          capture_output=True, text=True, check=True).stdout
     return [m.group(1) for m in re.finditer(r"^network-backend: (\S+)", out, re.M)]
-
-
-def evict(path):
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-    finally:
-        os.close(fd)
 
 
 def warm(path):
@@ -150,6 +141,8 @@ class BackendCase:
             s.close()
 
     def test_client_reset_mid_file_and_nothing_leaks(self):
+        # A first answer proves the loop is up (the port accepts before the pools exist).
+        self.assertEqual(self.get("f1")[0], 200)
         before = self.fd_count()
         for i in range(5):
             evict(self.path("f10m"))
@@ -228,14 +221,11 @@ class TruncationLogged(unittest.TestCase):
 
 
 if __name__ == "__main__":
+    # The backends come from `seekless -V` of the build under test: parse --build first.
     ap = argparse.ArgumentParser()
     ap.add_argument("--build", default="build")
-    args, rest = ap.parse_known_args()
-    test_core.BUILD = args.build
+    test_core.BUILD = ap.parse_known_args()[0].build
     loader = unittest.TestLoader()
     suite = load_tests(loader, None, None)
     suite.addTests(loader.loadTestsFromTestCase(TruncationLogged))
-    res = unittest.TextTestRunner(verbosity=2).run(suite)
-    print(f"{res.testsRun - len(res.failures) - len(res.errors) - len(res.skipped)} passed, "
-          f"{len(res.failures) + len(res.errors)} failed, {len(res.skipped)} skipped")
-    sys.exit(0 if res.wasSuccessful() else 1)
+    test_core.main(suite=suite)

@@ -507,13 +507,25 @@ class Process(unittest.TestCase):
             self.assertEqual(srv.stop(), 0)
 
 
-def main():
+def evict(path):
+    """Drop a file's pages from the page cache (written back first), for cold-cache tests."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    finally:
+        os.close(fd)
+
+
+def main(module_name="__main__", suite=None):
+    """Run a test module with `--build BUILDDIR` and print "N passed, M failed, K skipped"."""
     global BUILD
     ap = argparse.ArgumentParser()
     ap.add_argument("--build", default="build")
     args, rest = ap.parse_known_args()
     BUILD = os.path.abspath(args.build)
-    suite = unittest.defaultTestLoader.loadTestsFromModule(sys.modules[__name__])
+    if suite is None:
+        suite = unittest.defaultTestLoader.loadTestsFromModule(sys.modules[module_name])
     res = unittest.TextTestRunner(verbosity=2).run(suite)
     failed = len(res.failures) + len(res.errors)
     print(f"{res.testsRun - failed - len(res.skipped)} passed, {failed} failed, {len(res.skipped)} skipped")

@@ -25,11 +25,7 @@ class PlotTiming(unittest.TestCase):
                      'server.network-backend-block-size = 65536\n', files).start()
         try:
             for name in files:
-                p = os.path.join(srv.root, name)
-                fd = os.open(p, os.O_RDONLY)
-                os.fsync(fd)
-                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-                os.close(fd)
+                test_core.evict(os.path.join(srv.root, name))
             s = srv.connect()
             s.sendall(b"".join(b"GET /%s HTTP/1.1\r\nHost: t\r\n\r\n" % n.encode() for n in files))
             rest = b""
@@ -70,11 +66,4 @@ class PlotTiming(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--build", default="build")
-    args, rest = ap.parse_known_args()
-    test_core.BUILD = args.build
-    res = unittest.main(argv=[sys.argv[0], *rest], exit=False, verbosity=2).result
-    print(f"{res.testsRun - len(res.failures) - len(res.errors) - len(res.skipped)} passed, "
-          f"{len(res.failures) + len(res.errors)} failed, {len(res.skipped)} skipped")
-    sys.exit(0 if res.wasSuccessful() else 1)
+    test_core.main()

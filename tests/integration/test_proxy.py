@@ -430,11 +430,4 @@ class HttpBackend(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--build", default="build")
-    args, rest = ap.parse_known_args()
-    test_core.BUILD = args.build
-    res = unittest.main(argv=[sys.argv[0], *rest], exit=False, verbosity=2).result
-    print(f"{res.testsRun - len(res.failures) - len(res.errors) - len(res.skipped)} passed, "
-          f"{len(res.failures) + len(res.errors)} failed, {len(res.skipped)} skipped")
-    sys.exit(0 if res.wasSuccessful() else 1)
+    test_core.main()
