@@ -197,7 +197,7 @@ void sl_settings_defaults(sl_settings *s)
     s->proxy_protocol = "http";
     s->proxy_balancer = "sqf";
     s->proxy_max_pool_size = 16;
-    s->proxy_max_keep_alive_requests = 1000;
+    s->proxy_max_keep_alive_requests = -1; /* per protocol: see sl_proxy_keepalive_max */
     s->proxy_disable_time = 10;
     s->proxy_connect_timeout = 5;
     s->proxy_read_timeout = 60;
