@@ -229,10 +229,7 @@ sl_gw_conn *sl_gw_connect(sl_gw_backend *be, bool *in_progress, int *err)
         *err = -errno;
         return NULL;
     }
-    if (be->sa.ss_family != AF_UNIX) {
-        int one = 1;
-        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    }
+    /* No TCP_NODELAY: a request leaves in one send(), which Nagle never holds back. */
     *in_progress = false;
     if (connect(fd, (struct sockaddr *)&be->sa, be->salen) < 0) {
         /* A unix socket whose listen queue is full answers EAGAIN: treat like a refusal. */

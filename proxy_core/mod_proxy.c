@@ -214,9 +214,19 @@ static int build_fcgi(proxy_req *pr)
     P("REMOTE_ADDR", ip);
     snprintf(buf, sizeof buf, "%d", port);
     P("REMOTE_PORT", buf);
+    /* The listener's canonical "ip:port" says it, unless it listens on a wildcard address. */
+    const char *canon = c->listen->canon;
+    const char *colon = strrchr(canon, ':');
+    bool wild = !strncmp(canon, "0.0.0.0:", 8) || !strncmp(canon, "[::]:", 5);
     struct sockaddr_storage me;
     socklen_t ml = sizeof me;
-    if (getsockname(c->fd, (struct sockaddr *)&me, &ml) == 0) {
+    if (colon && !wild) {
+        if (canon[0] == '[')
+            PN("SERVER_ADDR", canon + 1, (size_t)(colon - canon - 2));
+        else
+            PN("SERVER_ADDR", canon, (size_t)(colon - canon));
+        P("SERVER_PORT", colon + 1);
+    } else if (getsockname(c->fd, (struct sockaddr *)&me, &ml) == 0) {
         addr_str(&me, ip, sizeof ip, &port);
         P("SERVER_ADDR", ip);
         snprintf(buf, sizeof buf, "%d", port);
@@ -559,11 +569,6 @@ static void serve_file(proxy_req *pr, const sl_upstream_field *xf)
     /* Opened beneath the root: no symlink or race leads out of it. The accelerator that sent
      * this header has just opened the file, so the lookup is answered from the caches. */
     int fd = sl_open_beneath_ex(fds[i], rel, sl_static_open_flags(s), s->follow_symlink, false);
-    struct stat st;
-    if (fd >= 0 && (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))) {
-        close(fd);
-        fd = -EISDIR; /* only regular files */
-    }
     if (fd < 0) {
         int status = fd == -ENOENT || fd == -ENOTDIR ? 404
                      : fd == -EXDEV || fd == -ELOOP || fd == -EACCES || fd == -EPERM || fd == -EISDIR
@@ -582,7 +587,9 @@ static void serve_file(proxy_req *pr, const sl_upstream_field *xf)
         sl_conn_handled(c, sl_static_respond(c, &r));
         return;
     }
-    sl_static_resolve_ex(s, &c->req, path, strlen(path), SL_RESOLVE_PREOPENED, fd, &r);
+    /* Only regular files: a directory gets 403, not its index file. */
+    sl_static_resolve_ex(s, &c->req, path, strlen(path), SL_RESOLVE_PREOPENED | SL_RESOLVE_FILE_ONLY,
+                         fd, &r);
     pr->sent_head = true;
     sl_conn_handled(c, sl_static_respond(c, &r));
 }

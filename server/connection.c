@@ -237,7 +237,8 @@ void sl_conn_close(sl_conn *c)
 {
     if (c->closed) return;
     event_del(&c->ev);
-    if (c->pending == 0) {
+    if (c->pending == 0 || !c->rd.inflight) {
+        /* Nothing but a read thread ever uses the socket off the loop. */
         close(c->fd);
         c->fd = -1;
     } else {

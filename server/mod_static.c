@@ -125,6 +125,11 @@ int sl_static_resolve_ex(const sl_settings *s, const sl_http_request *req, const
     char namebuf[4096];
     const char *name = path;
     size_t name_len = path_len;
+    if (S_ISDIR(out->st.st_mode) && (flags & SL_RESOLVE_FILE_ONLY)) {
+        close(fd);
+        out->status = 403;
+        return 0;
+    }
     if (S_ISDIR(out->st.st_mode)) {
         close(fd);
         fd = -1;

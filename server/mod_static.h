@@ -33,6 +33,7 @@ int sl_static_resolve(const sl_settings *s, const sl_http_request *req, const ch
 
 /* Flags for sl_static_resolve_ex. */
 #define SL_RESOLVE_CACHED 1u    /* answer only from the dentry/inode caches; else err -EAGAIN */
+#define SL_RESOLVE_FILE_ONLY 4u /* a directory is 403, never an index file (X-Sendfile) */
 #define SL_RESOLVE_PREOPENED 2u /* the path was opened already (io_uring): prefd is the fd or a
                                  * negative errno; -EPERM with O_NOATIME asks for a retry */
 
