@@ -410,6 +410,16 @@ static void check_assign(const sl_cblock *b, const sl_cassign *a, void *ud)
             return;
         }
         sl_accesslog_fmt_free(f);
+        /* The formatter can print response headers, but the server does not keep them once
+         * they are sent: refuse rather than log "-" forever. */
+        for (const char *q = strstr(v->str, "%{"); q; q = strstr(q + 2, "%{")) {
+            const char *e2 = strchr(q, '}');
+            if (e2 && e2[1] == 'o') {
+                fail(c, a->file, a->line, "access log format: %%{...}o (response headers) is not "
+                     "supported by seekless");
+                return;
+            }
+        }
     }
     if (!strcmp(a->key, "status.status-url") && v->str[0] != '/') {
         fail(c, a->file, a->line, "status.status-url must start with '/'");
