@@ -226,7 +226,11 @@ class StaticFiles(unittest.TestCase):
     def test_paths(self):
         self.assertEqual(self.get(b"/with%20space.txt")[2], b"spaced")
         self.assertEqual(self.get(b"/dir/../a.txt")[2], b"hello, world\n")
-        self.assertEqual(self.get(b"/link.txt")[2], b"hello, world\n")
+        if "valgrind" in os.environ.get("SEEKLESS_WRAPPER", ""):
+            # valgrind has no openat2: the fallback walk refuses every symlink.
+            self.assertEqual(self.get(b"/link.txt")[0], 403)
+        else:
+            self.assertEqual(self.get(b"/link.txt")[2], b"hello, world\n")
         for p in (b"/%2e%2e/%2e%2e/etc/passwd", b"/../../etc/passwd", b"/..%2f..%2fetc/passwd"):
             st, _, body = self.get(p)
             self.assertIn(st, (400, 403, 404), p)
