@@ -79,6 +79,8 @@ typedef struct proxy_req {
     bool chunk_to_client;
     bool paused;
     bool connecting;         /* connect() in progress: no byte of the request sent yet */
+    bool in_handle;          /* attempt() runs inside the handle hook: failures are returned */
+    bool handle_failed;
     bool busy;               /* inside gc_event: request_done must not free us */
     bool orphan;             /* the client side ended while busy: free on the way out */
     struct event kick;       /* starts the first attempt outside the handle hook */
@@ -164,6 +166,12 @@ static void fail(proxy_req *pr, int status, const char *why)
     sl_gw_wait_remove(pr->grp, &pr->wait);
     pr->state = P_DONE;
     c->streaming = false;
+    if (pr->in_handle) {
+        /* Still inside the handle hook: let the core answer with the status it returns. */
+        c->status = status;
+        pr->handle_failed = true;
+        return;
+    }
     if (pr->sent_head) {
         /* The client has a head already: only closing tells it the body is incomplete. */
         sl_conn_close(c);
@@ -945,10 +953,12 @@ static sl_hresult proxy_handle(sl_conn *c)
     evtimer_assign(&pr->kick, c->srv->base, kick, pr);
     static const struct timeval zero = {0, 0};
     if (!c->has_body) {
-        /* Start from the loop, not from inside this hook: a failure answers the client at once,
-         * and the core must not be re-entered while it waits for our result. */
-        evtimer_add(&pr->kick, &zero);
-        return SL_WAIT;
+        /* Connect and send right here, saving a loop turn; a failure comes back as the hook's
+         * result rather than answering the client from inside the core. */
+        pr->in_handle = pr->busy = true;
+        attempt(pr);
+        pr->in_handle = pr->busy = false;
+        return pr->handle_failed ? SL_ERROR : SL_WAIT;
     }
     const sl_http_request *rq = &c->req;
     pr->state = P_BODY;
