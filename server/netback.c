@@ -234,64 +234,45 @@ static void conn_resume_write(sl_conn *c)
     sl_conn_resume(c);
 }
 
-/* Start an asynchronous read of the block at the head of the file chunk. Returns 2 (waiting)
- * or a negative errno. */
-static int start_read(sl_conn *c, const sl_chunk *h)
+/* Start the asynchronous transfer of the block at the head of the file chunk: a read into the
+ * connection's buffer through the backend, or (hybrid, cold block, send_direct) a read thread
+ * that calls sendfile() itself. The socket is non-blocking, so that thread waits only for the
+ * disk, never for the client, and the pages go to the socket without the copy into and out of
+ * a user buffer a pread() would cost; the socket stays open while the job is out (see
+ * sl_conn_close). Either way at most max_reads are in flight; beyond that the connection waits
+ * in FIFO order. Returns 2 (waiting) or a negative errno. */
+static int start_block(sl_conn *c, const sl_chunk *h, bool send_direct)
 {
     sl_server *srv = c->srv;
     sl_fileread *rd = &c->rd;
     if (rd->waiting) return 2;
     off_t left = h->end - h->off;
-    int r = buf_get(srv, rd, (size_t)left < srv->block_size ? (size_t)left : srv->block_size);
-    if (r < 0) return r;
-    rd->conn = c;
-    rd->fd = h->fd;
-    rd->off = h->off;
-    rd->len = (size_t)left < srv->block_size ? (size_t)left : srv->block_size;
-    rd->skip = 0;
-    rd->pos = 0;
-    rd->ready = false;
-    if (srv->reads_inflight >= srv->max_reads) {
-        wait_for_slot(srv, rd);
-        return 2;
+    size_t len = (size_t)left < srv->block_size ? (size_t)left : srv->block_size;
+    if (!send_direct) {
+        int r = buf_get(srv, rd, len);
+        if (r < 0) return r;
     }
-    r = srv->nb->submit(srv, rd);
-    if (r == -EAGAIN) {
-        wait_for_slot(srv, rd);
-        return 2;
-    }
-    if (r < 0) return r;
-    rd->inflight = true;
-    srv->reads_inflight++;
-    c->pending++;
-    return 2;
-}
-
-/* Hybrid, cold block: a read thread calls sendfile() itself. The socket is non-blocking, so the
- * thread waits only for the disk, never for the client; the page-cache pages go to the socket
- * without the copy into and out of a user buffer that a pread() would cost. The socket stays
- * open while the job is out (see sl_conn_close). */
-static int start_sendfile(sl_conn *c, const sl_chunk *h)
-{
-    sl_server *srv = c->srv;
-    sl_fileread *rd = &c->rd;
-    if (rd->waiting) return 2;
-    off_t left = h->end - h->off;
     rd->conn = c;
     rd->fd = h->fd;
     rd->sock = c->fd;
     rd->off = h->off;
-    rd->len = (size_t)left < srv->block_size ? (size_t)left : srv->block_size;
+    rd->len = len;
+    rd->skip = 0;
     rd->pos = 0;
     rd->ready = false;
-    rd->sent = true;
+    rd->sent = send_direct;
     if (srv->reads_inflight >= srv->max_reads) {
         wait_for_slot(srv, rd);
         return 2;
     }
-    rd->job.work = sendfile_work;
-    rd->job.done = read_done;
-    int r = sl_tpool_submit(srv->read_pool, &rd->job);
+    int r;
+    if (send_direct) {
+        rd->job.work = sendfile_work;
+        rd->job.done = read_done;
+        r = sl_tpool_submit(srv->read_pool, &rd->job);
+    } else {
+        r = srv->nb->submit(srv, rd);
+    }
     if (r == -EAGAIN) {
         wait_for_slot(srv, rd);
         return 2;
@@ -434,11 +415,11 @@ int sl_netback_write(sl_conn *c)
                 }
                 if (n == 0) return -ENODATA;
             }
-            r = start_sendfile(c, h);
+            r = start_block(c, h, true);
             break;
         }
         default:
-            r = start_read(c, h);
+            r = start_block(c, h, false);
             break;
         }
         if (r != 0) return r;
