@@ -98,30 +98,31 @@ void sl_chunkq_clear(sl_chunkq *q)
     while (q->head) sl_chunkq_pop(q);
 }
 
+int sl_chunkq_sendfile(sl_chunkq *q, int sock, size_t max, uint64_t *sent, size_t *done)
+{
+    sl_chunk *c = q->head;
+    size_t want = (size_t)(c->end - c->off) < max ? (size_t)(c->end - c->off) : max;
+    ssize_t n;
+    do {
+        n = sendfile(sock, c->fd, &c->off, want);
+    } while (n < 0 && errno == EINTR);
+    if (n < 0) return errno == EAGAIN || errno == EWOULDBLOCK ? 1 : -errno;
+    if (n == 0) return -ENODATA; /* EOF before the end of the chunk: the file shrank */
+    *done += (size_t)n;
+    *sent += (uint64_t)n;
+    if (c->off == c->end) sl_chunkq_pop(q);
+    /* A short count is a full socket or the end of the file: the next call tells which. */
+    return 0;
+}
+
 int sl_chunkq_write(sl_chunkq *q, int sock, size_t budget, uint64_t *sent)
 {
     size_t done = 0;
     while (q->head) {
         if (done >= budget) return 1;
-        sl_chunk *c = q->head;
-        ssize_t n;
-        if (c->fd < 0) {
-            int r = sl_chunkq_write_mem(q, sock, budget - done, sent, &done);
-            if (r != 0) return r;
-            continue;
-        }
-        off_t left = c->end - c->off;
-        size_t want = (size_t)left < budget - done ? (size_t)left : budget - done;
-        n = sendfile(sock, c->fd, &c->off, want);
-        if (n < 0) {
-            if (errno == EAGAIN || errno == EWOULDBLOCK) return 1;
-            if (errno == EINTR) continue;
-            return -errno;
-        }
-        if (n == 0) return -ENODATA; /* EOF before the end of the chunk: the file shrank */
-        done += (size_t)n;
-        *sent += (uint64_t)n;
-        if (c->off == c->end) sl_chunkq_pop(q);
+        int r = q->head->fd < 0 ? sl_chunkq_write_mem(q, sock, budget - done, sent, &done)
+                                : sl_chunkq_sendfile(q, sock, budget - done, sent, &done);
+        if (r != 0) return r;
     }
     return 0;
 }

@@ -40,6 +40,13 @@ void sl_chunkq_clear(sl_chunkq *q);
  * *sent is incremented by the bytes written. */
 int sl_chunkq_write(sl_chunkq *q, int sock, size_t budget, uint64_t *sent);
 
+/* sendfile() up to max bytes of the file chunk at the head of the queue (popping it when done).
+ * Returns 0 after a write (maybe short: call again), 1 when the socket would block, or a
+ * negative errno;
+ * -ENODATA when the file ended before the chunk (truncated while sent). *sent and *done are
+ * incremented by the bytes written. */
+int sl_chunkq_sendfile(sl_chunkq *q, int sock, size_t max, uint64_t *sent, size_t *done);
+
 /* Send the memory chunks at the head of the queue with one sendmsg() per batch (MSG_MORE when
  * more follows), stopping at the first file chunk. Returns 0 when the queue is empty or a file
  * chunk is next, 1 when the socket would block or about `budget` bytes went out, or a negative

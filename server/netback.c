@@ -314,23 +314,6 @@ static int write_block(sl_conn *c, sl_chunk *h, size_t *done)
     return (size_t)n < want ? 1 : 0;
 }
 
-/* sendfile() of up to `max` bytes of the head chunk. Same returns as write_block. */
-static int send_file(sl_conn *c, sl_chunk *h, size_t max, size_t *done)
-{
-    size_t want = (size_t)(h->end - h->off) < max ? (size_t)(h->end - h->off) : max;
-    ssize_t n = sendfile(c->fd, h->fd, &h->off, want);
-    if (n < 0) {
-        if (errno == EAGAIN || errno == EWOULDBLOCK) return 1;
-        if (errno == EINTR) return 0;
-        return -errno;
-    }
-    if (n == 0) return -ENODATA; /* end of file before the end of the chunk: it shrank */
-    *done += (size_t)n;
-    c->bytes_out += (uint64_t)n;
-    if (h->off == h->end) sl_chunkq_pop(&c->out);
-    return (size_t)n < want ? 1 : 0;
-}
-
 int sl_netback_write(sl_conn *c)
 {
     sl_server *srv = c->srv;
@@ -370,7 +353,7 @@ int sl_netback_write(sl_conn *c)
         if (rd->inflight || rd->waiting) return 2;
         switch (srv->nb->kind) {
         case SL_NB_SENDFILE:
-            r = send_file(c, h, WRITE_BUDGET - done, &done);
+            r = sl_chunkq_sendfile(&c->out, c->fd, WRITE_BUDGET - done, &c->bytes_out, &done);
             break;
         case SL_NB_PREAD:
             r = buf_get(srv, rd, (size_t)(h->end - h->off) < srv->block_size
@@ -392,8 +375,9 @@ int sl_netback_write(sl_conn *c)
                                : srv->block_size;
             int res = sl_page_cache_resident(h->fd, h->off, probe);
             if (res > 0) {
-                r = send_file(c, h, probe < WRITE_BUDGET - done ? probe : WRITE_BUDGET - done,
-                              &done);
+                r = sl_chunkq_sendfile(&c->out, c->fd,
+                                       probe < WRITE_BUDGET - done ? probe : WRITE_BUDGET - done,
+                                       &c->bytes_out, &done);
                 break;
             }
             if (res < 0) {
