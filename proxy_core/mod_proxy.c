@@ -574,32 +574,15 @@ static void serve_file(proxy_req *pr, const sl_upstream_field *xf)
         sl_conn_handled(c, h);
         return;
     }
-    /* Opened beneath the root: no symlink or race leads out of it. The accelerator that sent
-     * this header has just opened the file, so the lookup is answered from the caches. */
-    int fd = sl_open_beneath_ex(fds[i], rel, sl_static_open_flags(s), s->follow_symlink, false);
-    if (fd < 0) {
-        int status = fd == -ENOENT || fd == -ENOTDIR ? 404
-                     : fd == -EXDEV || fd == -ELOOP || fd == -EACCES || fd == -EPERM || fd == -EISDIR
-                         ? 403
-                         : 502;
-        sl_log("proxy-core: X-Sendfile %s: %s -> %d", path, strerror(-fd), status);
-        memset(&r, 0, sizeof r);
-        r.status = status == 502 ? 502 : status;
-        r.fd = -1;
-        pr->sent_head = true;
-        if (status == 502) {
-            sl_resp_error(c, 502);
-            sl_conn_handled(c, SL_FINISHED);
-            return;
-        }
-        sl_conn_handled(c, sl_static_respond(c, &r));
-        return;
-    }
-    /* Only regular files: a directory gets 403, not its index file. */
-    sl_static_resolve_ex(s, &c->req, path, strlen(path), SL_RESOLVE_PREOPENED | SL_RESOLVE_FILE_ONLY,
-                         fd, &r);
+    /* Served like a static file under that root: opened beneath it (no symlink or race leads
+     * out), answered at once from the caches (the accelerator that sent the header has just
+     * looked the file up) or through the ring or a stat thread, never blocking the loop. */
+    sl_settings under = *s;
+    under.docroot_fd = fds[i];
     pr->sent_head = true;
-    sl_conn_handled(c, sl_static_respond(c, &r));
+    sl_hresult h = sl_static_serve(c, &under, rel - 1, strlen(rel - 1),
+                                   SL_RESOLVE_FILE_ONLY | SL_RESOLVE_FROM_BACKEND);
+    if (h != SL_WAIT) sl_conn_handled(c, h);
 }
 
 /* A complete head: answer the client from it. Returns 0, or -EPROTO for a bad answer. */

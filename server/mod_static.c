@@ -143,8 +143,25 @@ void sl_static_open_how(const sl_settings *s, struct open_how *how)
                    (s->follow_symlink ? 0 : RESOLVE_NO_SYMLINKS);
 }
 
+static int resolve(const sl_settings *s, const sl_http_request *req, const char *path,
+                   size_t path_len, unsigned flags, int prefd, sl_static_result *out);
+
 int sl_static_resolve_ex(const sl_settings *s, const sl_http_request *req, const char *path,
                          size_t path_len, unsigned flags, int prefd, sl_static_result *out)
+{
+    int r = resolve(s, req, path, path_len, flags, prefd, out);
+    if ((flags & SL_RESOLVE_FROM_BACKEND) && out->status >= 400) {
+        /* A path a backend named (X-Sendfile): a refusal or a missing file is the answer, any
+         * other failure is the backend's (502). Each is logged with the path. */
+        if (out->status != 403 && out->status != 404 && out->status != 503) out->status = 502;
+        sl_log("X-Sendfile %s: %s -> %d", path,
+               out->err ? strerror(-out->err) : "not a regular file or refused", out->status);
+    }
+    return r;
+}
+
+static int resolve(const sl_settings *s, const sl_http_request *req, const char *path,
+                   size_t path_len, unsigned flags, int prefd, sl_static_result *out)
 {
     const bool cached = flags & SL_RESOLVE_CACHED;
     memset(out, 0, sizeof *out);
@@ -406,9 +423,32 @@ sl_hresult sl_static_respond(sl_conn *c, const sl_static_result *r)
 }
 
 /* A stat that may wait for the disk, run on a stat thread. */
+/* What to resolve, carried by a job: the settings (their docroot_fd is the directory the path
+ * is opened beneath) and the path, owned by the job. */
+typedef struct target {
+    sl_settings conf;
+    char *path;
+    size_t len;
+    unsigned flags;
+} target;
+
+static int target_set(target *t, const sl_settings *s, const char *path, size_t len,
+                      unsigned flags)
+{
+    t->conf = *s;
+    t->len = len;
+    t->flags = flags;
+    t->path = malloc(len + 1);
+    if (!t->path) return -ENOMEM;
+    memcpy(t->path, path, len);
+    t->path[len] = 0;
+    return 0;
+}
+
 typedef struct stat_job {
     sl_job job;
     sl_conn *conn;
+    target t;
     sl_static_result r;
     size_t block;      /* > 0: also read the first block of the body (thread backends) */
     bool readahead;    /* only start the kernel's readahead of that block */
@@ -431,7 +471,7 @@ static void stat_work(sl_job *job)
     sl_conn *c = j->conn;
     /* The loop does not touch the request while the job is out (the connection is in the
      * HANDLE state with its event removed), so reading it here is safe. */
-    sl_static_resolve(&c->conf, &c->req, c->path, c->path_len, &j->r);
+    sl_static_resolve_ex(&j->t.conf, &c->req, j->t.path, j->t.len, j->t.flags, -1, &j->r);
     const sl_static_result *r = &j->r;
     if (!j->block || (r->status != 200 && r->status != 206) || r->st.st_size == 0) return;
     if (j->readahead) {
@@ -478,6 +518,7 @@ static void stat_done(sl_job *job)
         c->t.stat_started = job->t_started;
         c->t.stat_done = job->t_done;
     }
+    free(j->t.path);
     if (c->closed) {
         /* The client went away while we waited for the disk. */
         if (j->r.fd >= 0) close(j->r.fd);
@@ -499,9 +540,10 @@ static void stat_done(sl_job *job)
 typedef struct ring_job {
     sl_openreq op;
     sl_conn *conn;
+    target t;
 } ring_job;
 
-static int ring_open(sl_conn *c, bool noatime);
+static int ring_open(sl_conn *c, ring_job *j, bool noatime);
 
 static void ring_done(sl_openreq *op)
 {
@@ -509,58 +551,66 @@ static void ring_done(sl_openreq *op)
     sl_conn *c = j->conn;
     int res = op->res;
     bool retried_flags = !(op->how.flags & O_NOATIME);
-    free(j);
     c->pending--;
     sl_conn_mark(c, &c->t.stat_done);
     if (c->closed) {
         if (res >= 0) close(res);
+        free(j->t.path);
+        free(j);
         sl_conn_release(c);
         return;
     }
     sl_static_result r;
     /* The inode is in memory now; fstat and the rest of the decision do not wait. Index files
      * of a directory URL are opened inline (from the caches in the common case). */
-    sl_static_resolve_ex(&c->conf, &c->req, c->path, c->path_len, SL_RESOLVE_PREOPENED, res, &r);
-    if (r.status == 0 && r.err == -EPERM && !retried_flags && ring_open(c, false) == 0) return;
+    sl_static_resolve_ex(&j->t.conf, &c->req, j->t.path, j->t.len,
+                         SL_RESOLVE_PREOPENED | j->t.flags, res, &r);
+    if (r.status == 0 && r.err == -EPERM && !retried_flags && ring_open(c, j, false) == 0) return;
+    free(j->t.path);
+    free(j);
     if (r.status == 0) r.status = sl_errno_to_status(r.err);
     sl_conn_handled(c, sl_static_respond(c, &r));
 }
 
-static int ring_open(sl_conn *c, bool noatime)
+/* Submit j's open to the ring. On failure j stays the caller's. */
+static int ring_open(sl_conn *c, ring_job *j, bool noatime)
 {
-    ring_job *j = calloc(1, sizeof *j);
-    if (!j) return -ENOMEM;
     j->conn = c;
-    j->op.dirfd = c->conf.docroot_fd;
-    j->op.path = c->path_len > 1 ? c->path + 1 : ".";
-    sl_static_open_how(&c->conf, &j->op.how);
+    j->op.dirfd = j->t.conf.docroot_fd;
+    j->op.path = j->t.len > 1 ? j->t.path + 1 : ".";
+    sl_static_open_how(&j->t.conf, &j->op.how);
     if (!noatime) j->op.how.flags &= ~(unsigned long long)O_NOATIME;
     j->op.done = ring_done;
     sl_conn_mark(c, &c->t.stat_queued);
     int r = c->srv->nb->open_submit(c->srv, &j->op);
-    if (r < 0) {
-        free(j);
-        return r;
-    }
+    if (r < 0) return r;
     c->pending++;
     return 0;
 }
 
-static sl_hresult static_handle(sl_conn *c)
+sl_hresult sl_static_serve(sl_conn *c, const sl_settings *s, const char *path, size_t len,
+                           unsigned flags)
 {
     sl_static_result r;
     sl_tpool *pool = c->srv->stat_pool;
     if (!pool && !c->srv->nb->open_submit) {
-        sl_static_resolve(&c->conf, &c->req, c->path, c->path_len, &r);
+        sl_static_resolve_ex(s, &c->req, path, len, flags, -1, &r);
         return sl_static_respond(c, &r);
     }
     /* Whatever the dentry and inode caches already hold is answered now, on the loop; only a
-     * lookup that would read the disk goes to a stat thread. */
-    sl_static_resolve_ex(&c->conf, &c->req, c->path, c->path_len, SL_RESOLVE_CACHED, -1, &r);
+     * lookup that would read the disk goes to the ring or a stat thread. */
+    sl_static_resolve_ex(s, &c->req, path, len, flags | SL_RESOLVE_CACHED, -1, &r);
     if (r.err != -EAGAIN) return sl_static_respond(c, &r);
-    if (c->srv->nb->open_submit && ring_open(c, true) == 0) return SL_WAIT;
+    if (c->srv->nb->open_submit) {
+        ring_job *rj = calloc(1, sizeof *rj);
+        if (rj && target_set(&rj->t, s, path, len, flags) == 0) {
+            if (ring_open(c, rj, true) == 0) return SL_WAIT;
+            free(rj->t.path);
+        }
+        free(rj);
+    }
     stat_job *j = pool ? malloc(sizeof *j) : NULL;
-    if (j) {
+    if (j && target_set(&j->t, s, path, len, flags) == 0) {
         j->job.work = stat_work;
         j->job.done = stat_done;
         j->conn = c;
@@ -574,11 +624,17 @@ static sl_hresult static_handle(sl_conn *c)
             c->pending++;
             return SL_WAIT;
         }
-        free(j);
+        free(j->t.path);
     }
+    free(j);
     /* Queue full or no memory: a slow answer beats none. */
-    sl_static_resolve(&c->conf, &c->req, c->path, c->path_len, &r);
+    sl_static_resolve_ex(s, &c->req, path, len, flags, -1, &r);
     return sl_static_respond(c, &r);
+}
+
+static sl_hresult static_handle(sl_conn *c)
+{
+    return sl_static_serve(c, &c->conf, c->path, c->path_len, 0);
 }
 
 static void static_request_done(sl_conn *c)

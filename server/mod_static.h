@@ -34,6 +34,7 @@ int sl_static_resolve(const sl_settings *s, const sl_http_request *req, const ch
 /* Flags for sl_static_resolve_ex. */
 #define SL_RESOLVE_CACHED 1u    /* answer only from the dentry/inode caches; else err -EAGAIN */
 #define SL_RESOLVE_FILE_ONLY 4u /* a directory is 403, never an index file (X-Sendfile) */
+#define SL_RESOLVE_FROM_BACKEND 8u /* X-Sendfile: log refusals; errors other than 403/404 -> 502 */
 #define SL_RESOLVE_PREOPENED 2u /* the path was opened already (io_uring): prefd is the fd or a
                                  * negative errno; -EPERM with O_NOATIME asks for a retry */
 
@@ -62,6 +63,13 @@ struct sl_conn;
 /* Turn a decision into the response on c (headers queued, body as file chunks; c->file_fd takes
  * r->fd). Used by the static handler and by proxy-core for X-Sendfile. */
 sl_hresult sl_static_respond(struct sl_conn *c, const sl_static_result *r);
+
+/* Serve path (normalized, starting with '/') opened beneath s->docroot_fd with s's policy:
+ * answered at once when the dentry and inode caches hold the lookup, otherwise on the ring
+ * (io-uring) or a stat thread, so the loop never waits for the disk. SL_WAIT means the
+ * response follows through sl_conn_handled. flags: SL_RESOLVE_FILE_ONLY. */
+sl_hresult sl_static_serve(struct sl_conn *c, const sl_settings *s, const char *path, size_t len,
+                           unsigned flags);
 
 /* The module table. */
 extern const sl_module sl_mod_static;

@@ -227,6 +227,17 @@ class PhpFastCGI(unittest.TestCase):
         st, h, body = get(self.srv, f, method=b"HEAD")
         self.assertEqual((st, int(h["content-length"]), body), (200, len(self.movie), b""))
 
+    def test_xsendfile_of_a_cold_file_goes_through_a_stat_thread(self):
+        try:
+            with open("/proc/sys/vm/drop_caches", "w") as f:
+                f.write("2\n")  # forget dentries and inodes: the lookup cannot be answered inline
+        except OSError:
+            self.skipTest("cannot drop the dentry cache (not root)")
+        f = b"/php/xs.php?f=" + self.media.encode() + b"/movie.bin"
+        st, h, body = get(self.srv, f)
+        self.assertEqual((st, body), (200, self.movie))
+        self.assertEqual(get(self.srv, b"/php/xs.php?f=" + self.media.encode() + b"/nope")[0], 404)
+
     def test_xsendfile_escapes_are_refused(self):
         m = self.media.encode()
         for bad in (m + b"/../secret.txt", m + b"/%2e%2e/secret.txt", m + b"/escape",
