@@ -7,6 +7,11 @@
  * fewest requests in flight; static takes the first healthy backend (failover); carp hashes the
  * URL path so a URL sticks to a backend while it is healthy. A failed backend is disabled for
  * proxy-core.disable-time seconds and the request moves on to another one.
+ *
+ * Kept FastCGI connections each hold one of the application's workers (libfcgi blocks a worker
+ * on its connection between requests). New connections are tracked until their first answer, so
+ * one stuck in the application's accept queue behind kept connections is noticed and a kept
+ * connection is closed to let it in (sl_gw_release).
  */
 #include "gateway.h"
 
@@ -19,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "log.h"
@@ -191,10 +197,53 @@ void sl_gw_wait_remove(sl_gw_group *g, sl_gw_wait *w)
     w->queued = false;
 }
 
-static void idle_event(evutil_socket_t fd, short what, void *arg)
+uint64_t sl_gw_now_ms(void)
 {
-    /* An idle connection became readable: the backend closed it (or misbehaves). Drop it. */
-    sl_gw_conn *gc = arg;
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+static void fresh_unlink(sl_gw_conn *gc)
+{
+    sl_gw_backend *be = gc->be;
+    if (gc->answered) return;
+    gc->answered = true;
+    if (gc->fprev)
+        gc->fprev->fnext = gc->fnext;
+    else
+        be->fresh = gc->fnext;
+    if (gc->fnext)
+        gc->fnext->fprev = gc->fprev;
+    else
+        be->fresh_tail = gc->fprev;
+    gc->fprev = gc->fnext = NULL;
+}
+
+/* A worker was freed for the oldest new connection: restart its wait, so the next one is freed
+ * only if it still waits SL_GW_STALL_MS from now (the worker takes a moment to accept). */
+static void fresh_requeue(sl_gw_backend *be, uint64_t now_ms)
+{
+    sl_gw_conn *f = be->fresh;
+    fresh_unlink(f);
+    f->answered = false;
+    f->opened_ms = now_ms;
+    f->fprev = be->fresh_tail;
+    if (be->fresh_tail)
+        be->fresh_tail->fnext = f;
+    else
+        be->fresh = f;
+    be->fresh_tail = f;
+}
+
+void sl_gw_answered(sl_gw_conn *gc)
+{
+    fresh_unlink(gc);
+}
+
+/* Take an idle connection off the idle stack and close it. */
+static void idle_drop(sl_gw_conn *gc)
+{
     sl_gw_backend *be = gc->be;
     sl_gw_conn **pp = &be->idle;
     while (*pp && *pp != gc) pp = &(*pp)->next;
@@ -206,7 +255,66 @@ static void idle_event(evutil_socket_t fd, short what, void *arg)
     close(gc->fd);
     be->n_conns--;
     free(gc);
-    wake_one(be->grp);
+}
+
+static void idle_event(evutil_socket_t fd, short what, void *arg)
+{
+    /* An idle connection became readable: the backend closed it (or misbehaves). Drop it. */
+    (void)fd;
+    (void)what;
+    sl_gw_conn *gc = arg;
+    sl_gw_group *g = gc->be->grp;
+    idle_drop(gc);
+    wake_one(g);
+}
+
+/* Has the oldest new connection waited long enough to be stuck behind kept ones? */
+static bool stalled(const sl_gw_backend *be, uint64_t now_ms)
+{
+    return be->fresh && now_ms - be->fresh->opened_ms >= SL_GW_STALL_MS;
+}
+
+static void stall_log(sl_gw_backend *be)
+{
+    be->stalls++;
+    time_t now = time(NULL);
+    if (now - be->stall_logged < 60) return;
+    be->stall_logged = now;
+    sl_log("proxy-core: backend %s: a new connection waited %dms for a worker while kept "
+           "connections held them all; closing kept connections to make room (is "
+           "proxy-core.max-pool-size above the application's worker count?)",
+           be->name, SL_GW_STALL_MS);
+}
+
+static void stall_check(evutil_socket_t fd, short what, void *arg);
+
+static void stall_arm(sl_gw_backend *be, uint64_t now_ms)
+{
+    if (!gw_base || !be->fresh || !be->idle) return;
+    if (!be->stall_armed) {
+        if (!event_initialized(&be->stall_ev)) evtimer_assign(&be->stall_ev, gw_base, stall_check, be);
+        uint64_t age = now_ms - be->fresh->opened_ms;
+        uint64_t left = age >= SL_GW_STALL_MS ? 1 : SL_GW_STALL_MS - age;
+        struct timeval tv = {.tv_sec = 0, .tv_usec = (suseconds_t)(left * 1000)};
+        evtimer_add(&be->stall_ev, &tv);
+        be->stall_armed = true;
+    }
+}
+
+static void stall_check(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    sl_gw_backend *be = arg;
+    be->stall_armed = false;
+    uint64_t now = sl_gw_now_ms();
+    /* One idle connection per stuck new one: each close frees a worker for one of them. */
+    while (be->idle && stalled(be, now)) {
+        stall_log(be);
+        idle_drop(be->idle);
+        fresh_requeue(be, now);
+    }
+    stall_arm(be, now);
 }
 
 sl_gw_conn *sl_gw_take_idle(sl_gw_backend *be)
@@ -248,17 +356,30 @@ sl_gw_conn *sl_gw_connect(sl_gw_backend *be, bool *in_progress, int *err)
     }
     gc->fd = fd;
     gc->be = be;
+    gc->opened_ms = sl_gw_now_ms();
+    gc->fprev = be->fresh_tail;
+    if (be->fresh_tail)
+        be->fresh_tail->fnext = gc;
+    else
+        be->fresh = gc;
+    be->fresh_tail = gc;
     be->n_conns++;
     be->inflight++;
     return gc;
 }
 
-void sl_gw_release(sl_gw_conn *gc, unsigned keep_max)
+void sl_gw_release(sl_gw_conn *gc, unsigned keep_max, bool holds_worker, uint64_t now_ms)
 {
     sl_gw_backend *be = gc->be;
     be->inflight--;
     if (event_initialized(&gc->ev)) event_del(&gc->ev);
-    if (be->n_idle >= keep_max) {
+    fresh_unlink(gc);
+    bool stuck = holds_worker && stalled(be, now_ms);
+    if (stuck) {
+        stall_log(be);
+        fresh_requeue(be, now_ms);
+    }
+    if (be->n_idle >= keep_max || stuck) {
         close(gc->fd);
         be->n_conns--;
         free(gc);
@@ -268,6 +389,7 @@ void sl_gw_release(sl_gw_conn *gc, unsigned keep_max)
         gc->next = be->idle;
         be->idle = gc;
         be->n_idle++;
+        if (holds_worker) stall_arm(be, now_ms);
     }
     wake_one(be->grp);
 }
@@ -276,6 +398,7 @@ void sl_gw_close(sl_gw_conn *gc)
 {
     sl_gw_backend *be = gc->be;
     be->inflight--;
+    fresh_unlink(gc);
     if (event_initialized(&gc->ev)) event_del(&gc->ev);
     close(gc->fd);
     be->n_conns--;
@@ -311,6 +434,7 @@ void sl_gw_shutdown(void)
         sl_gw_group *g = groups;
         groups = g->next;
         for (size_t i = 0; i < g->n; i++) {
+            if (g->b[i].stall_armed) event_del(&g->b[i].stall_ev);
             while (g->b[i].idle) {
                 sl_gw_conn *gc = g->b[i].idle;
                 g->b[i].idle = gc->next;

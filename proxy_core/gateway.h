@@ -29,6 +29,9 @@ typedef struct sl_gw_conn {
     struct event ev;              /* owned by whoever uses the connection */
     unsigned requests;            /* requests sent on it */
     bool reused;                  /* it served a request before this one */
+    bool answered;                /* the backend answered on it: one of its workers took it */
+    uint64_t opened_ms;           /* when it was opened (sl_gw_now_ms) */
+    struct sl_gw_conn *fprev, *fnext; /* in the backend's list of unanswered new connections */
 } sl_gw_conn;
 
 /* One backend address. */
@@ -43,6 +46,11 @@ typedef struct sl_gw_backend {
     unsigned inflight;            /* requests using a connection now */
     time_t disabled_until;
     uint64_t requests, failures;
+    sl_gw_conn *fresh, *fresh_tail; /* opened, not answered yet: oldest first */
+    struct event stall_ev;        /* looks again at fresh connections while idle ones wait */
+    bool stall_armed;
+    time_t stall_logged;          /* last "workers all held" log line */
+    uint64_t stalls;              /* kept connections closed to free a worker */
 } sl_gw_backend;
 
 /* A waiter for a free connection in a group (embedded in the proxy's request). */
@@ -51,6 +59,10 @@ typedef struct sl_gw_wait {
     void (*wake)(struct sl_gw_wait *w);
     bool queued;
 } sl_gw_wait;
+
+/* A new connection unanswered for this long while kept ones hold the backend's workers is taken
+ * as waiting in the backend's accept queue (see sl_gw_release). */
+#define SL_GW_STALL_MS 10
 
 /* The backends of one proxy-core.backends value. */
 typedef struct sl_gw_group {
@@ -82,9 +94,23 @@ sl_gw_conn *sl_gw_take_idle(sl_gw_backend *be);
  * for writability) or NULL with *err set (negative errno). */
 sl_gw_conn *sl_gw_connect(sl_gw_backend *be, bool *in_progress, int *err);
 
+/* A monotonic clock in milliseconds, for the times the gateway compares. */
+uint64_t sl_gw_now_ms(void);
+
+/* The backend sent its first bytes on gc: one of its workers owns the connection now. */
+void sl_gw_answered(sl_gw_conn *gc);
+
 /* The request on gc ended cleanly and the backend may keep the connection: park it as idle (at
- * most keep_max per backend; beyond that it is closed). Wakes a waiter of the group. */
-void sl_gw_release(sl_gw_conn *gc, unsigned keep_max);
+ * most keep_max per backend; beyond that it is closed). Wakes a waiter of the group.
+ *
+ * holds_worker says the application ties a worker to each open connection (libfcgi programs:
+ * php-cgi, fcgi-stat-accel, each worker blocked reading its connection). Then a pool larger than
+ * the application's workers would leave a new connection in its accept queue for as long as the
+ * kept ones are reused. So when a new connection has waited SL_GW_STALL_MS without an answer,
+ * gc is closed instead of kept, which frees its worker for the waiting connection; and idle
+ * connections are closed the same way while new ones wait. Requests never hang; the pool just
+ * stops keeping connections (logged, with the advice to lower max-pool-size). */
+void sl_gw_release(sl_gw_conn *gc, unsigned keep_max, bool holds_worker, uint64_t now_ms);
 
 /* Close gc (after an error, or when it may not be reused). Wakes a waiter of the group. */
 void sl_gw_close(sl_gw_conn *gc);

@@ -111,14 +111,13 @@ int sl_xsendfile_locate(const char *value, size_t len, const char *const *roots,
 
 /* ---- helpers ---- */
 
-/* Requests per backend connection. Unset, FastCGI connections are not reused: libfcgi
- * applications (php-cgi, fcgi-stat-accel) park a worker on every kept connection, so a pool
- * larger than the application's workers would leave requests on connections nobody reads.
- * HTTP backends multiplex kept connections fine. */
+/* Requests per backend connection (FastCGI with FCGI_KEEP_CONN). libfcgi applications park a
+ * worker on every kept connection; the gateway notices a pool larger than the workers and stops
+ * keeping connections rather than leave a request unread (sl_gw_release). */
 static long keepalive_max(const proxy_req *pr)
 {
     long v = pr->c->conf.proxy_max_keep_alive_requests;
-    return v >= 0 ? v : pr->fcgi ? 1 : 1000;
+    return v >= 0 ? v : 1000;
 }
 
 static time_t now_s(void)
@@ -151,7 +150,7 @@ static void drop_backend(proxy_req *pr, bool reusable)
 {
     if (!pr->gc) return;
     if (reusable && pr->keep_backend)
-        sl_gw_release(pr->gc, (unsigned)pr->c->conf.proxy_max_pool_size);
+        sl_gw_release(pr->gc, (unsigned)pr->c->conf.proxy_max_pool_size, pr->fcgi, sl_gw_now_ms());
     else
         sl_gw_close(pr->gc);
     pr->gc = NULL;
@@ -641,6 +640,7 @@ static int act_on_head(proxy_req *pr)
     sl_resp_end_headers(c, cl);
     pr->sent_head = true;
     c->streaming = true;
+    sl_conn_nodelay(c); /* body pieces come as the backend sends them */
     sl_conn_handled(c, SL_FINISHED);
     return 0;
 }
@@ -733,7 +733,9 @@ static int recv_bytes(proxy_req *pr, const char *d, size_t n)
         if (t == SL_FCGI_EV_STDOUT && !pr->xsendfile) {
             int r = stdout_bytes(pr, ev.data, ev.len);
             if (r < 0) return r;
-            if (pr->orphan) return 0;
+            /* With X-Sendfile the file may already be sent; read on to END_REQUEST anyway so
+             * the connection can go back to the pool. */
+            if (pr->orphan && !pr->xsendfile) return 0;
         } else if (t == SL_FCGI_EV_STDERR) {
             sl_log("proxy-core: %s: backend stderr: %.*s", pr->c->path,
                    (int)(ev.len && ev.data[ev.len - 1] == '\n' ? ev.len - 1 : ev.len), ev.data);
@@ -836,6 +838,7 @@ static void gc_event_body(proxy_req *pr, evutil_socket_t fd, short what)
         fail(pr, 502, pr->got_byte ? "backend answer truncated" : "backend closed without answering");
         return;
     }
+    if (!pr->got_byte) sl_gw_answered(pr->gc);
     pr->got_byte = true;
     sl_conn_mark(c, &c->t.backend_first_byte);
     int r = recv_bytes(pr, buf, (size_t)n);

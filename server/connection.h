@@ -72,6 +72,7 @@ typedef struct sl_conn {
     sl_fileread rd;        /* the block read of a file chunk (asynchronous backends) */
     unsigned pending;      /* jobs in flight that point at this connection */
     bool closed;           /* socket closed while jobs were in flight: freed when they return */
+    bool nodelay;          /* TCP_NODELAY is on (see sl_conn_nodelay) */
     uint64_t id;           /* connection number, for the timing trace */
     uint64_t req_start;    /* CLOCK_MONOTONIC ns when this request began (access log %D) */
     struct timespec req_wall; /* the same, wall clock (%t) */
@@ -86,9 +87,12 @@ typedef struct sl_conn {
     void (*on_body)(struct sl_conn *c, short what);  /* socket event in SL_CONN_READ_BODY */
 } sl_conn;
 
-/* Take over an accepted, non-blocking socket. NULL on ENOMEM (the socket is then closed). */
-sl_conn *sl_conn_new(struct sl_server *srv, int fd, const struct sockaddr *sa, int salen,
-                     const sl_listen_spec *ls);
+/* Take over an accepted, non-blocking socket and read the request at once: a client usually
+ * sends it with its handshake, so most connections are answered (or handed to a module) before
+ * this returns, without a turn of the event loop. Returns 0, or -ENOMEM (the socket is then
+ * closed). The connection may be gone when this returns. */
+int sl_conn_new(struct sl_server *srv, int fd, const struct sockaddr *sa, int salen,
+                const sl_listen_spec *ls);
 /* Close now, whatever the state. With jobs in flight the socket closes at once and the memory
  * waits for them (see sl_conn_release). */
 void sl_conn_close(sl_conn *c);
@@ -103,6 +107,10 @@ void sl_conn_resume(sl_conn *c);
 /* Record "now" into a timing field when the trace is on (cheap test otherwise). */
 void sl_conn_mark(sl_conn *c, uint64_t *field);
 
+/* Turn Nagle off for the rest of the connection (once; later calls cost nothing). Called when a
+ * connection outlives its first response and when a module starts streaming, where a small write
+ * must not wait for the ACK of the one before. */
+void sl_conn_nodelay(sl_conn *c);
 /* Wait for `what` (EV_READ / EV_WRITE) on the client socket for at most secs seconds. */
 void sl_conn_arm(sl_conn *c, short what, long secs);
 /* Server is stopping: close the connection if it is idle, otherwise let it finish its response. */

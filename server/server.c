@@ -113,7 +113,7 @@ static void on_accept(struct evconnlistener *l, evutil_socket_t fd, struct socka
     const sl_listen_spec *ls = &srv->listen[0];
     for (size_t i = 0; i < srv->n_listen; i++)
         if (srv->listener[i] == l) ls = &srv->listen[i];
-    sl_conn_new(srv, fd, sa, salen, ls);
+    (void)sl_conn_new(srv, fd, sa, salen, ls); /* -ENOMEM: the socket is closed, nothing to do */
     if (srv->n_conns >= (size_t)srv->global.max_connections && !srv->paused_full) {
         srv->paused_full = true;
         accept_enable(srv, false);

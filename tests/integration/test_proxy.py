@@ -336,6 +336,98 @@ class StatAccel(unittest.TestCase):
         self.assertEqual(errors, [])
 
 
+class StatAccelPool(unittest.TestCase):
+    """Kept FastCGI connections (FCGI_KEEP_CONN) to an application whose workers each hold one:
+    with a pool no larger than the workers every connection is reused; with a larger pool no
+    request is left in the application's accept queue (the gateway closes a kept connection to
+    free a worker, and says so in the log)."""
+
+    @classmethod
+    def setUpClass(cls):
+        if not (SPAWN and os.access(accel_bin(), os.X_OK)):
+            raise unittest.SkipTest("spawn-fcgi or fcgi-stat-accel missing")
+        cls.tmp = tempfile.mkdtemp(prefix="sl_pool_")
+        cls.socks = [os.path.join(cls.tmp, f"accel{i}.sock") for i in range(2)]
+        cls.pids = []
+        for sock in cls.socks:  # two workers each
+            out = subprocess.run([SPAWN, "-s", sock, "-M", "0660", "-C", "2", "--",
+                                  os.path.abspath(accel_bin())], capture_output=True, text=True)
+            cls.pids.append(int(out.stdout.split("PID:")[-1].split()[0]))
+        cls.files = {f"fits/f{i}.bin": os.urandom(500 + 37 * i) for i in range(30)}
+        cls.files.update({f"over/f{i}.bin": os.urandom(700 + 41 * i) for i in range(30)})
+        cls.srv = Server(
+            'status.status-url = "/server-status"\n'
+            f'$HTTP["url"] =~ "^/fits/" {{ proxy-core.protocol = "fastcgi"\n'
+            f' proxy-core.backends = ( "unix:{cls.socks[0]}" ) proxy-core.allow-x-sendfile = "enable"\n'
+            f' proxy-core.max-pool-size = 2 }}\n'
+            f'$HTTP["url"] =~ "^/over/" {{ proxy-core.protocol = "fastcgi"\n'
+            f' proxy-core.backends = ( "unix:{cls.socks[1]}" ) proxy-core.allow-x-sendfile = "enable"\n'
+            f' proxy-core.max-pool-size = 8 proxy-core.read-timeout = 30 }}\n',
+            cls.files).start()
+
+    @classmethod
+    def tearDownClass(cls):
+        rc = cls.srv.stop()
+        for p in cls.pids:
+            kill_tree(p)
+        shutil.rmtree(cls.tmp, ignore_errors=True)
+        assert rc == 0
+
+    def backend_line(self, sock):
+        st, h, body = get(self.srv, b"/server-status")
+        for line in body.decode().splitlines():
+            if line.startswith("backend ") and sock in line:
+                f = line.split()
+                return {f[i]: f[i + 1] for i in range(2, len(f) - 1, 2)}
+        self.fail("no backend line for " + sock)
+
+    def parallel(self, prefix, clients, rounds):
+        errors = []
+        names = sorted(n for n in self.files if n.startswith(prefix))
+
+        def client(k):
+            try:
+                for i in range(rounds):
+                    name = names[(k * rounds + i) % len(names)]
+                    s = socket.create_connection(("127.0.0.1", self.srv.port), timeout=10)
+                    try:
+                        s.sendall(b"GET /" + name.encode() + b" HTTP/1.1\r\nHost: t\r\n\r\n")
+                        st, h, body = read_response(s)[:3]
+                    finally:
+                        s.close()
+                    if (st, body) != (200, self.files[name]):
+                        errors.append((name, st))
+            except Exception as e:  # noqa: BLE001  (a timeout here is a request left hanging)
+                errors.append(repr(e))
+
+        ts = [threading.Thread(target=client, args=(k,)) for k in range(clients)]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join()
+        return errors
+
+    def test_pool_within_the_workers_reuses_connections(self):
+        self.assertEqual(self.parallel("fits/", 4, 15), [])
+        b = self.backend_line(self.socks[0])
+        # 60 requests, and never more connections than the pool: every one was kept and reused.
+        self.assertEqual(int(b["requests"]), 60)
+        self.assertLessEqual(int(b["conns"]), 2)
+        self.assertGreaterEqual(int(b["idle"]), 1)
+        with open(self.srv.log) as f:
+            self.assertNotIn(self.socks[0] + ": a new connection waited", f.read())
+
+    def test_pool_above_the_workers_never_leaves_a_request_waiting(self):
+        # 12 clients, a pool of 8, two workers: up to six connections sit in the accelerator's
+        # accept queue while two kept ones hold its workers. Without the gateway's guard they
+        # would wait for the 30 s read timeout (the clients give up after 10 s).
+        self.assertEqual(self.parallel("over/", 12, 10), [])
+        with open(self.srv.log) as f:
+            self.assertIn(self.socks[1] + ": a new connection waited", f.read())
+        b = self.backend_line(self.socks[1])
+        self.assertEqual(b["inflight"], "0")
+
+
 class HttpBackend(unittest.TestCase):
     @classmethod
     def setUpClass(cls):

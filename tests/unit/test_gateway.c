@@ -1,0 +1,239 @@
+/* The gateway: balancers, the wait queue, and the pool of kept connections over real unix
+ * sockets, including the guard for applications that tie a worker to each connection. */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+#include <event2/event.h>
+
+#include "gateway.h"
+
+static sl_gw_group *group3(const char *const *names)
+{
+    sl_strlist l = {names, 3};
+    return sl_gw_group_get(NULL, &l);
+}
+
+static void test_balancers(void **state)
+{
+    static const char *const names[] = {"127.0.0.1:1", "127.0.0.1:2", "unix:/tmp/x.sock", NULL};
+    sl_gw_group *g = group3(names);
+    assert_non_null(g);
+    assert_ptr_equal(group3(names), g); /* one group per list */
+    /* static: the first healthy one; failover skips disabled and tried ones. */
+    assert_ptr_equal(sl_gw_pick(g, "static", "/", 1, 100, 0), &g->b[0]);
+    g->b[0].disabled_until = 200;
+    assert_ptr_equal(sl_gw_pick(g, "static", "/", 1, 100, 0), &g->b[1]);
+    assert_ptr_equal(sl_gw_pick(g, "static", "/", 1, 100, 1u << 1), &g->b[2]);
+    assert_null(sl_gw_pick(g, "static", "/", 1, 100, (1u << 1) | (1u << 2)));
+    assert_ptr_equal(sl_gw_pick(g, "static", "/", 1, 200, 0), &g->b[0]); /* re-enabled */
+    g->b[0].disabled_until = 0;
+    /* round-robin visits each in turn. */
+    sl_gw_backend *a = sl_gw_pick(g, "round-robin", "/", 1, 1, 0);
+    sl_gw_backend *b = sl_gw_pick(g, "round-robin", "/", 1, 1, 0);
+    sl_gw_backend *c = sl_gw_pick(g, "round-robin", "/", 1, 1, 0);
+    assert_true(a != b && b != c && a != c);
+    assert_ptr_equal(sl_gw_pick(g, "round-robin", "/", 1, 1, 0), a);
+    /* sqf: fewest in flight. */
+    g->b[0].inflight = 5;
+    g->b[1].inflight = 1;
+    g->b[2].inflight = 3;
+    for (int i = 0; i < 5; i++) assert_ptr_equal(sl_gw_pick(g, "sqf", "/", 1, 1, 0), &g->b[1]);
+    g->b[0].inflight = g->b[1].inflight = g->b[2].inflight = 0;
+    /* carp: a URL sticks to a backend; URLs spread; a disabled backend moves only its URLs. */
+    int hits[3] = {0};
+    sl_gw_backend *first[64];
+    for (int i = 0; i < 64; i++) {
+        char url[32];
+        int n = snprintf(url, sizeof url, "/file-%d", i);
+        first[i] = sl_gw_pick(g, "carp", url, (size_t)n, 1, 0);
+        assert_ptr_equal(sl_gw_pick(g, "carp", url, (size_t)n, 1, 0), first[i]);
+        hits[first[i] - g->b]++;
+    }
+    assert_true(hits[0] > 5 && hits[1] > 5 && hits[2] > 5);
+    g->b[2].disabled_until = 10;
+    for (int i = 0; i < 64; i++) {
+        char url[32];
+        int n = snprintf(url, sizeof url, "/file-%d", i);
+        sl_gw_backend *now = sl_gw_pick(g, "carp", url, (size_t)n, 1, 0);
+        assert_true(now != &g->b[2]);
+        if (first[i] != &g->b[2]) assert_ptr_equal(now, first[i]);
+    }
+    sl_gw_shutdown();
+}
+
+static void test_wait_queue_is_bounded_fifo(void **state)
+{
+    static const char *const names[] = {"127.0.0.1:1", "127.0.0.1:2", "127.0.0.1:3", NULL};
+    sl_gw_group *g = group3(names);
+    sl_gw_wait w[3] = {{0}};
+    assert_int_equal(sl_gw_wait_add(g, &w[0], 2), 0);
+    assert_int_equal(sl_gw_wait_add(g, &w[1], 2), 0);
+    assert_int_equal(sl_gw_wait_add(g, &w[2], 2), -EAGAIN);
+    sl_gw_wait_remove(g, &w[0]);
+    assert_false(w[0].queued);
+    assert_int_equal(g->n_waiting, 1);
+    assert_ptr_equal(g->wait_head, &w[1]);
+    sl_gw_wait_remove(g, &w[1]);
+    assert_null(g->wait_head);
+    assert_null(g->wait_tail);
+    sl_gw_shutdown();
+}
+
+
+/* A listening unix socket nobody accepts on: connections queue in its backlog, like those of
+ * an application whose workers are all busy. */
+static int listener(char *path, size_t len)
+{
+    snprintf(path, len, "/tmp/sl_gw_test_%d.sock", (int)getpid());
+    unlink(path);
+    int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+    assert_true(fd >= 0);
+    struct sockaddr_un un = {.sun_family = AF_UNIX};
+    snprintf(un.sun_path, sizeof un.sun_path, "%s", path);
+    assert_int_equal(bind(fd, (struct sockaddr *)&un, sizeof un), 0);
+    assert_int_equal(listen(fd, 16), 0);
+    return fd;
+}
+
+static sl_gw_group *group1(struct event_base *base, const char *name)
+{
+    static const char *names[2];
+    names[0] = name;
+    sl_strlist l = {names, 1};
+    return sl_gw_group_get(base, &l);
+}
+
+static sl_gw_conn *open_conn(sl_gw_backend *be)
+{
+    bool inprog;
+    int err = 0;
+    sl_gw_conn *gc = sl_gw_connect(be, &inprog, &err);
+    assert_non_null(gc);
+    return gc;
+}
+
+static void test_release_keeps_answered_connections(void **state)
+{
+    char path[108], name[120];
+    int lfd = listener(path, sizeof path);
+    snprintf(name, sizeof name, "unix:%s", path);
+    sl_gw_backend *be = &group1(NULL, name)->b[0];
+    sl_gw_conn *a = open_conn(be);
+    assert_ptr_equal(be->fresh, a); /* unanswered until the backend speaks */
+    sl_gw_answered(a);
+    assert_null(be->fresh);
+    sl_gw_release(a, 4, true, sl_gw_now_ms());
+    assert_int_equal(be->n_idle, 1);
+    assert_int_equal(be->n_conns, 1);
+    assert_int_equal(be->inflight, 0);
+    /* Taken again: the same connection, marked as reused. */
+    sl_gw_conn *b = sl_gw_take_idle(be);
+    assert_ptr_equal(b, a);
+    assert_true(b->reused);
+    /* keep_max bounds the idle ones. */
+    sl_gw_release(b, 0, true, sl_gw_now_ms());
+    assert_int_equal(be->n_idle, 0);
+    assert_int_equal(be->n_conns, 0);
+    sl_gw_shutdown();
+    close(lfd);
+    unlink(path);
+}
+
+static void test_stuck_new_connection_frees_a_worker(void **state)
+{
+    char path[108], name[120];
+    int lfd = listener(path, sizeof path);
+    snprintf(name, sizeof name, "unix:%s", path);
+    sl_gw_backend *be = &group1(NULL, name)->b[0];
+    sl_gw_conn *kept = open_conn(be);
+    sl_gw_answered(kept);
+    sl_gw_conn *stuck = open_conn(be); /* sent, never answered: in the accept queue */
+    uint64_t now = stuck->opened_ms;
+    /* Not waiting long yet: the kept connection stays. */
+    sl_gw_release(kept, 4, true, now + SL_GW_STALL_MS - 1);
+    assert_int_equal(be->n_idle, 1);
+    assert_int_equal(be->stalls, 0);
+    kept = sl_gw_take_idle(be);
+    /* An HTTP backend does not tie a worker to a connection: nothing to free. */
+    sl_gw_release(kept, 4, false, now + 1000);
+    assert_int_equal(be->n_idle, 1);
+    kept = sl_gw_take_idle(be);
+    /* Waited SL_GW_STALL_MS: the kept connection closes so its worker can accept. */
+    sl_gw_release(kept, 4, true, now + SL_GW_STALL_MS);
+    assert_int_equal(be->n_idle, 0);
+    assert_int_equal(be->n_conns, 1);
+    assert_int_equal(be->stalls, 1);
+    /* Its wait restarted: the next release within SL_GW_STALL_MS keeps its connection. */
+    assert_int_equal(stuck->opened_ms, now + SL_GW_STALL_MS);
+    /* Once answered, the new connection is an ordinary kept one. */
+    sl_gw_answered(stuck);
+    sl_gw_release(stuck, 4, true, now + 5000);
+    assert_int_equal(be->n_idle, 1);
+    assert_int_equal(be->stalls, 1);
+    sl_gw_shutdown();
+    close(lfd);
+    unlink(path);
+}
+
+static void test_idle_connections_close_while_a_new_one_waits(void **state)
+{
+    char path[108], name[120];
+    int lfd = listener(path, sizeof path);
+    snprintf(name, sizeof name, "unix:%s", path);
+    struct event_base *base = event_base_new();
+    assert_non_null(base);
+    sl_gw_backend *be = &group1(base, name)->b[0];
+    sl_gw_conn *k1 = open_conn(be), *k2 = open_conn(be);
+    sl_gw_answered(k1);
+    sl_gw_answered(k2);
+    sl_gw_conn *stuck = open_conn(be);
+    /* Both kept ones go idle just after the new one was sent: no release will come again, so
+     * only the timer can notice the new connection is stuck behind them. */
+    sl_gw_release(k1, 4, true, stuck->opened_ms);
+    sl_gw_release(k2, 4, true, stuck->opened_ms);
+    assert_int_equal(be->n_idle, 2);
+    assert_true(be->stall_armed);
+    uint64_t sent = stuck->opened_ms;
+    event_base_loop(base, EVLOOP_ONCE); /* the check, SL_GW_STALL_MS later */
+    /* One idle connection closed for the one stuck connection; the other is still kept, and the
+     * stuck one's wait starts again (its worker needs a moment to accept). */
+    assert_int_equal(be->n_idle, 1);
+    assert_int_equal(be->n_conns, 2);
+    assert_int_equal(be->stalls, 1);
+    assert_true(stuck->opened_ms >= sent + SL_GW_STALL_MS);
+    assert_true(be->stall_armed);
+    /* Still not answered after another wait (nobody accepts here): the next one goes. */
+    event_base_loop(base, EVLOOP_ONCE);
+    assert_int_equal(be->n_idle, 0);
+    assert_int_equal(be->stalls, 2);
+    assert_false(be->stall_armed); /* nothing idle left to close */
+    sl_gw_close(stuck);
+    assert_int_equal(be->n_conns, 0);
+    assert_null(be->fresh);
+    sl_gw_shutdown();
+    event_base_free(base);
+    close(lfd);
+    unlink(path);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_balancers),
+        cmocka_unit_test(test_wait_queue_is_bounded_fifo),
+        cmocka_unit_test(test_release_keeps_answered_connections),
+        cmocka_unit_test(test_stuck_new_connection_frees_a_worker),
+        cmocka_unit_test(test_idle_connections_close_while_a_new_one_waits),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
