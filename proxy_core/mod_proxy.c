@@ -1,8 +1,14 @@
 /* proxy-core: requests routed to FastCGI or HTTP backends.
  *
- * The module takes a request when its conditions set proxy-core.backends. It reads the request
- * body into memory first (bounded by server.max-request-size), so that a request can be retried
- * on another backend until the first response byte arrives. The gateway layer (gateway.c) picks a
+ * The module takes a request when its conditions set proxy-core.backends. A body with a
+ * Content-Length is streamed: the request goes to a backend at once and body bytes follow as the
+ * client sends them, with back-pressure both ways (the client is not read while BODY_HIGH bytes
+ * wait for the backend). The first REPLAY_KEEP bytes of the request stay in memory, so a backend
+ * that refuses or resets early can still be replaced by another; past that, a backend failure
+ * mid-body is a 502. A chunked body is collected first (bounded by server.max-request-size),
+ * because CGI needs CONTENT_LENGTH and many HTTP backends take no chunked requests; nginx does
+ * the same for FastCGI. A backend that answers before the body is complete gets no more of it:
+ * the client's connection closes after that answer. The gateway layer (gateway.c) picks a
  * backend, hands out a pooled connection or connects a new one, and queues the request when every
  * pool is full. The request goes out as FastCGI records or as an HTTP/1.1 request; the answer is
  * parsed with the pure parsers of fcgi_proto.c and http_resp.c. A response with X-Sendfile (when
@@ -41,6 +47,8 @@
 #define HEAD_MAX (64 * 1024)         /* a backend's response head */
 #define OUT_HIGH (256 * 1024)        /* stop reading the backend above this much queued output */
 #define READ_CHUNK (64 * 1024)
+#define BODY_HIGH (256 * 1024)       /* stop reading the client's body above this much unsent */
+#define REPLAY_KEEP (64 * 1024)      /* request bytes kept for a retry on another backend */
 #define FCGI_ID 1
 
 typedef enum { P_BODY, P_WAIT, P_SEND, P_RECV, P_DONE } pstate;
@@ -55,13 +63,22 @@ typedef struct proxy_req {
     uint64_t tried;          /* backends tried (bit per index) */
     bool retried_reused;
     /* request body */
-    char *body;
+    bool req_body;           /* the request has one */
+    bool stream;             /* Content-Length body, streamed to the backend as it arrives */
+    bool body_in_done;       /* stream: every body byte is in out (or was sent) */
+    bool body_paused;        /* stream: client reading not armed (BODY_HIGH bytes wait to be
+                              * sent, or its event just fired) */
+    bool body_stopped;       /* stream: reading ended early (backend answered or failed) */
+    bool no_replay;          /* out no longer holds the whole request: no retry elsewhere */
+    bool cut_short;          /* the backend took part of the request, then answered or closed */
+    long long body_left;     /* stream: bytes still to read from the client */
+    char *body;              /* a chunked body, collected */
     size_t body_len, body_cap;
-    long long body_want;     /* Content-Length, or -1 for chunked */
     sl_chunked_decoder cin;
     /* request bytes for the backend */
     sl_buf out;
     size_t out_off;
+    bool built;              /* out holds the request head */
     /* response */
     sl_fcgi_decoder fdec;
     char *hbuf;              /* head bytes collected (HTTP: raw; FastCGI: STDOUT) */
@@ -87,6 +104,7 @@ typedef struct proxy_req {
 } proxy_req;
 
 static void attempt(proxy_req *pr);
+static void stop_body(proxy_req *pr);
 static void gc_event(evutil_socket_t fd, short what, void *arg);
 static void kick(evutil_socket_t fd, short what, void *arg);
 
@@ -161,6 +179,7 @@ static void fail(proxy_req *pr, int status, const char *why)
 {
     sl_conn *c = pr->c;
     sl_log("proxy-core: %s %s: %s -> %d", sl_method_name(c->req.method), c->path, why, status);
+    stop_body(pr);
     drop_backend(pr, false);
     sl_gw_wait_remove(pr->grp, &pr->wait);
     pr->state = P_DONE;
@@ -181,6 +200,12 @@ static void fail(proxy_req *pr, int status, const char *why)
 }
 
 /* ---- building the backend request ---- */
+
+/* CONTENT_LENGTH / Content-Length towards the backend. */
+static long long body_length(const proxy_req *pr)
+{
+    return pr->stream ? pr->c->req.content_length : (long long)pr->body_len;
+}
 
 static int add_param(sl_fcgi_params_writer *w, const char *name, const char *value, size_t vlen)
 {
@@ -239,8 +264,8 @@ static int build_fcgi(proxy_req *pr)
         snprintf(buf, sizeof buf, "%d", port);
         P("SERVER_PORT", buf);
     }
-    if (pr->body || c->req.content_length >= 0 || c->req.chunked) {
-        snprintf(buf, sizeof buf, "%zu", pr->body_len);
+    if (pr->req_body || c->req.content_length >= 0) {
+        snprintf(buf, sizeof buf, "%lld", body_length(pr));
         P("CONTENT_LENGTH", buf);
     }
     if (rq->content_type) PN("CONTENT_TYPE", rq->content_type->value, rq->content_type->value_len);
@@ -262,6 +287,7 @@ static int build_fcgi(proxy_req *pr)
 #undef P
 #undef PN
     if (!r) r = sl_fcgi_params_end(&w);
+    if (pr->stream) return r; /* stdin follows as it arrives (stream_put) */
     if (!r && pr->body_len) r = sl_fcgi_write_stream(b, SL_FCGI_STDIN, FCGI_ID, pr->body, pr->body_len);
     if (!r) r = sl_fcgi_end_stream(b, SL_FCGI_STDIN, FCGI_ID);
     return r;
@@ -324,8 +350,8 @@ static int build_http(proxy_req *pr)
         snprintf(line, sizeof line, "X-Forwarded-Host: %s\r\n", c->host);
         S(line);
     }
-    if (pr->body || rq->content_length >= 0 || rq->chunked) {
-        snprintf(line, sizeof line, "Content-Length: %zu\r\n", pr->body_len);
+    if (pr->req_body || rq->content_length >= 0) {
+        snprintf(line, sizeof line, "Content-Length: %lld\r\n", body_length(pr));
         S(line);
     }
     S(keepalive_max(pr) > 1 ? "Connection: keep-alive\r\n\r\n"
@@ -336,7 +362,7 @@ static int build_http(proxy_req *pr)
     return r;
 }
 
-/* ---- the request body ---- */
+/* ---- a chunked request body, collected before the request goes out ---- */
 
 static int body_put(proxy_req *pr, const char *p, size_t n)
 {
@@ -354,18 +380,10 @@ static int body_put(proxy_req *pr, const char *p, size_t n)
     return 0;
 }
 
-/* Feed body bytes; returns how many belong to the body (<= n), 1 more bit via *done, or an
- * error. */
+/* Feed chunked body bytes; returns how many belong to the body (<= n), with *done set at its
+ * end, or an error. */
 static long body_feed(proxy_req *pr, const char *p, size_t n, bool *done)
 {
-    if (pr->body_want >= 0) {
-        size_t take = (size_t)pr->body_want - pr->body_len;
-        if (take > n) take = n;
-        int r = body_put(pr, p, take);
-        if (r < 0) return r;
-        *done = (long long)pr->body_len == pr->body_want;
-        return (long)take;
-    }
     size_t used = 0;
     while (used < n) {
         size_t k;
@@ -403,11 +421,125 @@ static void body_error(proxy_req *pr, long err)
     c->keep_alive = false;
     c->has_body = true; /* unread input may follow: linger */
     pr->state = P_DONE;
-    int st = err == -E2BIG ? 413 : err == -ETIMEDOUT ? 408 : 400;
+    pr->body_stopped = true;
+    /* A streamed body may have a backend (or a place in the backlog) already. */
+    drop_backend(pr, false);
+    sl_gw_wait_remove(pr->grp, &pr->wait);
+    int st = err == -E2BIG ? 413 : err == -ETIMEDOUT ? 408 : err == -ENOMEM ? 503 : 400;
     sl_log("proxy-core: %s: request body: %s", c->path, st == 413 ? "too large" :
-           st == 408 ? "client too slow" : "malformed chunked body");
+           st == 408 ? "client too slow" : st == 503 ? "out of memory" : "malformed chunked body");
     sl_resp_error(c, st);
     sl_conn_handled(c, SL_FINISHED);
+}
+
+/* ---- the streamed request body ---- */
+
+static size_t unsent(const proxy_req *pr)
+{
+    return pr->out.len - pr->out_off;
+}
+
+/* Body bytes for the backend, framed as its protocol wants; the end of the body ends FastCGI's
+ * stdin stream. */
+static int stream_put(proxy_req *pr, const char *p, size_t n)
+{
+    int r = 0;
+    if (n) r = pr->fcgi ? sl_fcgi_write_stream(&pr->out, SL_FCGI_STDIN, FCGI_ID, p, n)
+                        : sl_buf_append(&pr->out, p, n);
+    if (r < 0) return r;
+    pr->body_left -= (long long)n;
+    if (pr->body_left == 0) {
+        if (pr->fcgi && (r = sl_fcgi_end_stream(&pr->out, SL_FCGI_STDIN, FCGI_ID)) < 0) return r;
+        pr->body_in_done = true;
+    }
+    return 0;
+}
+
+/* The client has sent the whole body: its socket goes back to the core, for the response. */
+static void stream_read_done(proxy_req *pr)
+{
+    sl_conn *c = pr->c;
+    c->on_body = NULL;
+    c->state = SL_CONN_HANDLE;
+    event_del(&c->ev);
+    c->has_body = false;
+    pr->body_paused = false;
+}
+
+/* Read the client's body only while little waits for the backend: the client's own socket
+ * buffers then hold the rest, and memory stays bounded whatever the body's size. */
+static void stream_flow(proxy_req *pr)
+{
+    sl_conn *c = pr->c;
+    if (c->on_body == NULL || pr->body_in_done) return;
+    if (unsent(pr) >= BODY_HIGH) {
+        if (!pr->body_paused) event_del(&c->ev);
+        pr->body_paused = true;
+    } else if (pr->body_paused) {
+        pr->body_paused = false;
+        sl_conn_arm(c, EV_READ, c->conf.max_read_idle);
+    }
+}
+
+/* Body reading ends before the body did (the backend answered early, or failed): the rest of
+ * it is never read, so the client connection closes after the answer. */
+static void stop_body(proxy_req *pr)
+{
+    sl_conn *c = pr->c;
+    if (!pr->stream || pr->body_in_done || pr->body_stopped) return;
+    pr->body_stopped = true;
+    pr->keep_backend = false; /* the backend saw half a request */
+    if (c->on_body) {
+        c->on_body = NULL;
+        c->state = SL_CONN_HANDLE;
+        event_del(&c->ev);
+    }
+    c->keep_alive = false;
+    c->has_body = true; /* unread input may follow: linger */
+}
+
+/* Sent bytes are dropped once they pass REPLAY_KEEP; from then on the request cannot be sent
+ * to another backend. */
+static void stream_compact(proxy_req *pr)
+{
+    if (!pr->stream || pr->out_off <= REPLAY_KEEP) return;
+    memmove(pr->out.p, pr->out.p + pr->out_off, unsent(pr));
+    pr->out.len -= pr->out_off;
+    pr->out_off = 0;
+    pr->no_replay = true;
+}
+
+static void stream_event(sl_conn *c, short what)
+{
+    proxy_req *pr = c->mod_ctx;
+    pr->body_paused = true; /* the event fired and is no longer armed */
+    if (what & EV_TIMEOUT) {
+        body_error(pr, -ETIMEDOUT);
+        return;
+    }
+    char buf[READ_CHUNK];
+    size_t want = sizeof buf;
+    if (BODY_HIGH - unsent(pr) < want) want = BODY_HIGH - unsent(pr);
+    if (pr->body_left < (long long)want) want = (size_t)pr->body_left; /* never the next request */
+    ssize_t n = recv(c->fd, buf, want, 0);
+    if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) {
+        sl_log("proxy-core: %s: the client closed before sending all of the body", c->path);
+        sl_conn_close(c);
+        return;
+    }
+    if (n > 0 && stream_put(pr, buf, (size_t)n) < 0) {
+        body_error(pr, -ENOMEM);
+        return;
+    }
+    if (pr->body_in_done) stream_read_done(pr);
+    if (pr->gc && pr->state == P_SEND && !pr->connecting) {
+        /* Send now; the send path decides whether to read on (stream_flow). c may be gone
+         * after this call. */
+        gc_event(pr->gc->fd, EV_WRITE, pr);
+        return;
+    }
+    /* No connection yet (waiting for one, or connecting): read on while there is room. */
+    stream_flow(pr);
 }
 
 static void body_event(sl_conn *c, short what)
@@ -418,10 +550,7 @@ static void body_event(sl_conn *c, short what)
         return;
     }
     char buf[READ_CHUNK];
-    size_t want = sizeof buf;
-    if (pr->body_want >= 0 && (size_t)(pr->body_want - (long long)pr->body_len) < want)
-        want = (size_t)(pr->body_want - (long long)pr->body_len); /* never read the next request */
-    ssize_t n = recv(c->fd, buf, want, 0);
+    ssize_t n = recv(c->fd, buf, sizeof buf, 0);
     if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) {
         sl_conn_close(c); /* the client went away mid-body */
         return;
@@ -446,13 +575,15 @@ static void body_event(sl_conn *c, short what)
 
 /* ---- talking to the backend ---- */
 
+/* Wait for the backend socket; secs < 0: no timeout (the client's body is awaited, under the
+ * client's own timeout). */
 static void arm_gc(proxy_req *pr, short what, long secs)
 {
     sl_gw_conn *gc = pr->gc;
     if (event_initialized(&gc->ev)) event_del(&gc->ev);
     event_assign(&gc->ev, pr->c->srv->base, gc->fd, what, gc_event, pr);
     struct timeval tv = {secs > 0 ? secs : 1, 0};
-    event_add(&gc->ev, &tv);
+    event_add(&gc->ev, secs < 0 ? NULL : &tv);
 }
 
 static void wake(sl_gw_wait *w)
@@ -474,10 +605,11 @@ static void backend_failed(proxy_req *pr, sl_gw_backend *be, int err, bool disab
 
 static void begin_send(proxy_req *pr)
 {
-    if (pr->out.len == 0 && (pr->fcgi ? build_fcgi(pr) : build_http(pr)) < 0) {
+    if (!pr->built && (pr->fcgi ? build_fcgi(pr) : build_http(pr)) < 0) {
         fail(pr, 500, "cannot build the backend request");
         return;
     }
+    pr->built = true;
     pr->state = P_SEND;
     pr->out_off = 0;
     sl_conn_mark(pr->c, &pr->c->t.backend_connect);
@@ -492,6 +624,10 @@ static void attempt(proxy_req *pr)
 {
     sl_conn *c = pr->c;
     const sl_settings *s = &c->conf;
+    if (pr->no_replay || pr->cut_short) {
+        fail(pr, 502, "backend failed while the request body was streamed to it");
+        return;
+    }
     pr->state = P_WAIT;
     sl_gw_backend *be = sl_gw_pick(pr->grp, s->proxy_balancer, c->path, c->path_len, now_s(),
                                    pr->tried);
@@ -764,6 +900,12 @@ static void gc_event_body(proxy_req *pr, evutil_socket_t fd, short what)
     sl_conn *c = pr->c;
     sl_gw_backend *be = pr->gc->be;
     const sl_settings *s = &c->conf;
+    if (pr->state == P_SEND && (what & EV_READ) && pr->stream && !pr->body_in_done) {
+        /* The backend answers, or closes, before it has the whole body: it gets no more. */
+        stop_body(pr);
+        pr->cut_short = true;
+        pr->state = P_RECV;
+    }
     if (pr->state == P_SEND) {
         if (what & EV_TIMEOUT) {
             if (pr->connecting) {
@@ -782,24 +924,47 @@ static void gc_event_body(proxy_req *pr, evutil_socket_t fd, short what)
             }
             if (n < 0 && errno == EINTR) continue;
             if (n < 0 && errno == EAGAIN) {
-                arm_gc(pr, EV_WRITE,
+                /* While the body streams, an early answer must be seen even when the backend
+                 * stops reading. */
+                bool watch = pr->stream && !pr->body_in_done && !pr->connecting;
+                stream_compact(pr);
+                arm_gc(pr, EV_WRITE | (watch ? EV_READ : 0),
                        pr->connecting ? s->proxy_connect_timeout : s->proxy_read_timeout);
+                stream_flow(pr);
                 return;
             }
             /* A pooled connection the backend had closed: retry once on a fresh one. */
             int e = n < 0 ? -errno : -EPIPE;
-            if (pr->gc->reused && !pr->retried_reused) {
+            if (pr->gc->reused && !pr->retried_reused && !pr->no_replay) {
                 pr->retried_reused = true;
                 drop_backend(pr, false);
                 attempt(pr);
                 return;
             }
+            if (pr->stream && !pr->connecting) {
+                /* It took part of the body and closed: it may have answered first (an upload
+                 * it refuses). Read what it said. */
+                stop_body(pr);
+                pr->cut_short = true;
+                pr->state = P_RECV;
+                break;
+            }
             backend_failed(pr, be, e, true);
             return;
         }
-        pr->state = P_RECV;
-        arm_gc(pr, EV_READ, s->proxy_read_timeout);
-        return;
+        if (pr->state == P_RECV) {
+            /* read the early answer below */
+        } else if (pr->stream && !pr->body_in_done) {
+            /* Everything read so far is sent: wait for more of the client's body. */
+            stream_compact(pr);
+            arm_gc(pr, EV_READ, -1);
+            stream_flow(pr);
+            return;
+        } else {
+            pr->state = P_RECV;
+            arm_gc(pr, EV_READ, s->proxy_read_timeout);
+            return;
+        }
     }
     if (pr->state != P_RECV) return;
     if (what & EV_TIMEOUT) {
@@ -816,7 +981,7 @@ static void gc_event_body(proxy_req *pr, evutil_socket_t fd, short what)
     }
     if (n <= 0) {
         int e = n < 0 ? -errno : 0;
-        if (!pr->got_byte && pr->gc->reused && !pr->retried_reused && !pr->body) {
+        if (!pr->got_byte && pr->gc->reused && !pr->retried_reused && !pr->req_body) {
             /* Closed before answering on a reused connection: the classic keep-alive race. */
             pr->retried_reused = true;
             drop_backend(pr, false);
@@ -918,6 +1083,46 @@ static void kick(evutil_socket_t fd, short what, void *arg)
 
 /* ---- module hooks ---- */
 
+/* Connect and send right inside the handle hook, saving a loop turn; a failure comes back as
+ * the hook's result rather than answering the client from inside the core. */
+static sl_hresult send_now(proxy_req *pr)
+{
+    pr->in_handle = pr->busy = true;
+    attempt(pr);
+    pr->in_handle = pr->busy = false;
+    return pr->handle_failed ? SL_ERROR : SL_WAIT;
+}
+
+/* A Content-Length body: the request goes out now with the body bytes that came along with the
+ * head, and the rest follows as the client sends it (stream_event). */
+static sl_hresult stream_start(proxy_req *pr)
+{
+    sl_conn *c = pr->c;
+    pr->stream = true;
+    pr->body_left = c->req.content_length;
+    int r = pr->fcgi ? build_fcgi(pr) : build_http(pr);
+    pr->built = true;
+    size_t avail = c->in_len - c->head_len;
+    size_t take = (long long)avail < pr->body_left ? avail : (size_t)pr->body_left;
+    if (!r) r = stream_put(pr, c->in + c->head_len, take);
+    if (r < 0) {
+        c->status = r == -ENOMEM ? 503 : 500;
+        return SL_ERROR; /* has_body stays: the core lingers and closes */
+    }
+    c->head_len += take; /* what follows is the next request */
+    c->keep_alive = c->ka_after_body;
+    if (pr->body_in_done) {
+        c->has_body = false;
+    } else {
+        c->state = SL_CONN_READ_BODY;
+        c->on_body = stream_event;
+    }
+    pr->body_paused = true; /* not armed yet: stream_flow arms it while there is room */
+    sl_hresult h = send_now(pr);
+    if (h == SL_WAIT) stream_flow(pr);
+    return h;
+}
+
 static sl_hresult proxy_handle(sl_conn *c)
 {
     if (c->conf.proxy_backends.n == 0) return SL_GO_ON;
@@ -938,28 +1143,22 @@ static sl_hresult proxy_handle(sl_conn *c)
     c->on_drain = on_drain;
     evtimer_assign(&pr->kick, c->srv->base, kick, pr);
     static const struct timeval zero = {0, 0};
-    if (!c->has_body) {
-        /* Connect and send right here, saving a loop turn; a failure comes back as the hook's
-         * result rather than answering the client from inside the core. */
-        pr->in_handle = pr->busy = true;
-        attempt(pr);
-        pr->in_handle = pr->busy = false;
-        return pr->handle_failed ? SL_ERROR : SL_WAIT;
-    }
+    if (!c->has_body) return send_now(pr);
     const sl_http_request *rq = &c->req;
-    pr->state = P_BODY;
-    pr->body_want = rq->chunked ? -1 : rq->content_length;
-    if (rq->chunked) sl_chunked_init(&pr->cin, 8192);
+    pr->req_body = true;
     if (rq->expect) {
         /* The client waits for this before sending the body. */
         static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";
         ssize_t w = send(c->fd, cont, sizeof cont - 1, MSG_NOSIGNAL);
         (void)w;
     }
+    if (!rq->chunked) return stream_start(pr);
+    pr->state = P_BODY;
+    sl_chunked_init(&pr->cin, 8192);
     /* Body bytes that arrived with the head. */
     size_t avail = c->in_len - c->head_len;
     bool done = false;
-    long used = avail || pr->body_want == 0 ? body_feed(pr, c->in + c->head_len, avail, &done) : 0;
+    long used = avail ? body_feed(pr, c->in + c->head_len, avail, &done) : 0;
     if (used < 0) {
         c->keep_alive = false;
         c->status = used == -E2BIG ? 413 : 400;

@@ -522,12 +522,15 @@ def evict(path):
 
 
 def main(module_name="__main__", suite=None):
-    """Run a test module with `--build BUILDDIR` and print "N passed, M failed, K skipped"."""
+    """Run a test module (or the named tests) with `--build BUILDDIR` and print "N passed, M failed, K skipped"."""
     global BUILD
     ap = argparse.ArgumentParser()
     ap.add_argument("--build", default="build")
     args, rest = ap.parse_known_args()
     BUILD = os.path.abspath(args.build)
+    names = [a for a in rest if not a.startswith("-")]  # e.g. StreamedBody or Class.test_x
+    if suite is None and names:
+        suite = unittest.defaultTestLoader.loadTestsFromNames(names, sys.modules[module_name])
     if suite is None:
         suite = unittest.defaultTestLoader.loadTestsFromModule(sys.modules[module_name])
     res = unittest.TextTestRunner(verbosity=2).run(suite)

@@ -4,6 +4,7 @@ unix socket) and python3 -m http.server; plus small misbehaving backends (hang, 
 for the failure paths, and X-Sendfile with paths that try to leave the allowed roots.
 """
 import argparse
+import hashlib
 import os
 import shutil
 import signal
@@ -530,6 +531,226 @@ class HttpBackend(unittest.TestCase):
         # Every request got an answer (http.server says 404 for /pair/x: an answer), none failed.
         self.assertEqual(len(results), 160)
         self.assertEqual(set(results), {404}, [r for r in results if r != 404][:5])
+
+
+class BodyBackend:
+    """An HTTP/1.1 backend that shows when body bytes arrive. Per connection: read the head;
+    'md5' reads the body (after `hold` seconds) and answers its length and MD5; 'early' answers
+    413 at once and closes without reading it; 'die' reads 64 KiB of body and resets."""
+
+    def __init__(self):
+        self.mode = "md5"
+        self.hold = 0.0
+        self.watch = None  # a request path
+        self.first_body = threading.Event()  # set when a body byte of `watch` arrived
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(16)
+        self.port = self.sock.getsockname()[1]
+        self.stop = False
+        self.t = threading.Thread(target=self.run, daemon=True)
+        self.t.start()
+
+    def run(self):
+        self.sock.settimeout(0.2)
+        while not self.stop:
+            try:
+                c, _ = self.sock.accept()
+            except OSError:
+                continue
+            threading.Thread(target=self.serve, args=(c,), daemon=True).start()
+
+    def serve(self, c):
+        c.settimeout(20)
+        try:
+            while True:
+                buf = b""
+                while b"\r\n\r\n" not in buf:
+                    d = c.recv(65536)
+                    if not d:
+                        return
+                    buf += d
+                head, _, body = buf.partition(b"\r\n\r\n")
+                probe = head.split(b" ")[1] == self.watch
+                n = 0
+                for line in head.split(b"\r\n")[1:]:
+                    k, _, v = line.partition(b":")
+                    if k.strip().lower() == b"content-length":
+                        n = int(v)
+                if self.mode == "early":
+                    c.sendall(b"HTTP/1.1 413 Payload Too Large\r\nContent-Length: 4\r\n"
+                              b"Connection: close\r\n\r\nnope")
+                    return
+                if body and probe:
+                    self.first_body.set()
+                time.sleep(self.hold)
+                h = hashlib.md5(body[:n])
+                got = len(body[:n])
+                while got < n:
+                    d = c.recv(min(1 << 20, n - got))
+                    if not d:
+                        return
+                    if probe:
+                        self.first_body.set()
+                    h.update(d)
+                    got += len(d)
+                    if self.mode == "die" and got >= 65536:
+                        c.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
+                        return
+                out = b"%d %s" % (got, h.hexdigest().encode())
+                c.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % len(out) + out)
+        except OSError:
+            pass
+        finally:
+            c.close()
+
+    def close(self):
+        self.stop = True
+        self.t.join()
+        self.sock.close()
+
+
+def md5_answer(data):
+    return b"%d %s" % (len(data), hashlib.md5(data).hexdigest().encode())
+
+
+class StreamedBody(unittest.TestCase):
+    """Content-Length bodies go to the backend as they arrive, with back-pressure, and a backend
+    that answers early or dies mid-body leaves nothing hanging."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.be = BodyBackend()
+        cls.dier = BodyBackend()  # a reset disables its backend for a while: keep it apart
+        cls.dier.mode = "die"
+        cls.tmp = tempfile.mkdtemp(prefix="sl_pxb_")
+        cls.php_sock = os.path.join(cls.tmp, "php.sock")
+        cls.pids = [spawn_php(["-s", cls.php_sock, "-M", "0660"])] if PHP and SPAWN else []
+        dead = free_port()
+        cls.srv = Server(
+            f'$HTTP["url"] =~ "^/up/" {{\n proxy-core.backends = ( "127.0.0.1:{cls.be.port}" )\n}}\n'
+            f'$HTTP["url"] =~ "^/die/" {{\n proxy-core.backends = ( "127.0.0.1:{cls.dier.port}" )\n}}\n'
+            f'$HTTP["url"] =~ "^/retry/" {{\n proxy-core.backends = ( "127.0.0.1:{dead}",'
+            f' "127.0.0.1:{cls.be.port}" )\n proxy-core.balancer = "static"\n}}\n'
+            f'$HTTP["url"] =~ "^/php/" {{\n proxy-core.protocol = "fastcgi"\n'
+            f' proxy-core.backends = ( "unix:{cls.php_sock}" )\n}}\n',
+            {"php/md5.php": b'<?php $b = file_get_contents("php://input");'
+                            b' echo strlen($b) . " " . md5($b);'}).start()
+
+    @classmethod
+    def tearDownClass(cls):
+        rc = cls.srv.stop()
+        cls.be.close()
+        cls.dier.close()
+        for p in cls.pids:
+            kill_tree(p)
+        shutil.rmtree(cls.tmp, ignore_errors=True)
+        assert rc == 0
+
+    def setUp(self):
+        self.be.mode, self.be.hold, self.be.watch = "md5", 0.0, None
+        self.be.first_body.clear()
+
+    def post_head(self, path, n):
+        return b"POST " + path + b" HTTP/1.1\r\nHost: t\r\nContent-Length: %d\r\n\r\n" % n
+
+    def test_backend_has_the_first_bytes_before_the_client_sent_the_rest(self):
+        data = os.urandom(1 << 20)
+        s = self.srv.connect()
+        try:
+            self.be.watch = b"/up/first"
+            s.sendall(self.post_head(b"/up/first", len(data)) + data[:100000])
+            # A server that collects the body first would never pass this point.
+            self.assertTrue(self.be.first_body.wait(5), "no body byte reached the backend")
+            s.sendall(data[100000:])
+            st, h, body, rest = read_response(s)
+            self.assertEqual((st, body), (200, md5_answer(data)))
+            # The connection stays usable: the body was read exactly.
+            s.sendall(self.post_head(b"/up/y", 3) + b"abc")
+            st, h, body, rest = read_response(s, rest)
+            self.assertEqual((st, body), (200, md5_answer(b"abc")))
+        finally:
+            s.close()
+
+    def test_a_backend_that_does_not_read_holds_the_client_back(self):
+        # 64 MiB against a backend that reads nothing for 3 s: the server may buffer a little,
+        # the kernel's socket buffers some more, but the client must be held back well short.
+        data = os.urandom(1 << 20) * 64
+        self.be.hold = 3.0
+        s = self.srv.connect()
+        try:
+            s.sendall(self.post_head(b"/up/x", len(data)))
+            s.setblocking(False)
+            sent, t0 = 0, time.time()
+            while time.time() - t0 < 1.5:
+                try:
+                    sent += s.send(data[sent:sent + (1 << 20)])
+                except BlockingIOError:
+                    time.sleep(0.01)
+            self.assertLess(sent, 32 << 20, "the server read the body far ahead of the backend")
+            s.setblocking(True)
+            s.settimeout(30)
+            s.sendall(data[sent:])
+            st, h, body, rest = read_response(s)
+            self.assertEqual((st, body), (200, md5_answer(data)))
+        finally:
+            s.close()
+
+    def test_a_backend_that_answers_early_gets_no_more_and_the_client_is_closed(self):
+        self.be.mode = "early"
+        data = b"x" * (4 << 20)
+        s = self.srv.connect()
+        try:
+            s.sendall(self.post_head(b"/up/x", len(data)) + data[:1000])
+            st, h, body, rest = read_response(s)
+            self.assertEqual((st, body), (413, b"nope"))
+            try:
+                s.sendall(data[1000:])  # the rest is drained or refused, never parsed
+            except OSError:
+                pass
+            self.assertNotIn(b"HTTP/1.1", rest + test_core.wait_closed(s))
+        finally:
+            s.close()
+        self.assertEqual(get(self.srv, b"/a.txt")[0], 404)  # and everyone else is served
+
+    def test_a_backend_that_dies_mid_body_is_a_502(self):
+        data = os.urandom(1 << 20)
+        s = self.srv.connect()
+        try:
+            s.sendall(self.post_head(b"/die/x", len(data)) + data[:200000])
+            s.settimeout(10)
+            try:
+                s.sendall(data[200000:])
+            except OSError:
+                pass
+            st = read_response(s)[0]
+            self.assertEqual(st, 502)
+        finally:
+            s.close()
+        self.srv_log_has("backend")
+
+    def srv_log_has(self, word):
+        with open(self.srv.log) as f:
+            self.assertIn(word, f.read())
+
+    def test_a_refused_backend_is_replaced_with_the_body_resent(self):
+        data = os.urandom(30000)
+        for _ in range(3):
+            st, h, body = get(self.srv, b"/retry/x", method=b"POST", body=data)
+            self.assertEqual((st, body), (200, md5_answer(data)))
+
+    @unittest.skipUnless(PHP and SPAWN, "php-cgi and spawn-fcgi are needed")
+    def test_fastcgi_stdin_in_records_for_a_large_body(self):
+        data = os.urandom(3 << 20)  # under php's post_max_size of 8M
+        s = self.srv.connect()
+        try:
+            s.sendall(self.post_head(b"/php/md5.php", len(data)))
+            for i in range(0, len(data), 100000):
+                s.sendall(data[i:i + 100000])
+            st, h, body, rest = read_response(s)
+            self.assertEqual((st, body), (200, md5_answer(data)))
+        finally:
+            s.close()
 
 
 if __name__ == "__main__":
