@@ -1,14 +1,14 @@
 /* proxy-core: requests routed to FastCGI or HTTP backends.
  *
- * The module takes a request when its conditions set proxy-core.backends. A body with a
- * Content-Length is streamed: the request goes to a backend at once and body bytes follow as the
- * client sends them, with back-pressure both ways (the client is not read while BODY_HIGH bytes
- * wait for the backend). The first REPLAY_KEEP bytes of the request stay in memory, so a backend
- * that refuses or resets early can still be replaced by another; past that, a backend failure
- * mid-body is a 502. A chunked body is collected first (bounded by server.max-request-size),
- * because CGI needs CONTENT_LENGTH and many HTTP backends take no chunked requests; nginx does
- * the same for FastCGI. A backend that answers before the body is complete gets no more of it:
- * the client's connection closes after that answer. The gateway layer (gateway.c) picks a
+ * The module takes a request when its conditions set proxy-core.backends. A request body is
+ * streamed: the request goes to a backend at once and body bytes follow as the client sends
+ * them, with back-pressure (the client is not read while BODY_HIGH bytes wait for the backend).
+ * The first REPLAY_KEEP bytes of the request stay in memory, so a backend that refuses the
+ * connection can still be replaced by another; past that, a backend failure mid-body is a 502.
+ * A chunked body goes on chunked to HTTP backends; for FastCGI it is collected first (bounded by
+ * server.max-request-size), because CGI applications need CONTENT_LENGTH; nginx does the same.
+ * A backend that answers before the body is complete gets no more of it: the client's
+ * connection closes after that answer. The gateway layer (gateway.c) picks a
  * backend, hands out a pooled connection or connects a new one, and queues the request when every
  * pool is full. The request goes out as FastCGI records or as an HTTP/1.1 request; the answer is
  * parsed with the pure parsers of fcgi_proto.c and http_resp.c. A response with X-Sendfile (when
@@ -350,7 +350,9 @@ static int build_http(proxy_req *pr)
         snprintf(line, sizeof line, "X-Forwarded-Host: %s\r\n", c->host);
         S(line);
     }
-    if (pr->req_body || rq->content_length >= 0) {
+    if (pr->stream && rq->chunked) {
+        S("Transfer-Encoding: chunked\r\n");
+    } else if (pr->req_body || rq->content_length >= 0) {
         snprintf(line, sizeof line, "Content-Length: %lld\r\n", body_length(pr));
         S(line);
     }
@@ -362,7 +364,7 @@ static int build_http(proxy_req *pr)
     return r;
 }
 
-/* ---- a chunked request body, collected before the request goes out ---- */
+/* ---- a chunked request body for FastCGI, collected before the request goes out ---- */
 
 static int body_put(proxy_req *pr, const char *p, size_t n)
 {
@@ -455,6 +457,44 @@ static int stream_put(proxy_req *pr, const char *p, size_t n)
     return 0;
 }
 
+/* Client bytes for a streamed body: how many belong to it (<= n; a chunked body may be followed
+ * by the next request), or an error (-E2BIG over server.max-request-size, -EBADMSG and the like
+ * for a malformed chunked body, -ENOMEM). A chunked body goes on chunked (to HTTP backends
+ * only: FastCGI collects it); its chunk boundaries are the sender's business, not ours. */
+static long stream_feed(proxy_req *pr, const char *p, size_t n)
+{
+    if (!pr->c->req.chunked) {
+        size_t take = (long long)n < pr->body_left ? n : (size_t)pr->body_left;
+        int r = stream_put(pr, p, take);
+        return r < 0 ? r : (long)take;
+    }
+    size_t used = 0;
+    while (used < n && !pr->body_in_done) {
+        size_t k, dl;
+        const char *d;
+        int r = sl_chunked_decode(&pr->cin, p + used, n - used, &k, &d, &dl);
+        if (r < 0) return r;
+        used += k;
+        if (r == SL_CHUNKED_DATA) {
+            pr->body_len += dl;
+            if ((long long)pr->body_len > pr->c->conf.max_request_size) return -E2BIG;
+            char line[24];
+            int ll = snprintf(line, sizeof line, "%zx\r\n", dl);
+            int e = sl_buf_append(&pr->out, line, (size_t)ll);
+            if (!e) e = sl_buf_append(&pr->out, d, dl);
+            if (!e) e = sl_buf_append(&pr->out, "\r\n", 2);
+            if (e < 0) return e;
+        }
+        if (sl_chunked_done(&pr->cin)) {
+            int e = sl_buf_append(&pr->out, "0\r\n\r\n", 5);
+            if (e < 0) return e;
+            pr->body_in_done = true;
+        }
+        if (r == SL_CHUNKED_NEED) break;
+    }
+    return (long)used;
+}
+
 /* The client has sent the whole body: its socket goes back to the core, for the response. */
 static void stream_read_done(proxy_req *pr)
 {
@@ -520,16 +560,23 @@ static void stream_event(sl_conn *c, short what)
     char buf[READ_CHUNK];
     size_t want = sizeof buf;
     if (BODY_HIGH - unsent(pr) < want) want = BODY_HIGH - unsent(pr);
-    if (pr->body_left < (long long)want) want = (size_t)pr->body_left; /* never the next request */
+    if (!c->req.chunked && pr->body_left < (long long)want)
+        want = (size_t)pr->body_left; /* never read the next request */
     ssize_t n = recv(c->fd, buf, want, 0);
     if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) {
         sl_log("proxy-core: %s: the client closed before sending all of the body", c->path);
         sl_conn_close(c);
         return;
     }
-    if (n > 0 && stream_put(pr, buf, (size_t)n) < 0) {
-        body_error(pr, -ENOMEM);
-        return;
+    if (n > 0) {
+        long used = stream_feed(pr, buf, (size_t)n);
+        if (used < 0) {
+            body_error(pr, used);
+            return;
+        }
+        /* Bytes after a chunked body came with it: they cannot be put back, so this connection
+         * ends after the response. */
+        if ((size_t)used < (size_t)n) c->keep_alive = false;
     }
     if (pr->body_in_done) stream_read_done(pr);
     if (pr->gc && pr->state == P_SEND && !pr->connecting) {
@@ -1093,23 +1140,23 @@ static sl_hresult send_now(proxy_req *pr)
     return pr->handle_failed ? SL_ERROR : SL_WAIT;
 }
 
-/* A Content-Length body: the request goes out now with the body bytes that came along with the
- * head, and the rest follows as the client sends it (stream_event). */
+/* A body streamed: the request goes out now with the body bytes that came along with the head,
+ * and the rest follows as the client sends it (stream_event). */
 static sl_hresult stream_start(proxy_req *pr)
 {
     sl_conn *c = pr->c;
     pr->stream = true;
     pr->body_left = c->req.content_length;
-    int r = pr->fcgi ? build_fcgi(pr) : build_http(pr);
+    if (c->req.chunked) sl_chunked_init(&pr->cin, 8192);
+    long r = pr->fcgi ? build_fcgi(pr) : build_http(pr);
     pr->built = true;
     size_t avail = c->in_len - c->head_len;
-    size_t take = (long long)avail < pr->body_left ? avail : (size_t)pr->body_left;
-    if (!r) r = stream_put(pr, c->in + c->head_len, take);
+    if (!r) r = stream_feed(pr, c->in + c->head_len, avail);
     if (r < 0) {
-        c->status = r == -ENOMEM ? 503 : 500;
+        c->status = r == -ENOMEM ? 503 : r == -E2BIG ? 413 : r == -EOVERFLOW ? 500 : 400;
         return SL_ERROR; /* has_body stays: the core lingers and closes */
     }
-    c->head_len += take; /* what follows is the next request */
+    c->head_len += (size_t)r; /* what follows is the next request */
     c->keep_alive = c->ka_after_body;
     if (pr->body_in_done) {
         c->has_body = false;
@@ -1152,7 +1199,8 @@ static sl_hresult proxy_handle(sl_conn *c)
         ssize_t w = send(c->fd, cont, sizeof cont - 1, MSG_NOSIGNAL);
         (void)w;
     }
-    if (!rq->chunked) return stream_start(pr);
+    /* FastCGI applications want CONTENT_LENGTH: a chunked body is collected for them. */
+    if (!rq->chunked || !pr->fcgi) return stream_start(pr);
     pr->state = P_BODY;
     sl_chunked_init(&pr->cin, 8192);
     /* Body bytes that arrived with the head. */

@@ -572,11 +572,14 @@ class BodyBackend:
                     buf += d
                 head, _, body = buf.partition(b"\r\n\r\n")
                 probe = head.split(b" ")[1] == self.watch
-                n = 0
+                n, chunked = 0, False
                 for line in head.split(b"\r\n")[1:]:
                     k, _, v = line.partition(b":")
                     if k.strip().lower() == b"content-length":
                         n = int(v)
+                    if k.strip().lower() == b"transfer-encoding":
+                        chunked = v.strip().lower() == b"chunked"
+                self.last_head = head
                 if self.mode == "early":
                     c.sendall(b"HTTP/1.1 413 Payload Too Large\r\nContent-Length: 4\r\n"
                               b"Connection: close\r\n\r\nnope")
@@ -584,6 +587,13 @@ class BodyBackend:
                 if body and probe:
                     self.first_body.set()
                 time.sleep(self.hold)
+                if chunked:
+                    data = self.read_chunked(c, body, probe)
+                    if data is None:
+                        return
+                    out = md5_answer(data)
+                    c.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % len(out) + out)
+                    continue
                 h = hashlib.md5(body[:n])
                 got = len(body[:n])
                 while got < n:
@@ -603,6 +613,28 @@ class BodyBackend:
             pass
         finally:
             c.close()
+
+    def read_chunked(self, c, buf, probe):
+        data = b""
+        while True:
+            while b"\r\n" not in buf:
+                d = c.recv(65536)
+                if not d:
+                    return None
+                buf += d
+            line, _, buf = buf.partition(b"\r\n")
+            size = int(line.split(b";")[0], 16)
+            while len(buf) < size + 2:
+                d = c.recv(65536)
+                if not d:
+                    return None
+                buf += d
+            if size and probe:
+                self.first_body.set()
+            data += buf[:size]
+            buf = buf[size + 2:]
+            if size == 0:
+                return data
 
     def close(self):
         self.stop = True
@@ -671,6 +703,33 @@ class StreamedBody(unittest.TestCase):
             self.assertEqual((st, body), (200, md5_answer(b"abc")))
         finally:
             s.close()
+
+    def test_a_chunked_body_streams_on_chunked_to_an_http_backend(self):
+        data = os.urandom(300000)
+        pieces = [data[i:i + 50000] for i in range(0, len(data), 50000)]
+        s = self.srv.connect()
+        try:
+            self.be.watch = b"/up/chunked"
+            s.sendall(b"POST /up/chunked HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n"
+                      b"%x\r\n%s\r\n" % (len(pieces[0]), pieces[0]))
+            self.assertTrue(self.be.first_body.wait(5), "no body byte reached the backend")
+            self.assertIn(b"\r\nTransfer-Encoding: chunked", self.be.last_head)
+            self.assertNotIn(b"Content-Length", self.be.last_head)
+            for p in pieces[1:]:
+                s.sendall(b"%x;ext=1\r\n%s\r\n" % (len(p), p))
+            s.sendall(b"0\r\n\r\nGET /a.txt HTTP/1.1\r\nHost: t\r\n\r\n")
+            st, h, body, rest = read_response(s)
+            self.assertEqual((st, body), (200, md5_answer(data)))
+            # The pipelined request after the body: answered, or the connection closes cleanly.
+            try:
+                st2 = read_response(s, rest)[0]
+                self.assertEqual(st2, 404)
+            except EOFError:
+                pass
+        finally:
+            s.close()
+        bad = b"POST /up/x HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n"
+        self.assertEqual(request(self.srv, bad)[0], 400)
 
     def test_a_backend_that_does_not_read_holds_the_client_back(self):
         # 64 MiB against a backend that reads nothing for 3 s: the server may buffer a little,
