@@ -64,16 +64,16 @@ typedef struct proxy_req {
     bool retried_reused;
     /* request body */
     bool req_body;           /* the request has one */
-    bool stream;             /* Content-Length body, streamed to the backend as it arrives */
+    bool stream;             /* the body goes to the backend as it arrives */
     bool body_in_done;       /* stream: every body byte is in out (or was sent) */
     bool body_paused;        /* stream: client reading not armed (BODY_HIGH bytes wait to be
                               * sent, or its event just fired) */
     bool body_stopped;       /* stream: reading ended early (backend answered or failed) */
     bool no_replay;          /* out no longer holds the whole request: no retry elsewhere */
     bool cut_short;          /* the backend took part of the request, then answered or closed */
-    long long body_left;     /* stream: bytes still to read from the client */
-    char *body;              /* a chunked body, collected */
-    size_t body_len, body_cap;
+    long long body_left;     /* stream with Content-Length: bytes still to read from the client */
+    char *body;              /* a chunked body for FastCGI, collected */
+    size_t body_len, body_cap; /* (body_len also counts a streamed chunked body's bytes) */
     sl_chunked_decoder cin;
     /* request bytes for the backend */
     sl_buf out;

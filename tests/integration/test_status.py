@@ -17,7 +17,10 @@ from test_core import Server, free_port, request  # noqa: E402
 
 
 def get(srv, path, extra=b""):
-    return request(srv, b"GET " + path + b" HTTP/1.1\r\nHost: t\r\n" + extra + b"\r\n")
+    # Connection: close makes the server close each connection itself once answered, so the
+    # count of open connections the status page shows is known; a client-side close would be
+    # seen by the server only after it had answered the next request.
+    return request(srv, b"GET " + path + b" HTTP/1.1\r\nHost: t\r\nConnection: close\r\n" + extra + b"\r\n")
 
 
 class Status(unittest.TestCase):
