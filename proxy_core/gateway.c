@@ -11,7 +11,11 @@
  * Kept FastCGI connections each hold one of the application's workers (libfcgi blocks a worker
  * on its connection between requests). New connections are tracked until their first answer, so
  * one stuck in the application's accept queue behind kept connections is noticed and a kept
- * connection is closed to let it in (sl_gw_release).
+ * connection is closed to let it in (sl_gw_release); the answered connections then open are the
+ * application's worker count, and the pool stops growing past it for a while (sl_gw_may_open).
+ * Each connection has one persistent read event for its whole life: the request using it and
+ * the idle stack share it (conn_event dispatches on `busy`), so reusing a kept connection
+ * changes no epoll registration.
  */
 #include "gateway.h"
 
@@ -209,6 +213,7 @@ static void fresh_unlink(sl_gw_conn *gc)
     sl_gw_backend *be = gc->be;
     if (gc->answered) return;
     gc->answered = true;
+    be->n_fresh--;
     if (gc->fprev)
         gc->fprev->fnext = gc->fnext;
     else
@@ -227,6 +232,7 @@ static void fresh_requeue(sl_gw_backend *be, uint64_t now_ms)
     sl_gw_conn *f = be->fresh;
     fresh_unlink(f);
     f->answered = false;
+    be->n_fresh++;
     f->opened_ms = now_ms;
     f->fprev = be->fresh_tail;
     if (be->fresh_tail)
@@ -236,9 +242,32 @@ static void fresh_requeue(sl_gw_backend *be, uint64_t now_ms)
     be->fresh_tail = f;
 }
 
-void sl_gw_answered(sl_gw_conn *gc)
+void sl_gw_answered(sl_gw_conn *gc, uint64_t now_ms)
 {
+    sl_gw_backend *be = gc->be;
+    if (gc->reused && now_ms >= gc->sent_ms) {
+        /* Only kept connections time the backend: a new one may have sat in its accept queue.
+         * A decaying maximum: one slow answer raises it at once, fast ones lower it slowly. */
+        uint64_t lat = now_ms - gc->sent_ms;
+        if (lat >= be->lat_ms)
+            be->lat_ms = lat;
+        else
+            be->lat_ms -= (be->lat_ms - lat + 7) / 8;
+    }
     fresh_unlink(gc);
+}
+
+bool sl_gw_may_open(sl_gw_backend *be, long pool_max, uint64_t now_ms)
+{
+    if (be->cap && now_ms - be->cap_ms >= SL_GW_CAP_MS) be->cap = 0;
+    if ((long)be->n_conns >= pool_max) return false;
+    return !be->cap || be->n_conns < be->cap;
+}
+
+static void unwatch(sl_gw_conn *gc)
+{
+    if (event_initialized(&gc->ev)) event_del(&gc->ev);
+    if (event_initialized(&gc->wev)) event_del(&gc->wev);
 }
 
 /* Take an idle connection off the idle stack and close it. */
@@ -251,39 +280,93 @@ static void idle_drop(sl_gw_conn *gc)
         *pp = gc->next;
         be->n_idle--;
     }
-    if (event_initialized(&gc->ev)) event_del(&gc->ev);
+    unwatch(gc);
     close(gc->fd);
     be->n_conns--;
     free(gc);
 }
 
-static void idle_event(evutil_socket_t fd, short what, void *arg)
+/* The connection's read event, for its whole life. */
+static void conn_event(evutil_socket_t fd, short what, void *arg)
 {
-    /* An idle connection became readable: the backend closed it (or misbehaves). Drop it. */
-    (void)fd;
-    (void)what;
     sl_gw_conn *gc = arg;
-    sl_gw_group *g = gc->be->grp;
-    idle_drop(gc);
-    wake_one(g);
+    if (!gc->busy) {
+        /* An idle connection became readable: the backend closed it (or misbehaves). */
+        sl_gw_group *g = gc->be->grp;
+        idle_drop(gc);
+        wake_one(g);
+        return;
+    }
+    if (gc->cb) gc->cb(fd, what, gc->cb_arg);
+}
+
+static void conn_wevent(evutil_socket_t fd, short what, void *arg)
+{
+    sl_gw_conn *gc = arg;
+    if (gc->busy && gc->cb) gc->cb(fd, what, gc->cb_arg);
+}
+
+/* Register read interest (once: the event is persistent) and set or clear its timeout. Re-adding
+ * a pending event only moves its timer, which costs no system call. */
+static void read_watch(sl_gw_conn *gc, const struct timeval *tv)
+{
+    if (!gw_base) return; /* unit tests without a loop */
+    if (!event_initialized(&gc->ev))
+        event_assign(&gc->ev, gw_base, gc->fd, EV_READ | EV_PERSIST, conn_event, gc);
+    if (tv || !event_pending(&gc->ev, EV_READ, NULL))
+        event_add(&gc->ev, tv);
+    else
+        event_remove_timer(&gc->ev);
+}
+
+void sl_gw_watch(sl_gw_conn *gc, short what, long secs, event_callback_fn cb, void *arg)
+{
+    gc->cb = cb;
+    gc->cb_arg = arg;
+    struct timeval tv = {secs > 0 ? secs : 1, 0};
+    const struct timeval *t = secs < 0 ? NULL : &tv;
+    if (!gw_base) return;
+    if (what & EV_WRITE) {
+        if (!event_initialized(&gc->wev))
+            event_assign(&gc->wev, gw_base, gc->fd, EV_WRITE, conn_wevent, gc);
+        event_add(&gc->wev, t);
+    } else if (event_initialized(&gc->wev)) {
+        event_del(&gc->wev);
+    }
+    if (what & EV_READ)
+        read_watch(gc, (what & EV_WRITE) ? NULL : t);
+    else if (event_initialized(&gc->ev))
+        event_del(&gc->ev);
+}
+
+void sl_gw_unwatch(sl_gw_conn *gc)
+{
+    unwatch(gc);
 }
 
 /* Has the oldest new connection waited long enough to be stuck behind kept ones? */
 static bool stalled(const sl_gw_backend *be, uint64_t now_ms)
 {
-    return be->fresh && now_ms - be->fresh->opened_ms >= SL_GW_STALL_MS;
+    return be->fresh && now_ms - be->fresh->opened_ms >= SL_GW_STALL_MS + 2 * be->lat_ms;
 }
 
-static void stall_log(sl_gw_backend *be)
+/* A new connection is stuck behind kept ones: the answered connections open now are all the
+ * workers the backend has. Remember that, so the pool stops opening connections that would
+ * only queue (each costing a kept one its worker), and log it now and then. */
+static void stall_log(sl_gw_backend *be, uint64_t now_ms)
 {
     be->stalls++;
+    unsigned workers = be->n_conns > be->n_fresh ? be->n_conns - be->n_fresh : 1;
+    be->cap = workers;
+    be->cap_ms = now_ms;
     time_t now = time(NULL);
     if (now - be->stall_logged < 60) return;
     be->stall_logged = now;
-    sl_log("proxy-core: backend %s: a new connection waited %dms for a worker while kept "
-           "connections held them all; closing kept connections to make room (is "
-           "proxy-core.max-pool-size above the application's worker count?)",
-           be->name, SL_GW_STALL_MS);
+    sl_log("proxy-core: backend %s: a new connection waited for a worker while kept "
+           "connections held them all; closing kept connections to make room, and opening no "
+           "more than the %u it seems to have workers for (is proxy-core.max-pool-size above "
+           "the application's worker count?)",
+           be->name, workers);
 }
 
 static void stall_check(evutil_socket_t fd, short what, void *arg);
@@ -310,7 +393,7 @@ static void stall_check(evutil_socket_t fd, short what, void *arg)
     uint64_t now = sl_gw_now_ms();
     /* One idle connection per stuck new one: each close frees a worker for one of them. */
     while (be->idle && stalled(be, now)) {
-        stall_log(be);
+        stall_log(be, now);
         idle_drop(be->idle);
         fresh_requeue(be, now);
     }
@@ -324,8 +407,10 @@ sl_gw_conn *sl_gw_take_idle(sl_gw_backend *be)
     be->idle = gc->next;
     be->n_idle--;
     gc->next = NULL;
-    if (event_initialized(&gc->ev)) event_del(&gc->ev);
+    /* Its read event stays registered: the request takes it over with sl_gw_watch. */
+    gc->busy = true;
     gc->reused = true;
+    gc->sent_ms = sl_gw_now_ms();
     be->inflight++;
     return gc;
 }
@@ -356,7 +441,9 @@ sl_gw_conn *sl_gw_connect(sl_gw_backend *be, bool *in_progress, int *err)
     }
     gc->fd = fd;
     gc->be = be;
-    gc->opened_ms = sl_gw_now_ms();
+    gc->busy = true;
+    gc->opened_ms = gc->sent_ms = sl_gw_now_ms();
+    be->n_fresh++;
     gc->fprev = be->fresh_tail;
     if (be->fresh_tail)
         be->fresh_tail->fnext = gc;
@@ -372,20 +459,24 @@ void sl_gw_release(sl_gw_conn *gc, unsigned keep_max, bool holds_worker, uint64_
 {
     sl_gw_backend *be = gc->be;
     be->inflight--;
-    if (event_initialized(&gc->ev)) event_del(&gc->ev);
     fresh_unlink(gc);
     bool stuck = holds_worker && stalled(be, now_ms);
     if (stuck) {
-        stall_log(be);
+        stall_log(be, now_ms);
         fresh_requeue(be, now_ms);
     }
     if (be->n_idle >= keep_max || stuck) {
+        unwatch(gc);
         close(gc->fd);
         be->n_conns--;
         free(gc);
     } else {
-        event_assign(&gc->ev, gw_base, gc->fd, EV_READ, idle_event, gc);
-        event_add(&gc->ev, NULL);
+        /* Idle: a read now means the backend closed it (conn_event). The read event is
+         * usually registered already; only its timeout goes. */
+        gc->busy = false;
+        gc->cb = NULL;
+        if (event_initialized(&gc->wev)) event_del(&gc->wev);
+        read_watch(gc, NULL);
         gc->next = be->idle;
         be->idle = gc;
         be->n_idle++;
@@ -399,7 +490,7 @@ void sl_gw_close(sl_gw_conn *gc)
     sl_gw_backend *be = gc->be;
     be->inflight--;
     fresh_unlink(gc);
-    if (event_initialized(&gc->ev)) event_del(&gc->ev);
+    unwatch(gc);
     close(gc->fd);
     be->n_conns--;
     free(gc);
@@ -438,7 +529,7 @@ void sl_gw_shutdown(void)
             while (g->b[i].idle) {
                 sl_gw_conn *gc = g->b[i].idle;
                 g->b[i].idle = gc->next;
-                if (event_initialized(&gc->ev)) event_del(&gc->ev);
+                unwatch(gc);
                 close(gc->fd);
                 free(gc);
             }

@@ -26,11 +26,16 @@ typedef struct sl_gw_conn {
     struct sl_gw_conn *next;      /* in the backend's idle list */
     struct sl_gw_backend *be;
     int fd;
-    struct event ev;              /* owned by whoever uses the connection */
+    struct event ev;              /* read interest, persistent while the connection is open */
+    struct event wev;             /* write interest (a request that does not fit the socket) */
+    bool busy;                    /* taken by a request (else idle, on the idle list) */
+    event_callback_fn cb;         /* the request's handler while busy (sl_gw_watch) */
+    void *cb_arg;
     unsigned requests;            /* requests sent on it */
     bool reused;                  /* it served a request before this one */
     bool answered;                /* the backend answered on it: one of its workers took it */
     uint64_t opened_ms;           /* when it was opened (sl_gw_now_ms) */
+    uint64_t sent_ms;             /* when its current request was sent (opened or taken idle) */
     struct sl_gw_conn *fprev, *fnext; /* in the backend's list of unanswered new connections */
 } sl_gw_conn;
 
@@ -51,6 +56,10 @@ typedef struct sl_gw_backend {
     bool stall_armed;
     time_t stall_logged;          /* last "workers all held" log line */
     uint64_t stalls;              /* kept connections closed to free a worker */
+    unsigned n_fresh;             /* connections on the fresh list */
+    uint64_t lat_ms;              /* recent answer time on kept connections (a decaying maximum) */
+    unsigned cap;                 /* workers the backend was seen to have: open no more (0: none) */
+    uint64_t cap_ms;              /* when cap was learned; forgotten SL_GW_CAP_MS later */
 } sl_gw_backend;
 
 /* A waiter for a free connection in a group (embedded in the proxy's request). */
@@ -60,9 +69,13 @@ typedef struct sl_gw_wait {
     bool queued;
 } sl_gw_wait;
 
-/* A new connection unanswered for this long while kept ones hold the backend's workers is taken
- * as waiting in the backend's accept queue (see sl_gw_release). */
+/* A new connection unanswered for this long, plus twice the backend's recent answer time on kept
+ * connections, while kept ones hold the backend's workers is taken as waiting in the backend's
+ * accept queue (see sl_gw_release). The answer-time term keeps a slow backend (a cold disk
+ * behind it) from looking stuck. */
 #define SL_GW_STALL_MS 10
+/* How long a learned worker count (sl_gw_backend.cap) holds before the pool may grow again. */
+#define SL_GW_CAP_MS 10000
 
 /* The backends of one proxy-core.backends value. */
 typedef struct sl_gw_group {
@@ -97,8 +110,14 @@ sl_gw_conn *sl_gw_connect(sl_gw_backend *be, bool *in_progress, int *err);
 /* A monotonic clock in milliseconds, for the times the gateway compares. */
 uint64_t sl_gw_now_ms(void);
 
-/* The backend sent its first bytes on gc: one of its workers owns the connection now. */
-void sl_gw_answered(sl_gw_conn *gc);
+/* The backend sent its first bytes on gc at now_ms: one of its workers owns the connection now.
+ * On a kept connection this also times the answer (sl_gw_backend.lat_ms). */
+void sl_gw_answered(sl_gw_conn *gc, uint64_t now_ms);
+
+/* May a new connection to be be opened now? Below pool_max, and below the worker count learned
+ * when a new connection was found stuck behind kept ones (sl_gw_release); that count is forgotten
+ * SL_GW_CAP_MS after it was learned, so a backend given more workers is used fully again. */
+bool sl_gw_may_open(sl_gw_backend *be, long pool_max, uint64_t now_ms);
 
 /* The request on gc ended cleanly and the backend may keep the connection: park it as idle (at
  * most keep_max per backend; beyond that it is closed). Wakes a waiter of the group.
@@ -108,9 +127,21 @@ void sl_gw_answered(sl_gw_conn *gc);
  * the application's workers would leave a new connection in its accept queue for as long as the
  * kept ones are reused. So when a new connection has waited SL_GW_STALL_MS without an answer,
  * gc is closed instead of kept, which frees its worker for the waiting connection; and idle
- * connections are closed the same way while new ones wait. Requests never hang; the pool just
- * stops keeping connections (logged, with the advice to lower max-pool-size). */
+ * connections are closed the same way while new ones wait. The answered connections then open
+ * are the backend's worker count: the pool stays at that size (sl_gw_may_open) instead of
+ * opening, and closing, a connection per request. Requests never hang (logged, with the advice
+ * to lower max-pool-size). */
 void sl_gw_release(sl_gw_conn *gc, unsigned keep_max, bool holds_worker, uint64_t now_ms);
+
+/* Have cb(fd, what, arg) called when gc is ready for what (EV_READ, EV_WRITE or both) or after
+ * secs seconds of silence (EV_TIMEOUT; secs < 0: no timeout; with EV_WRITE the timeout is the
+ * write's). Read interest stays registered with the kernel from one request to the next and
+ * while the connection is idle, so a kept connection costs no epoll_ctl per request; call this
+ * again to change the interest or the timeout. */
+void sl_gw_watch(sl_gw_conn *gc, short what, long secs, event_callback_fn cb, void *arg);
+
+/* Stop watching gc (the request pauses reading its backend). */
+void sl_gw_unwatch(sl_gw_conn *gc);
 
 /* Close gc (after an error, or when it may not be reused). Wakes a waiter of the group. */
 void sl_gw_close(sl_gw_conn *gc);

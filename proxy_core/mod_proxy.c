@@ -626,11 +626,7 @@ static void body_event(sl_conn *c, short what)
  * client's own timeout). */
 static void arm_gc(proxy_req *pr, short what, long secs)
 {
-    sl_gw_conn *gc = pr->gc;
-    if (event_initialized(&gc->ev)) event_del(&gc->ev);
-    event_assign(&gc->ev, pr->c->srv->base, gc->fd, what, gc_event, pr);
-    struct timeval tv = {secs > 0 ? secs : 1, 0};
-    event_add(&gc->ev, secs < 0 ? NULL : &tv);
+    sl_gw_watch(pr->gc, what, secs, gc_event, pr);
 }
 
 static void wake(sl_gw_wait *w)
@@ -684,7 +680,7 @@ static void attempt(proxy_req *pr)
     }
     sl_gw_conn *gc = sl_gw_take_idle(be);
     if (!gc) {
-        if ((long)be->n_conns >= s->proxy_max_pool_size) {
+        if (!sl_gw_may_open(be, s->proxy_max_pool_size, sl_gw_now_ms())) {
             pr->wait.wake = wake;
             if (sl_gw_wait_add(pr->grp, &pr->wait, (size_t)s->proxy_max_backlog_size) < 0)
                 fail(pr, 503, "backlog full");
@@ -1050,7 +1046,7 @@ static void gc_event_body(proxy_req *pr, evutil_socket_t fd, short what)
         fail(pr, 502, pr->got_byte ? "backend answer truncated" : "backend closed without answering");
         return;
     }
-    if (!pr->got_byte) sl_gw_answered(pr->gc);
+    if (!pr->got_byte) sl_gw_answered(pr->gc, sl_gw_now_ms());
     pr->got_byte = true;
     sl_conn_mark(c, &c->t.backend_first_byte);
     int r = recv_bytes(pr, buf, (size_t)n);
@@ -1078,7 +1074,7 @@ static void gc_event_body(proxy_req *pr, evutil_socket_t fd, short what)
         if (pr->orphan || c->closed) return; /* the client went away while we wrote */
         if (sl_chunkq_length(&c->out) > OUT_HIGH) {
             pr->paused = true; /* on_drain resumes */
-            if (event_initialized(&pr->gc->ev)) event_del(&pr->gc->ev);
+            sl_gw_unwatch(pr->gc);
             return;
         }
     }

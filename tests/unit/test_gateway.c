@@ -130,7 +130,7 @@ static void test_release_keeps_answered_connections(void **state)
     sl_gw_backend *be = &group1(NULL, name)->b[0];
     sl_gw_conn *a = open_conn(be);
     assert_ptr_equal(be->fresh, a); /* unanswered until the backend speaks */
-    sl_gw_answered(a);
+    sl_gw_answered(a, sl_gw_now_ms());
     assert_null(be->fresh);
     sl_gw_release(a, 4, true, sl_gw_now_ms());
     assert_int_equal(be->n_idle, 1);
@@ -156,7 +156,7 @@ static void test_stuck_new_connection_frees_a_worker(void **state)
     snprintf(name, sizeof name, "unix:%s", path);
     sl_gw_backend *be = &group1(NULL, name)->b[0];
     sl_gw_conn *kept = open_conn(be);
-    sl_gw_answered(kept);
+    sl_gw_answered(kept, sl_gw_now_ms());
     sl_gw_conn *stuck = open_conn(be); /* sent, never answered: in the accept queue */
     uint64_t now = stuck->opened_ms;
     /* Not waiting long yet: the kept connection stays. */
@@ -176,7 +176,7 @@ static void test_stuck_new_connection_frees_a_worker(void **state)
     /* Its wait restarted: the next release within SL_GW_STALL_MS keeps its connection. */
     assert_int_equal(stuck->opened_ms, now + SL_GW_STALL_MS);
     /* Once answered, the new connection is an ordinary kept one. */
-    sl_gw_answered(stuck);
+    sl_gw_answered(stuck, now + 5000);
     sl_gw_release(stuck, 4, true, now + 5000);
     assert_int_equal(be->n_idle, 1);
     assert_int_equal(be->stalls, 1);
@@ -194,8 +194,8 @@ static void test_idle_connections_close_while_a_new_one_waits(void **state)
     assert_non_null(base);
     sl_gw_backend *be = &group1(base, name)->b[0];
     sl_gw_conn *k1 = open_conn(be), *k2 = open_conn(be);
-    sl_gw_answered(k1);
-    sl_gw_answered(k2);
+    sl_gw_answered(k1, sl_gw_now_ms());
+    sl_gw_answered(k2, sl_gw_now_ms());
     sl_gw_conn *stuck = open_conn(be);
     /* Both kept ones go idle just after the new one was sent: no release will come again, so
      * only the timer can notice the new connection is stuck behind them. */
@@ -226,6 +226,129 @@ static void test_idle_connections_close_while_a_new_one_waits(void **state)
     unlink(path);
 }
 
+static void test_stuck_connection_teaches_the_worker_count(void **state)
+{
+    char path[108], name[120];
+    int lfd = listener(path, sizeof path);
+    snprintf(name, sizeof name, "unix:%s", path);
+    sl_gw_backend *be = &group1(NULL, name)->b[0];
+    sl_gw_conn *kept = open_conn(be);
+    sl_gw_answered(kept, sl_gw_now_ms());
+    sl_gw_conn *stuck = open_conn(be);
+    uint64_t t = stuck->opened_ms + SL_GW_STALL_MS;
+    assert_true(sl_gw_may_open(be, 20, t));
+    assert_false(sl_gw_may_open(be, 2, t)); /* max-pool-size still bounds it */
+    /* The stuck one shows the backend has one worker (held by the kept connection): that one
+     * closes, and the pool stops opening connections that would only queue. */
+    sl_gw_release(kept, 4, true, t);
+    assert_int_equal(be->stalls, 1);
+    assert_int_equal(be->cap, 1);
+    assert_int_equal(be->n_conns, 1);
+    assert_false(sl_gw_may_open(be, 20, t));
+    assert_false(sl_gw_may_open(be, 20, t + SL_GW_CAP_MS - 1));
+    /* Forgotten after a while: a backend given more workers gets more connections again. */
+    assert_true(sl_gw_may_open(be, 20, t + SL_GW_CAP_MS));
+    assert_int_equal(be->cap, 0);
+    sl_gw_close(stuck);
+    assert_int_equal(be->n_fresh, 0);
+    sl_gw_shutdown();
+    close(lfd);
+    unlink(path);
+}
+
+static void test_slow_answers_are_not_taken_for_stuck(void **state)
+{
+    char path[108], name[120];
+    int lfd = listener(path, sizeof path);
+    snprintf(name, sizeof name, "unix:%s", path);
+    sl_gw_backend *be = &group1(NULL, name)->b[0];
+    sl_gw_conn *k = open_conn(be);
+    sl_gw_answered(k, k->opened_ms + 5000); /* a new connection's wait is not timed */
+    assert_int_equal(be->lat_ms, 0);
+    sl_gw_release(k, 4, true, sl_gw_now_ms());
+    k = sl_gw_take_idle(be);
+    sl_gw_answered(k, k->sent_ms + 200); /* a kept one's is: the backend takes 200 ms */
+    assert_int_equal(be->lat_ms, 200);
+    sl_gw_conn *fresh = open_conn(be);
+    /* 100 ms without an answer is normal for this backend: no stall. */
+    sl_gw_release(k, 4, true, fresh->opened_ms + SL_GW_STALL_MS + 100);
+    assert_int_equal(be->stalls, 0);
+    assert_int_equal(be->n_idle, 1);
+    /* Past twice its answer time, the new connection is stuck behind the kept one. */
+    k = sl_gw_take_idle(be);
+    sl_gw_release(k, 4, true, fresh->opened_ms + SL_GW_STALL_MS + 400);
+    assert_int_equal(be->stalls, 1);
+    assert_int_equal(be->n_idle, 0);
+    /* Fast answers bring the answer time down again, slowly. */
+    sl_gw_answered(fresh, sl_gw_now_ms());
+    sl_gw_release(fresh, 4, true, sl_gw_now_ms());
+    k = sl_gw_take_idle(be);
+    sl_gw_answered(k, k->sent_ms);
+    assert_true(be->lat_ms < 200 && be->lat_ms > 100);
+    sl_gw_close(k);
+    sl_gw_shutdown();
+    close(lfd);
+    unlink(path);
+}
+
+static void on_read(evutil_socket_t fd, short what, void *arg)
+{
+    int *hits = arg;
+    char b[16];
+    if (what & EV_READ) assert_true(recv(fd, b, sizeof b, 0) > 0);
+    (*hits)++;
+}
+
+static void test_read_interest_outlives_each_request(void **state)
+{
+    char path[108], name[120];
+    int lfd = listener(path, sizeof path);
+    snprintf(name, sizeof name, "unix:%s", path);
+    struct event_base *base = event_base_new();
+    assert_non_null(base);
+    sl_gw_backend *be = &group1(base, name)->b[0];
+    sl_gw_conn *gc = open_conn(be);
+    int peer = accept(lfd, NULL, NULL);
+    assert_true(peer >= 0);
+    int hits = 0;
+    sl_gw_watch(gc, EV_READ, 5, on_read, &hits);
+    assert_int_equal(write(peer, "a", 1), 1);
+    event_base_loop(base, EVLOOP_ONCE);
+    assert_int_equal(hits, 1);
+    sl_gw_answered(gc, sl_gw_now_ms());
+    /* Parked and taken again, the connection keeps its registration (no epoll_ctl); only the
+     * timeout comes and goes. */
+    sl_gw_release(gc, 4, true, sl_gw_now_ms());
+    assert_true(event_pending(&gc->ev, EV_READ, NULL));
+    assert_false(event_pending(&gc->ev, EV_TIMEOUT, NULL));
+    assert_ptr_equal(sl_gw_take_idle(be), gc);
+    assert_true(event_pending(&gc->ev, EV_READ, NULL));
+    sl_gw_watch(gc, EV_READ, 5, on_read, &hits);
+    assert_true(event_pending(&gc->ev, EV_TIMEOUT, NULL));
+    assert_int_equal(write(peer, "b", 1), 1);
+    event_base_loop(base, EVLOOP_ONCE);
+    assert_int_equal(hits, 2);
+    /* A write wait carries the timeout; unwatch stops both. */
+    sl_gw_watch(gc, EV_WRITE | EV_READ, 5, on_read, &hits);
+    assert_true(event_pending(&gc->wev, EV_WRITE | EV_TIMEOUT, NULL) == (EV_WRITE | EV_TIMEOUT));
+    assert_false(event_pending(&gc->ev, EV_TIMEOUT, NULL));
+    sl_gw_unwatch(gc);
+    assert_false(event_pending(&gc->ev, EV_READ, NULL));
+    assert_false(event_pending(&gc->wev, EV_WRITE, NULL));
+    /* Idle again, and the backend closes it: dropped at once, the request's handler untouched. */
+    sl_gw_release(gc, 4, true, sl_gw_now_ms());
+    assert_int_equal(be->n_idle, 1);
+    close(peer);
+    event_base_loop(base, EVLOOP_ONCE);
+    assert_int_equal(be->n_idle, 0);
+    assert_int_equal(be->n_conns, 0);
+    assert_int_equal(hits, 2);
+    sl_gw_shutdown();
+    event_base_free(base);
+    close(lfd);
+    unlink(path);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -234,6 +357,9 @@ int main(void)
         cmocka_unit_test(test_release_keeps_answered_connections),
         cmocka_unit_test(test_stuck_new_connection_frees_a_worker),
         cmocka_unit_test(test_idle_connections_close_while_a_new_one_waits),
+        cmocka_unit_test(test_stuck_connection_teaches_the_worker_count),
+        cmocka_unit_test(test_slow_answers_are_not_taken_for_stuck),
+        cmocka_unit_test(test_read_interest_outlives_each_request),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
