@@ -341,7 +341,7 @@ class StatAccelPool(unittest.TestCase):
     """Kept FastCGI connections (FCGI_KEEP_CONN) to an application whose workers each hold one:
     with a pool no larger than the workers every connection is reused; with a larger pool no
     request is left in the application's accept queue (the gateway closes a kept connection to
-    free a worker, and says so in the log)."""
+    free a worker, says so in the log, and keeps the pool at the workers it found)."""
 
     @classmethod
     def setUpClass(cls):
@@ -424,9 +424,14 @@ class StatAccelPool(unittest.TestCase):
         # would wait for the 30 s read timeout (the clients give up after 10 s).
         self.assertEqual(self.parallel("over/", 12, 10), [])
         with open(self.srv.log) as f:
-            self.assertIn(self.socks[1] + ": a new connection waited", f.read())
+            log = f.read()
+        self.assertIn(self.socks[1] + ": a new connection waited", log)
+        # The two answered connections were all the workers there are: the pool stays at two
+        # rather than opening and closing a connection per request.
+        self.assertIn("opening no more than the 2 it seems to have workers for", log)
         b = self.backend_line(self.socks[1])
         self.assertEqual(b["inflight"], "0")
+        self.assertLessEqual(int(b["conns"]), 2)
 
 
 class HttpBackend(unittest.TestCase):

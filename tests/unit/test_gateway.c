@@ -113,6 +113,30 @@ static sl_gw_group *group1(struct event_base *base, const char *name)
     return sl_gw_group_get(base, &l);
 }
 
+/* One backend on a fresh listener, with or without an event loop. */
+typedef struct backend_fx {
+    char path[108], name[120];
+    int lfd;
+    struct event_base *base;
+} backend_fx;
+
+static sl_gw_backend *fx_open(backend_fx *f, bool loop)
+{
+    f->lfd = listener(f->path, sizeof f->path);
+    snprintf(f->name, sizeof f->name, "unix:%s", f->path);
+    f->base = loop ? event_base_new() : NULL;
+    if (loop) assert_non_null(f->base);
+    return &group1(f->base, f->name)->b[0];
+}
+
+static void fx_close(backend_fx *f)
+{
+    sl_gw_shutdown();
+    if (f->base) event_base_free(f->base);
+    close(f->lfd);
+    unlink(f->path);
+}
+
 static sl_gw_conn *open_conn(sl_gw_backend *be)
 {
     bool inprog;
@@ -124,10 +148,8 @@ static sl_gw_conn *open_conn(sl_gw_backend *be)
 
 static void test_release_keeps_answered_connections(void **state)
 {
-    char path[108], name[120];
-    int lfd = listener(path, sizeof path);
-    snprintf(name, sizeof name, "unix:%s", path);
-    sl_gw_backend *be = &group1(NULL, name)->b[0];
+    backend_fx f;
+    sl_gw_backend *be = fx_open(&f, false);
     sl_gw_conn *a = open_conn(be);
     assert_ptr_equal(be->fresh, a); /* unanswered until the backend speaks */
     sl_gw_answered(a, sl_gw_now_ms());
@@ -144,17 +166,13 @@ static void test_release_keeps_answered_connections(void **state)
     sl_gw_release(b, 0, true, sl_gw_now_ms());
     assert_int_equal(be->n_idle, 0);
     assert_int_equal(be->n_conns, 0);
-    sl_gw_shutdown();
-    close(lfd);
-    unlink(path);
+    fx_close(&f);
 }
 
 static void test_stuck_new_connection_frees_a_worker(void **state)
 {
-    char path[108], name[120];
-    int lfd = listener(path, sizeof path);
-    snprintf(name, sizeof name, "unix:%s", path);
-    sl_gw_backend *be = &group1(NULL, name)->b[0];
+    backend_fx f;
+    sl_gw_backend *be = fx_open(&f, false);
     sl_gw_conn *kept = open_conn(be);
     sl_gw_answered(kept, sl_gw_now_ms());
     sl_gw_conn *stuck = open_conn(be); /* sent, never answered: in the accept queue */
@@ -180,19 +198,14 @@ static void test_stuck_new_connection_frees_a_worker(void **state)
     sl_gw_release(stuck, 4, true, now + 5000);
     assert_int_equal(be->n_idle, 1);
     assert_int_equal(be->stalls, 1);
-    sl_gw_shutdown();
-    close(lfd);
-    unlink(path);
+    fx_close(&f);
 }
 
 static void test_idle_connections_close_while_a_new_one_waits(void **state)
 {
-    char path[108], name[120];
-    int lfd = listener(path, sizeof path);
-    snprintf(name, sizeof name, "unix:%s", path);
-    struct event_base *base = event_base_new();
-    assert_non_null(base);
-    sl_gw_backend *be = &group1(base, name)->b[0];
+    backend_fx f;
+    sl_gw_backend *be = fx_open(&f, true);
+    struct event_base *base = f.base;
     sl_gw_conn *k1 = open_conn(be), *k2 = open_conn(be);
     sl_gw_answered(k1, sl_gw_now_ms());
     sl_gw_answered(k2, sl_gw_now_ms());
@@ -220,18 +233,13 @@ static void test_idle_connections_close_while_a_new_one_waits(void **state)
     sl_gw_close(stuck);
     assert_int_equal(be->n_conns, 0);
     assert_null(be->fresh);
-    sl_gw_shutdown();
-    event_base_free(base);
-    close(lfd);
-    unlink(path);
+    fx_close(&f);
 }
 
 static void test_stuck_connection_teaches_the_worker_count(void **state)
 {
-    char path[108], name[120];
-    int lfd = listener(path, sizeof path);
-    snprintf(name, sizeof name, "unix:%s", path);
-    sl_gw_backend *be = &group1(NULL, name)->b[0];
+    backend_fx f;
+    sl_gw_backend *be = fx_open(&f, false);
     sl_gw_conn *kept = open_conn(be);
     sl_gw_answered(kept, sl_gw_now_ms());
     sl_gw_conn *stuck = open_conn(be);
@@ -251,17 +259,13 @@ static void test_stuck_connection_teaches_the_worker_count(void **state)
     assert_int_equal(be->cap, 0);
     sl_gw_close(stuck);
     assert_int_equal(be->n_fresh, 0);
-    sl_gw_shutdown();
-    close(lfd);
-    unlink(path);
+    fx_close(&f);
 }
 
 static void test_slow_answers_are_not_taken_for_stuck(void **state)
 {
-    char path[108], name[120];
-    int lfd = listener(path, sizeof path);
-    snprintf(name, sizeof name, "unix:%s", path);
-    sl_gw_backend *be = &group1(NULL, name)->b[0];
+    backend_fx f;
+    sl_gw_backend *be = fx_open(&f, false);
     sl_gw_conn *k = open_conn(be);
     sl_gw_answered(k, k->opened_ms + 5000); /* a new connection's wait is not timed */
     assert_int_equal(be->lat_ms, 0);
@@ -286,9 +290,7 @@ static void test_slow_answers_are_not_taken_for_stuck(void **state)
     sl_gw_answered(k, k->sent_ms);
     assert_true(be->lat_ms < 200 && be->lat_ms > 100);
     sl_gw_close(k);
-    sl_gw_shutdown();
-    close(lfd);
-    unlink(path);
+    fx_close(&f);
 }
 
 static void on_read(evutil_socket_t fd, short what, void *arg)
@@ -301,14 +303,11 @@ static void on_read(evutil_socket_t fd, short what, void *arg)
 
 static void test_read_interest_outlives_each_request(void **state)
 {
-    char path[108], name[120];
-    int lfd = listener(path, sizeof path);
-    snprintf(name, sizeof name, "unix:%s", path);
-    struct event_base *base = event_base_new();
-    assert_non_null(base);
-    sl_gw_backend *be = &group1(base, name)->b[0];
+    backend_fx f;
+    sl_gw_backend *be = fx_open(&f, true);
+    struct event_base *base = f.base;
     sl_gw_conn *gc = open_conn(be);
-    int peer = accept(lfd, NULL, NULL);
+    int peer = accept(f.lfd, NULL, NULL);
     assert_true(peer >= 0);
     int hits = 0;
     sl_gw_watch(gc, EV_READ, 5, on_read, &hits);
@@ -343,10 +342,7 @@ static void test_read_interest_outlives_each_request(void **state)
     assert_int_equal(be->n_idle, 0);
     assert_int_equal(be->n_conns, 0);
     assert_int_equal(hits, 2);
-    sl_gw_shutdown();
-    event_base_free(base);
-    close(lfd);
-    unlink(path);
+    fx_close(&f);
 }
 
 int main(void)
