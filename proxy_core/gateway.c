@@ -356,15 +356,19 @@ static bool stalled(const sl_gw_backend *be, uint64_t now_ms)
 static void stall_log(sl_gw_backend *be, uint64_t now_ms)
 {
     be->stalls++;
+    /* Each answered connection still open holds a worker of its own, so their number is a
+     * lower bound of the workers; one slow to answer makes it low, never high. Keep the
+     * largest seen while it is remembered. */
     unsigned workers = be->n_conns > be->n_fresh ? be->n_conns - be->n_fresh : 1;
+    if (be->cap && now_ms - be->cap_ms < SL_GW_CAP_MS && be->cap > workers) workers = be->cap;
+    else be->cap_ms = now_ms;
     be->cap = workers;
-    be->cap_ms = now_ms;
     time_t now = time(NULL);
     if (now - be->stall_logged < 60) return;
     be->stall_logged = now;
     sl_log("proxy-core: backend %s: a new connection waited for a worker while kept "
            "connections held them all; closing kept connections to make room, and opening no "
-           "more than the %u it seems to have workers for (is proxy-core.max-pool-size above "
+           "more than it has shown workers for (%u so far; is proxy-core.max-pool-size above "
            "the application's worker count?)",
            be->name, workers);
 }

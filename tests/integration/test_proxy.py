@@ -426,9 +426,9 @@ class StatAccelPool(unittest.TestCase):
         with open(self.srv.log) as f:
             log = f.read()
         self.assertIn(self.socks[1] + ": a new connection waited", log)
-        # The two answered connections were all the workers there are: the pool stays at two
-        # rather than opening and closing a connection per request.
-        self.assertIn("opening no more than the 2 it seems to have workers for", log)
+        # The answered connections show the workers there are: the pool stays at two rather
+        # than opening and closing a connection per request.
+        self.assertIn("opening no more than it has shown workers for", log)
         b = self.backend_line(self.socks[1])
         self.assertEqual(b["inflight"], "0")
         self.assertLessEqual(int(b["conns"]), 2)

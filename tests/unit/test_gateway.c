@@ -262,6 +262,26 @@ static void test_stuck_connection_teaches_the_worker_count(void **state)
     fx_close(&f);
 }
 
+static void test_learned_worker_count_never_drops(void **state)
+{
+    backend_fx f;
+    sl_gw_backend *be = fx_open(&f, false);
+    sl_gw_conn *k1 = open_conn(be), *k2 = open_conn(be);
+    sl_gw_answered(k1, sl_gw_now_ms());
+    sl_gw_answered(k2, sl_gw_now_ms());
+    sl_gw_conn *stuck = open_conn(be);
+    uint64_t t = stuck->opened_ms + SL_GW_STALL_MS;
+    sl_gw_release(k1, 4, true, t);
+    assert_int_equal(be->cap, 2); /* two answered connections: two workers at least */
+    /* Stuck again with only k2 answered (the freed worker is slow to speak): one answered
+     * connection says "one worker or more", which is no news; the count stays at two. */
+    sl_gw_release(k2, 4, true, t + SL_GW_STALL_MS);
+    assert_int_equal(be->stalls, 2);
+    assert_int_equal(be->cap, 2);
+    sl_gw_close(stuck);
+    fx_close(&f);
+}
+
 static void test_slow_answers_are_not_taken_for_stuck(void **state)
 {
     backend_fx f;
@@ -354,6 +374,7 @@ int main(void)
         cmocka_unit_test(test_stuck_new_connection_frees_a_worker),
         cmocka_unit_test(test_idle_connections_close_while_a_new_one_waits),
         cmocka_unit_test(test_stuck_connection_teaches_the_worker_count),
+        cmocka_unit_test(test_learned_worker_count_never_drops),
         cmocka_unit_test(test_slow_answers_are_not_taken_for_stuck),
         cmocka_unit_test(test_read_interest_outlives_each_request),
     };
