@@ -245,9 +245,11 @@ static void fresh_requeue(sl_gw_backend *be, uint64_t now_ms)
 void sl_gw_answered(sl_gw_conn *gc, uint64_t now_ms)
 {
     sl_gw_backend *be = gc->be;
-    if (gc->reused && now_ms >= gc->sent_ms) {
-        /* Only kept connections time the backend: a new one may have sat in its accept queue.
-         * A decaying maximum: one slow answer raises it at once, fast ones lower it slowly. */
+    if (now_ms >= gc->sent_ms) {
+        /* A decaying maximum: one slow answer raises it at once, fast ones lower it slowly. A
+         * new connection's time may include a wait in the accept queue; that only makes the
+         * stall test more patient, which is the safe side: taking a slow backend (a cold disk)
+         * for a full one would close connections its workers were about to answer on. */
         uint64_t lat = now_ms - gc->sent_ms;
         if (lat >= be->lat_ms)
             be->lat_ms = lat;
@@ -356,6 +358,7 @@ static bool stalled(const sl_gw_backend *be, uint64_t now_ms)
 static void stall_log(sl_gw_backend *be, uint64_t now_ms)
 {
     be->stalls++;
+    be->stall_ms = now_ms;
     /* Each answered connection still open holds a worker of its own, so their number is a
      * lower bound of the workers; one slow to answer makes it low, never high. Keep the
      * largest seen while it is remembered. */
@@ -464,7 +467,9 @@ void sl_gw_release(sl_gw_conn *gc, unsigned keep_max, bool holds_worker, uint64_
     sl_gw_backend *be = gc->be;
     be->inflight--;
     fresh_unlink(gc);
-    bool stuck = holds_worker && stalled(be, now_ms);
+    /* One kept connection per stall period: the worker it frees needs a moment to accept. */
+    bool stuck = holds_worker && stalled(be, now_ms) &&
+                 now_ms - be->stall_ms >= SL_GW_STALL_MS + 2 * be->lat_ms;
     if (stuck) {
         stall_log(be, now_ms);
         fresh_requeue(be, now_ms);

@@ -57,7 +57,8 @@ typedef struct sl_gw_backend {
     time_t stall_logged;          /* last "workers all held" log line */
     uint64_t stalls;              /* kept connections closed to free a worker */
     unsigned n_fresh;             /* connections on the fresh list */
-    uint64_t lat_ms;              /* recent answer time on kept connections (a decaying maximum) */
+    uint64_t lat_ms;              /* recent answer time (a decaying maximum) */
+    uint64_t stall_ms;            /* when a connection was last closed for a stuck one */
     unsigned cap;                 /* workers the backend was seen to have: open no more (0: none) */
     uint64_t cap_ms;              /* when cap was learned; forgotten SL_GW_CAP_MS later */
 } sl_gw_backend;
@@ -69,8 +70,8 @@ typedef struct sl_gw_wait {
     bool queued;
 } sl_gw_wait;
 
-/* A new connection unanswered for this long, plus twice the backend's recent answer time on kept
- * connections, while kept ones hold the backend's workers is taken as waiting in the backend's
+/* A new connection unanswered for this long, plus twice the backend's recent answer time,
+ * while kept ones hold the backend's workers is taken as waiting in the backend's
  * accept queue (see sl_gw_release). The answer-time term keeps a slow backend (a cold disk
  * behind it) from looking stuck. */
 #define SL_GW_STALL_MS 10
@@ -111,7 +112,7 @@ sl_gw_conn *sl_gw_connect(sl_gw_backend *be, bool *in_progress, int *err);
 uint64_t sl_gw_now_ms(void);
 
 /* The backend sent its first bytes on gc at now_ms: one of its workers owns the connection now.
- * On a kept connection this also times the answer (sl_gw_backend.lat_ms). */
+ * This also times the answer (sl_gw_backend.lat_ms). */
 void sl_gw_answered(sl_gw_conn *gc, uint64_t now_ms);
 
 /* May a new connection to be be opened now? Below pool_max, and below the worker count learned

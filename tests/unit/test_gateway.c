@@ -287,11 +287,11 @@ static void test_slow_answers_are_not_taken_for_stuck(void **state)
     backend_fx f;
     sl_gw_backend *be = fx_open(&f, false);
     sl_gw_conn *k = open_conn(be);
-    sl_gw_answered(k, k->opened_ms + 5000); /* a new connection's wait is not timed */
+    sl_gw_answered(k, k->sent_ms);
     assert_int_equal(be->lat_ms, 0);
     sl_gw_release(k, 4, true, sl_gw_now_ms());
     k = sl_gw_take_idle(be);
-    sl_gw_answered(k, k->sent_ms + 200); /* a kept one's is: the backend takes 200 ms */
+    sl_gw_answered(k, k->sent_ms + 200); /* the backend takes 200 ms */
     assert_int_equal(be->lat_ms, 200);
     sl_gw_conn *fresh = open_conn(be);
     /* 100 ms without an answer is normal for this backend: no stall. */
@@ -365,6 +365,31 @@ static void test_read_interest_outlives_each_request(void **state)
     fx_close(&f);
 }
 
+static void test_one_kept_connection_closed_per_stall_period(void **state)
+{
+    backend_fx f;
+    sl_gw_backend *be = fx_open(&f, false);
+    sl_gw_conn *k1 = open_conn(be), *k2 = open_conn(be);
+    sl_gw_answered(k1, k1->sent_ms);
+    sl_gw_answered(k2, k2->sent_ms);
+    sl_gw_conn *s1 = open_conn(be), *s2 = open_conn(be);
+    uint64_t t = s2->opened_ms + SL_GW_STALL_MS;
+    sl_gw_release(k1, 4, true, t);
+    assert_int_equal(be->stalls, 1);
+    /* s2 waits as long, but the worker just freed may be about to take it: k2 is kept. */
+    sl_gw_release(k2, 4, true, t);
+    assert_int_equal(be->stalls, 1);
+    assert_int_equal(be->n_idle, 1);
+    /* A stall period later s2 (or s1, requeued) still waits: now k2 goes too. */
+    k2 = sl_gw_take_idle(be);
+    sl_gw_release(k2, 4, true, t + SL_GW_STALL_MS);
+    assert_int_equal(be->stalls, 2);
+    assert_int_equal(be->n_idle, 0);
+    sl_gw_close(s1);
+    sl_gw_close(s2);
+    fx_close(&f);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -375,6 +400,7 @@ int main(void)
         cmocka_unit_test(test_idle_connections_close_while_a_new_one_waits),
         cmocka_unit_test(test_stuck_connection_teaches_the_worker_count),
         cmocka_unit_test(test_learned_worker_count_never_drops),
+        cmocka_unit_test(test_one_kept_connection_closed_per_stall_period),
         cmocka_unit_test(test_slow_answers_are_not_taken_for_stuck),
         cmocka_unit_test(test_read_interest_outlives_each_request),
     };
