@@ -225,21 +225,28 @@ static void fresh_unlink(sl_gw_conn *gc)
     gc->fprev = gc->fnext = NULL;
 }
 
+/* gc waits for its first answer from now_ms: at the tail of the backend's fresh list. */
+static void fresh_append(sl_gw_backend *be, sl_gw_conn *gc, uint64_t now_ms)
+{
+    gc->answered = false;
+    be->n_fresh++;
+    gc->opened_ms = now_ms;
+    gc->fprev = be->fresh_tail;
+    gc->fnext = NULL;
+    if (be->fresh_tail)
+        be->fresh_tail->fnext = gc;
+    else
+        be->fresh = gc;
+    be->fresh_tail = gc;
+}
+
 /* A worker was freed for the oldest new connection: restart its wait, so the next one is freed
  * only if it still waits SL_GW_STALL_MS from now (the worker takes a moment to accept). */
 static void fresh_requeue(sl_gw_backend *be, uint64_t now_ms)
 {
     sl_gw_conn *f = be->fresh;
     fresh_unlink(f);
-    f->answered = false;
-    be->n_fresh++;
-    f->opened_ms = now_ms;
-    f->fprev = be->fresh_tail;
-    if (be->fresh_tail)
-        be->fresh_tail->fnext = f;
-    else
-        be->fresh = f;
-    be->fresh_tail = f;
+    fresh_append(be, f, now_ms);
 }
 
 void sl_gw_answered(sl_gw_conn *gc, uint64_t now_ms)
@@ -352,10 +359,10 @@ static bool stalled(const sl_gw_backend *be, uint64_t now_ms)
     return be->fresh && now_ms - be->fresh->opened_ms >= SL_GW_STALL_MS + 2 * be->lat_ms;
 }
 
-/* A new connection is stuck behind kept ones: the answered connections open now are all the
- * workers the backend has. Remember that, so the pool stops opening connections that would
- * only queue (each costing a kept one its worker), and log it now and then. */
-static void stall_log(sl_gw_backend *be, uint64_t now_ms)
+/* A new connection is stuck behind kept ones: count it; learn the backend's workers from the
+ * answered connections open now, so the pool stops opening connections that would only queue
+ * (each costing a kept one its worker); log it now and then. */
+static void stall_seen(sl_gw_backend *be, uint64_t now_ms)
 {
     be->stalls++;
     be->stall_ms = now_ms;
@@ -400,7 +407,7 @@ static void stall_check(evutil_socket_t fd, short what, void *arg)
     uint64_t now = sl_gw_now_ms();
     /* One idle connection per stuck new one: each close frees a worker for one of them. */
     while (be->idle && stalled(be, now)) {
-        stall_log(be, now);
+        stall_seen(be, now);
         idle_drop(be->idle);
         fresh_requeue(be, now);
     }
@@ -449,14 +456,8 @@ sl_gw_conn *sl_gw_connect(sl_gw_backend *be, bool *in_progress, int *err)
     gc->fd = fd;
     gc->be = be;
     gc->busy = true;
-    gc->opened_ms = gc->sent_ms = sl_gw_now_ms();
-    be->n_fresh++;
-    gc->fprev = be->fresh_tail;
-    if (be->fresh_tail)
-        be->fresh_tail->fnext = gc;
-    else
-        be->fresh = gc;
-    be->fresh_tail = gc;
+    gc->sent_ms = sl_gw_now_ms();
+    fresh_append(be, gc, gc->sent_ms);
     be->n_conns++;
     be->inflight++;
     return gc;
@@ -471,7 +472,7 @@ void sl_gw_release(sl_gw_conn *gc, unsigned keep_max, bool holds_worker, uint64_
     bool stuck = holds_worker && stalled(be, now_ms) &&
                  now_ms - be->stall_ms >= SL_GW_STALL_MS + 2 * be->lat_ms;
     if (stuck) {
-        stall_log(be, now_ms);
+        stall_seen(be, now_ms);
         fresh_requeue(be, now_ms);
     }
     if (be->n_idle >= keep_max || stuck) {

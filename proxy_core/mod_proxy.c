@@ -404,13 +404,11 @@ static long body_feed(proxy_req *pr, const char *p, size_t n, bool *done)
     return (long)used;
 }
 
+static void client_body_done(proxy_req *pr);
+
 static void body_complete(proxy_req *pr)
 {
-    sl_conn *c = pr->c;
-    c->state = SL_CONN_HANDLE;
-    c->on_body = NULL;
-    event_del(&c->ev);
-    c->has_body = false;
+    client_body_done(pr);
     static const struct timeval zero = {0, 0};
     evtimer_add(&pr->kick, &zero);
 }
@@ -496,7 +494,7 @@ static long stream_feed(proxy_req *pr, const char *p, size_t n)
 }
 
 /* The client has sent the whole body: its socket goes back to the core, for the response. */
-static void stream_read_done(proxy_req *pr)
+static void client_body_done(proxy_req *pr)
 {
     sl_conn *c = pr->c;
     c->on_body = NULL;
@@ -578,7 +576,7 @@ static void stream_event(sl_conn *c, short what)
          * ends after the response. */
         if ((size_t)used < (size_t)n) c->keep_alive = false;
     }
-    if (pr->body_in_done) stream_read_done(pr);
+    if (pr->body_in_done) client_body_done(pr);
     if (pr->gc && pr->state == P_SEND && !pr->connecting) {
         /* Send now; the send path decides whether to read on (stream_flow). c may be gone
          * after this call. */
