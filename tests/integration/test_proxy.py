@@ -56,13 +56,18 @@ def wait_port(port, timeout=10):
     raise RuntimeError(f"nothing listens on {port}")
 
 
-def spawn_php(addr_args, children=2):
-    out = subprocess.run([SPAWN, *addr_args, "-C", str(children), "-f", PHP],
+def spawn_fcgi(addr_args, children, program):
+    """Start a FastCGI program with spawn-fcgi (-C children workers); its PID."""
+    out = subprocess.run([SPAWN, *addr_args, "-C", str(children), *program],
                          capture_output=True, text=True)
     pid = int(out.stdout.strip().split("PID:")[-1].strip().split()[0]) if "PID:" in out.stdout else None
     if pid is None:
         raise RuntimeError("spawn-fcgi failed: " + out.stdout + out.stderr)
     return pid
+
+
+def spawn_php(addr_args, children=2):
+    return spawn_fcgi(addr_args, children, ["-f", PHP])
 
 
 def kill_tree(pid):
@@ -76,6 +81,19 @@ def kill_tree(pid):
         except ProcessLookupError:
             return
         time.sleep(0.2)
+
+
+class SpawnedCase(unittest.TestCase):
+    """A server (cls.srv) in front of spawn-fcgi'd programs (cls.pids) in a temporary directory
+    (cls.tmp): all stopped and removed after the class."""
+
+    @classmethod
+    def tearDownClass(cls):
+        rc = cls.srv.stop()
+        for p in cls.pids:
+            kill_tree(p)
+        shutil.rmtree(cls.tmp, ignore_errors=True)
+        assert rc == 0
 
 
 class FakeBackend:
@@ -134,7 +152,7 @@ def get(srv, path, extra=b"", method=b"GET", body=b""):
 
 
 @unittest.skipUnless(PHP and SPAWN, "php-cgi and spawn-fcgi are needed")
-class PhpFastCGI(unittest.TestCase):
+class PhpFastCGI(SpawnedCase):
     @classmethod
     def setUpClass(cls):
         cls.tmp = tempfile.mkdtemp(prefix="sl_px_")
@@ -160,14 +178,6 @@ class PhpFastCGI(unittest.TestCase):
             f' proxy-core.x-sendfile-docroot = ( "{cls.media}" )\n}}\n'
             f'$HTTP["url"] =~ "^/unix/" {{\n proxy-core.protocol = "fastcgi"\n'
             f' proxy-core.backends = ( "unix:{cls.sock}" )\n}}\n', files).start()
-
-    @classmethod
-    def tearDownClass(cls):
-        rc = cls.srv.stop()
-        for p in cls.pids:
-            kill_tree(p)
-        shutil.rmtree(cls.tmp, ignore_errors=True)
-        assert rc == 0
 
     def test_get_with_headers_and_query(self):
         for prefix in (b"/php/", b"/unix/"):
@@ -262,7 +272,7 @@ def accel_bin():
     return os.path.join(test_core.BUILD, "fcgi_stat_accel", "fcgi-stat-accel")
 
 
-class StatAccel(unittest.TestCase):
+class StatAccel(SpawnedCase):
     """The article's setup: fcgi-stat-accel spawned by spawn-fcgi on TCP and on a unix socket,
     seekless routing ^/seek-bound/ to it with X-Sendfile, on a $SERVER["socket"] block."""
 
@@ -275,9 +285,7 @@ class StatAccel(unittest.TestCase):
         cls.sock = os.path.join(cls.tmp, "accel.sock")
         cls.pids = []
         for args in (["-a", "127.0.0.1", "-p", str(cls.tcp)], ["-s", cls.sock, "-M", "0660"]):
-            out = subprocess.run([SPAWN, *args, "-C", "4", "--", os.path.abspath(accel_bin())],
-                                 capture_output=True, text=True)
-            cls.pids.append(int(out.stdout.split("PID:")[-1].split()[0]))
+            cls.pids.append(spawn_fcgi(args, 4, ["--", os.path.abspath(accel_bin())]))
         wait_port(cls.tcp)
         cls.files = {f"seek-bound/d{i % 4}/f{i}.bin": os.urandom(1000 + 997 * i) for i in range(40)}
         cls.port2 = free_port()
@@ -288,14 +296,6 @@ class StatAccel(unittest.TestCase):
             f'$HTTP["url"] =~ "^/seek-bound/" {{ proxy-core.protocol = "fastcgi"\n'
             f' proxy-core.backends = ( "unix:{cls.sock}" )\n proxy-core.allow-x-sendfile = "enable" }}\n',
             cls.files).start()
-
-    @classmethod
-    def tearDownClass(cls):
-        rc = cls.srv.stop()
-        for p in cls.pids:
-            kill_tree(p)
-        shutil.rmtree(cls.tmp, ignore_errors=True)
-        assert rc == 0
 
     def fetch(self, port, path, extra=b""):
         s = socket.create_connection(("127.0.0.1", port), timeout=5)
@@ -337,7 +337,7 @@ class StatAccel(unittest.TestCase):
         self.assertEqual(errors, [])
 
 
-class StatAccelPool(unittest.TestCase):
+class StatAccelPool(SpawnedCase):
     """Kept FastCGI connections (FCGI_KEEP_CONN) to an application whose workers each hold one:
     with a pool no larger than the workers every connection is reused; with a larger pool no
     request is left in the application's accept queue (the gateway closes a kept connection to
@@ -351,9 +351,8 @@ class StatAccelPool(unittest.TestCase):
         cls.socks = [os.path.join(cls.tmp, f"accel{i}.sock") for i in range(2)]
         cls.pids = []
         for sock in cls.socks:  # two workers each
-            out = subprocess.run([SPAWN, "-s", sock, "-M", "0660", "-C", "2", "--",
-                                  os.path.abspath(accel_bin())], capture_output=True, text=True)
-            cls.pids.append(int(out.stdout.split("PID:")[-1].split()[0]))
+            cls.pids.append(spawn_fcgi(["-s", sock, "-M", "0660"], 2,
+                                       ["--", os.path.abspath(accel_bin())]))
         cls.files = {f"fits/f{i}.bin": os.urandom(500 + 37 * i) for i in range(30)}
         cls.files.update({f"over/f{i}.bin": os.urandom(700 + 41 * i) for i in range(30)})
         cls.srv = Server(
@@ -365,14 +364,6 @@ class StatAccelPool(unittest.TestCase):
             f' proxy-core.backends = ( "unix:{cls.socks[1]}" ) proxy-core.allow-x-sendfile = "enable"\n'
             f' proxy-core.max-pool-size = 8 proxy-core.read-timeout = 30 }}\n',
             cls.files).start()
-
-    @classmethod
-    def tearDownClass(cls):
-        rc = cls.srv.stop()
-        for p in cls.pids:
-            kill_tree(p)
-        shutil.rmtree(cls.tmp, ignore_errors=True)
-        assert rc == 0
 
     def backend_line(self, sock):
         st, h, body = get(self.srv, b"/server-status")
