@@ -96,14 +96,14 @@ class SpawnedCase(unittest.TestCase):
         assert rc == 0
 
 
-class FakeBackend:
-    """A backend that misbehaves in one way: 'hang', 'garbage', 'reset'."""
+class Listener:
+    """A TCP listener on 127.0.0.1 whose thread hands each accepted connection to on_conn();
+    close() stops it and closes what it kept in self.conns."""
 
-    def __init__(self, mode):
-        self.mode = mode
+    def __init__(self, backlog):
         self.sock = socket.socket()
         self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen(64)
+        self.sock.listen(backlog)
         self.port = self.sock.getsockname()[1]
         self.conns = []
         self.stop = False
@@ -117,24 +117,7 @@ class FakeBackend:
                 c, _ = self.sock.accept()
             except OSError:
                 continue
-            self.conns.append(c)
-            try:
-                req = c.recv(65536)
-                if self.mode == "echo":
-                    c.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\nConnection: close\r\n"
-                              b"Keep-Alive: timeout=5\r\n\r\n" % len(req) + req)
-                    c.close()
-                elif self.mode == "garbage":
-                    c.sendall(b"NOT HTTP AT ALL\r\n\r\n")
-                    c.close()
-                elif self.mode == "reset":
-                    c.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
-                    c.close()
-                elif self.mode == "truncated":
-                    c.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\nonly a little")
-                    c.close()
-            except OSError:
-                pass
+            self.on_conn(c)
 
     def close(self):
         self.stop = True
@@ -142,6 +125,34 @@ class FakeBackend:
         for c in self.conns:
             c.close()
         self.sock.close()
+
+
+class FakeBackend(Listener):
+    """A backend that misbehaves in one way: 'hang', 'garbage', 'reset'."""
+
+    def __init__(self, mode):
+        self.mode = mode
+        super().__init__(64)
+
+    def on_conn(self, c):
+        self.conns.append(c)
+        try:
+            req = c.recv(65536)
+            if self.mode == "echo":
+                c.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\nConnection: close\r\n"
+                          b"Keep-Alive: timeout=5\r\n\r\n" % len(req) + req)
+                c.close()
+            elif self.mode == "garbage":
+                c.sendall(b"NOT HTTP AT ALL\r\n\r\n")
+                c.close()
+            elif self.mode == "reset":
+                c.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
+                c.close()
+            elif self.mode == "truncated":
+                c.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\nonly a little")
+                c.close()
+        except OSError:
+            pass
 
 
 def get(srv, path, extra=b"", method=b"GET", body=b""):
@@ -529,7 +540,7 @@ class HttpBackend(unittest.TestCase):
         self.assertEqual(set(results), {404}, [r for r in results if r != 404][:5])
 
 
-class BodyBackend:
+class BodyBackend(Listener):
     """An HTTP/1.1 backend that shows when body bytes arrive. Per connection: read the head;
     'md5' reads the body (after `hold` seconds) and answers its length and MD5; 'early' answers
     413 at once and closes without reading it; 'die' reads 64 KiB of body and resets."""
@@ -539,22 +550,10 @@ class BodyBackend:
         self.hold = 0.0
         self.watch = None  # a request path
         self.first_body = threading.Event()  # set when a body byte of `watch` arrived
-        self.sock = socket.socket()
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen(16)
-        self.port = self.sock.getsockname()[1]
-        self.stop = False
-        self.t = threading.Thread(target=self.run, daemon=True)
-        self.t.start()
+        super().__init__(16)
 
-    def run(self):
-        self.sock.settimeout(0.2)
-        while not self.stop:
-            try:
-                c, _ = self.sock.accept()
-            except OSError:
-                continue
-            threading.Thread(target=self.serve, args=(c,), daemon=True).start()
+    def on_conn(self, c):
+        threading.Thread(target=self.serve, args=(c,), daemon=True).start()
 
     def serve(self, c):
         c.settimeout(20)
@@ -631,11 +630,6 @@ class BodyBackend:
             buf = buf[size + 2:]
             if size == 0:
                 return data
-
-    def close(self):
-        self.stop = True
-        self.t.join()
-        self.sock.close()
 
 
 def md5_answer(data):
