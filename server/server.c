@@ -201,8 +201,6 @@ static int timing_open(sl_server *srv)
     int fd = open(f, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
     if (fd < 0) return -errno;
     if (srv->timing_fd > 0) close(srv->timing_fd);
-    if (srv->alog_fd > 0) close(srv->alog_fd);
-    sl_accesslog_fmt_free(srv->alog_fmt);
     srv->timing_fd = fd;
     return 0;
 }

@@ -193,6 +193,27 @@ class AccessLog(unittest.TestCase):
         finally:
             self.assertEqual(srv.stop(), 0)
 
+    def test_with_the_timing_trace(self):
+        # debug.log-timing opened its file by closing the access log and freeing its format:
+        # the first request's log line then read freed memory and the process died (139).
+        srv = Server('debug.log-timing = "enable"\n', {"a.txt": b"x" * 100})
+        log = os.path.join(srv.dir, "access.log")
+        with open(srv.conf, "a") as f:
+            f.write(f'accesslog.filename = "{log}"\n')
+        srv.start()
+        try:
+            for _ in range(3):
+                self.assertEqual(get(srv, b"/a.txt")[0], 200)
+            srv.proc.send_signal(signal.SIGHUP)  # reopens both files
+            time.sleep(0.2)
+            self.assertEqual(get(srv, b"/a.txt")[0], 200)
+            lines = self.wait_lines(log, 4)
+            self.assertTrue(all('"GET /a.txt HTTP/1.1" 200 100' in l for l in lines), lines)
+            self.assertIsNone(srv.proc.poll())
+        finally:
+            self.assertEqual(srv.stop(), 0)
+        self.assertEqual(len(srv.timing_text.splitlines()), 4)
+
     def test_bad_format_is_refused_at_start(self):
         srv = Server('accesslog.filename = "access.log"\naccesslog.format = "%h %Q"\n')
         r = subprocess.run([os.path.join(test_core.BUILD, "server", "seekless"), "-t", "-f", srv.conf],
