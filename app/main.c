@@ -1,17 +1,19 @@
 /* seekless: command line, start-up order and process set-up.
  *
- * Order matters: parse and check the whole config (so -t and a bad config fail before anything
- * is touched), bind sockets and open the logs and pid file while still root, fork into the
- * background, drop privileges, and only then create the event loop. The parent of a daemon
- * waits on a pipe until the child is ready to serve, so "seekless -f conf" returning 0 means the
- * server is accepting.
+ * Order matters: load and check the whole config (so -t and a bad config fail before anything
+ * is touched, with every error reported), bind sockets and open the logs and pid file while
+ * still root, fork into the background, drop privileges, block the signals every thread will
+ * inherit, and only then start the thread pools and the event loops. The parent of a daemon
+ * waits on a pipe until the loops serve, so "seekless -f conf" returning 0 means the server is
+ * accepting.
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <getopt.h>
 #include <grp.h>
-#include <libgen.h>
 #include <limits.h>
 #include <pwd.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,30 +21,27 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "config_parse.h"
+#include "conf.h"
+#include "core_conf.h"
 #include "log.h"
-#include "gateway.h"
-#include "mod_proxy.h"
-#include "mod_static.h"
-#include "mod_status.h"
+#include "module.h"
 #include "server.h"
-#include "settings.h"
 #include "sl_version.h"
 
 static void usage(FILE *f)
 {
     fprintf(f, "usage: seekless -f FILE [-D] [-t]\n"
                "       seekless -v | -V | -h\n"
-               "  -f FILE  config file (lighttpd syntax)\n"
-               "  -D       do not daemonize: stay in the foreground\n"
-               "  -t       test the config file and exit (0: OK, 1: error and why)\n"
-               "  -v       show the version\n"
-               "  -V       show the version and the compiled-in network backends and features\n"
-               "  -h       this help\n");
+               "  -f FILE        config file (lighttpd syntax)\n"
+               "  -D             do not daemonize: stay in the foreground\n"
+               "  -t             test the config file and exit (0: OK, 1: every error and why)\n"
+               "  -v, --version  show the version\n"
+               "  -V             show the version and the compiled-in network backends and features\n"
+               "  -h, --help     this help\n");
 }
 
 /* Run as the configured user/group. Done after binding and opening logs, before serving. */
-static int drop_privileges(const sl_settings *s, char *err, size_t errlen)
+static int drop_privileges(const sl_core_conf *s, char *err, size_t errlen)
 {
     if (!s->username && !s->groupname) return 0;
     if (geteuid() != 0) {
@@ -71,8 +70,8 @@ static int drop_privileges(const sl_settings *s, char *err, size_t errlen)
         uname = p->pw_name;
         if (!s->groupname) gid = p->pw_gid;
     }
-    if (setgroups(0, NULL) < 0 || setgid(gid) < 0 ||
-        (uname && initgroups(uname, gid) < 0) || (s->username && setuid(uid) < 0)) {
+    if (setgroups(0, NULL) < 0 || setgid(gid) < 0 || (uname && initgroups(uname, gid) < 0) ||
+        (s->username && setuid(uid) < 0)) {
         snprintf(err, errlen, "dropping privileges failed: %s", strerror(errno));
         return -1;
     }
@@ -124,12 +123,30 @@ static void raise_fd_limit(void)
     }
 }
 
+/* Signals go to the main thread only: block them before any thread starts, so every thread
+ * inherits the mask, and take them with sigwaitinfo (sl_server_run). A write to a socket the
+ * client closed must not kill the process. */
+static void block_signals(void)
+{
+    signal(SIGPIPE, SIG_IGN);
+    sigset_t set;
+    sigemptyset(&set);
+    int sigs[] = {SIGTERM, SIGINT, SIGQUIT, SIGHUP, SIGUSR1, SIGUSR2, SIGWINCH};
+    for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++) sigaddset(&set, sigs[i]);
+    pthread_sigmask(SIG_BLOCK, &set, NULL);
+}
+
 int main(int argc, char **argv)
 {
     const char *conf_path = NULL;
     bool foreground = false, test_only = false;
+    static const struct option longs[] = {
+        {"help", no_argument, NULL, 'h'},
+        {"version", no_argument, NULL, 'v'},
+        {NULL, 0, NULL, 0},
+    };
     int opt;
-    while ((opt = getopt(argc, argv, "f:DtvVh")) != -1) {
+    while ((opt = getopt_long(argc, argv, "f:DtvVh", longs, NULL)) != -1) {
         switch (opt) {
         case 'f': conf_path = optarg; break;
         case 'D': foreground = true; break;
@@ -137,7 +154,7 @@ int main(int argc, char **argv)
         case 'v': printf("seekless/%s\n", SL_VERSION); return 0;
         case 'V':
             printf("seekless/%s\n", SL_VERSION);
-            sl_settings_print_features();
+            sl_core_print_features();
             return 0;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 1;
@@ -147,27 +164,18 @@ int main(int argc, char **argv)
         usage(stderr);
         return 1;
     }
+    /* Signals that arrive while starting are taken by sigwaitinfo later, not lost or fatal. */
+    block_signals();
     char err[1024] = "";
+    sl_errs errs = {0};
+    sl_conf_set *cs = sl_conf_load(conf_path, sl_modules_builtin, test_only, &errs);
+    if (!cs) {
+        fprintf(stderr, "%s", errs.text ? errs.text : "seekless: cannot load the config\n");
+        sl_errs_free(&errs);
+        return 1;
+    }
     static sl_server srv;
-    for (size_t i = 0; i < SL_MAX_LISTENERS; i++) srv.listen_fd[i] = -1;
-    /* proxy-core first: it takes only requests whose conditions set proxy-core.backends. */
-    sl_server_add_module(&srv, &sl_mod_status);
-    sl_server_add_module(&srv, &sl_mod_proxy);
-    srv.backend_stats = sl_gw_each_backend;
-    sl_server_add_module(&srv, &sl_mod_static);
-    srv.tree = sl_config_parse_file(conf_path, err, sizeof err);
-    if (!srv.tree) {
-        fprintf(stderr, "seekless: %s\n", err);
-        return 1;
-    }
-    char real[PATH_MAX];
-    if (!realpath(conf_path, real)) {
-        fprintf(stderr, "seekless: %s: %s\n", conf_path, strerror(errno));
-        return 1;
-    }
-    const char *basedir = dirname(real);
-    if (sl_settings_prepare(srv.tree, basedir, &srv.global, srv.listen, &srv.n_listen, err,
-                            sizeof err) < 0) {
+    if (sl_server_setup(&srv, cs, err, sizeof err) < 0) {
         fprintf(stderr, "seekless: %s\n", err);
         sl_server_free(&srv);
         return 1;
@@ -180,17 +188,19 @@ int main(int argc, char **argv)
     raise_fd_limit();
     int r;
     if (sl_server_bind(&srv, err, sizeof err) < 0 ||
-        ((r = sl_log_open(srv.global.errorlog)) < 0 &&
-         snprintf(err, sizeof err, "server.errorlog %s: %s", srv.global.errorlog, strerror(-r)))) {
+        ((r = sl_log_open(srv.global->errorlog)) < 0 &&
+         snprintf(err, sizeof err, "server.errorlog %s: %s", srv.global->errorlog,
+                  strerror(-r))) ||
+        sl_server_init_modules(&srv, err, sizeof err) < 0) {
         fprintf(stderr, "seekless: %s\n", err);
         sl_server_free(&srv);
         return 1;
     }
     int pid_fd = -1;
-    if (srv.global.pid_file) {
-        pid_fd = open(srv.global.pid_file, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (srv.global->pid_file) {
+        pid_fd = open(srv.global->pid_file, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
         if (pid_fd < 0) {
-            fprintf(stderr, "seekless: server.pid-file %s: %s\n", srv.global.pid_file,
+            fprintf(stderr, "seekless: server.pid-file %s: %s\n", srv.global->pid_file,
                     strerror(errno));
             sl_server_free(&srv);
             return 1;
@@ -208,8 +218,8 @@ int main(int argc, char **argv)
         close(pid_fd);
     }
     int rc = 1;
-    if (drop_privileges(&srv.global, err, sizeof err) < 0 ||
-        sl_server_init_loop(&srv, err, sizeof err) < 0) {
+    if (drop_privileges(srv.global, err, sizeof err) < 0 ||
+        sl_server_start(&srv, err, sizeof err) < 0) {
         sl_log("%s", err);
         if (foreground || sl_log_fd() != STDERR_FILENO) fprintf(stderr, "seekless: %s\n", err);
     } else {
@@ -220,11 +230,14 @@ int main(int argc, char **argv)
             ready_fd = -1;
         }
         rc = sl_server_run(&srv);
-        sl_gw_shutdown(); /* pooled backend connections, after every client connection closed */
     }
     if (ready_fd >= 0) close(ready_fd);
-    if (srv.global.pid_file) unlink(srv.global.pid_file);
+    const char *pidf = srv.global->pid_file ? strdup(srv.global->pid_file) : NULL;
     sl_server_free(&srv);
+    if (pidf) {
+        unlink(pidf);
+        free((void *)pidf);
+    }
     sl_log_close();
     return rc;
 }

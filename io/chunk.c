@@ -3,8 +3,8 @@
  * Responses are a header block, maybe multipart separators, and file ranges. Memory chunks are
  * gathered into one sendmsg() so a header and a small body leave in one segment; MSG_MORE tells
  * TCP that a file chunk follows, so the header and the first file bytes share a packet without
- * TCP_CORK's extra syscalls. File chunks use sendfile(): in this first version the event loop pays
- * for cold pages (the network backends replace this path).
+ * TCP_CORK's extra syscalls. File chunks are sent by the network backends (netback.h); the
+ * sendfile() helpers here are the synchronous ones.
  */
 #include "chunk.h"
 
@@ -45,6 +45,21 @@ int sl_chunkq_append_mem(sl_chunkq *q, const void *p, size_t n)
     }
     memcpy(t->data + t->end, p, n);
     t->end += (off_t)n;
+    return 0;
+}
+
+int sl_chunkq_prepend_mem(sl_chunkq *q, const void *p, size_t n)
+{
+    sl_chunk *c = malloc(sizeof *c + (n > MEM_CHUNK_MIN ? n : MEM_CHUNK_MIN));
+    if (!c) return -ENOMEM;
+    c->fd = -1;
+    c->off = 0;
+    c->end = (off_t)n;
+    c->cap = n > MEM_CHUNK_MIN ? n : MEM_CHUNK_MIN;
+    memcpy(c->data, p, n);
+    c->next = q->head;
+    q->head = c;
+    if (!q->tail) q->tail = c;
     return 0;
 }
 

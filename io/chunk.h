@@ -23,6 +23,9 @@ typedef struct sl_chunkq {
 
 /* Append n bytes, copying them into the tail memory chunk when they fit. 0 or -ENOMEM. */
 int sl_chunkq_append_mem(sl_chunkq *q, const void *p, size_t n);
+/* Put n bytes in front of everything queued (a response head written after its body was
+ * queued). 0 or -ENOMEM. */
+int sl_chunkq_prepend_mem(sl_chunkq *q, const void *p, size_t n);
 /* printf into the queue. 0 or -ENOMEM. */
 int sl_chunkq_printf(sl_chunkq *q, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Append bytes [off, off+len) of fd. 0 or -ENOMEM. */

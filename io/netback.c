@@ -1,19 +1,20 @@
 /* Network backends: the shared driver and the backends that need no kernel AIO interface.
  *
- * The driver walks the output queue. Memory chunks go out with one sendmsg(). For a file chunk it
- * asks the backend's kind: SENDFILE sends straight from the page cache on the loop (blocking when
- * the pages are cold: the articles' baseline); PREAD reads a block on the loop and writes it;
- * ASYNC submits a block read to the backend and returns "waiting" until sl_fileread_complete()
- * brings the connection back; HYBRID first asks the kernel, without blocking, whether the block
- * is in the page cache and then does SENDFILE or ASYNC for that block. Each connection has at
- * most one block in flight; reads in flight across the server are bounded by
- * server.max-read-threads, and connections beyond that wait in FIFO order for a slot. Block
- * buffers are recycled through a small free list so busy servers do not page-fault fresh memory
- * per block.
+ * sl_xfer_send sends one file range to one socket. For the range it asks the backend's kind:
+ * SENDFILE sends straight from the page cache on the loop (blocking when the pages are cold: the
+ * articles' baseline); PREAD reads a block on the loop and sends it; ASYNC submits a block read
+ * to the backend and answers "wait" until sl_xfer_complete() calls the owner back; HYBRID first
+ * asks the kernel, without blocking, whether the block is in the page cache and then does
+ * SENDFILE or sends the cold block through a read thread that calls sendfile() itself. Each xfer
+ * has at most one block in flight; reads in flight on a loop are bounded by its share of
+ * server.max-read-threads, and xfers beyond that wait in FIFO order for a slot. Block buffers are
+ * recycled through a small per-loop free list so busy servers do not page-fault fresh memory per
+ * block.
  */
 #include "netback.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/sendfile.h>
@@ -22,32 +23,24 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
-#include "connection.h"
-#include "log.h"
-#include "server.h"
-
 #define BUF_ALIGN 4096
-#define WRITE_BUDGET (512 * 1024) /* bytes per connection per loop turn */
 
 /* ---- the blocking core ---- */
 
-void sl_fileread_sync(sl_fileread *rd)
+ssize_t sl_pread_full(int fd, void *buf, size_t len, off_t off)
 {
     size_t got = 0;
-    while (got < rd->len) {
-        ssize_t n = pread(rd->fd, rd->buf + rd->skip + got, rd->len - got, rd->off + (off_t)got);
+    while (got < len) {
+        ssize_t n = pread(fd, (char *)buf + got, len - got, off + (off_t)got);
         if (n < 0) {
             if (errno == EINTR) continue;
-            if (got == 0) {
-                rd->res = -errno;
-                return;
-            }
+            if (got == 0) return -errno;
             break; /* report what arrived; the next read reports the error */
         }
         if (n == 0) break; /* end of file */
         got += (size_t)n;
     }
-    rd->res = (ssize_t)got;
+    return (ssize_t)got;
 }
 
 /* struct cachestat_range / struct cachestat of Linux 6.5, not yet in every libc's headers. */
@@ -63,7 +56,7 @@ struct sl_cachestat {
 
 int sl_page_cache_resident(int fd, off_t off, size_t len)
 {
-    static int unsupported;
+    static int unsupported; /* a benign race: every thread finds the same answer */
     if (unsupported) return -ENOSYS;
     if (len == 0) return 1;
     struct sl_cachestat_range r = {(unsigned long long)off, len};
@@ -79,335 +72,326 @@ int sl_page_cache_resident(int fd, off_t off, size_t len)
 
 /* ---- buffers and read slots ---- */
 
-static void buf_put(sl_server *srv, sl_fileread *rd);
+static void buf_put(sl_io *io, sl_xfer *x);
 
 /* A buffer for `want` bytes. Full-size block buffers are recycled through the free list; a
  * short file gets a buffer its own size, which malloc serves from its heap (below its mmap
  * threshold) without faulting in fresh pages for every request. */
-static int buf_get(sl_server *srv, sl_fileread *rd, size_t want)
+static int buf_get(sl_io *io, sl_xfer *x, size_t want)
 {
-    size_t full = srv->block_size + BUF_ALIGN;
+    size_t full = io->block_size + BUF_ALIGN;
     size_t need = ((want + BUF_ALIGN - 1) & ~(size_t)(BUF_ALIGN - 1)) + BUF_ALIGN;
     if (need > full) need = full;
-    if (rd->buf && rd->cap >= need) return 0;
-    buf_put(srv, rd);
-    if (need == full && srv->n_free_bufs > 0) {
-        rd->buf = srv->free_bufs[--srv->n_free_bufs];
+    if (x->buf && x->cap >= need) return 0;
+    buf_put(io, x);
+    if (need == full && io->n_free_bufs > 0) {
+        x->buf = io->free_bufs[--io->n_free_bufs];
     } else {
         void *p;
         /* One extra page: an O_DIRECT read of an unaligned range spans one more block. */
         if (posix_memalign(&p, BUF_ALIGN, need) != 0) return -ENOMEM;
-        rd->buf = p;
+        x->buf = p;
     }
-    rd->cap = need;
+    x->cap = need;
     return 0;
 }
 
-static void buf_put(sl_server *srv, sl_fileread *rd)
+static void buf_put(sl_io *io, sl_xfer *x)
 {
-    if (!rd->buf) return;
-    if (rd->cap == srv->block_size + BUF_ALIGN && srv->n_free_bufs < srv->max_free_bufs)
-        srv->free_bufs[srv->n_free_bufs++] = rd->buf;
+    if (!x->buf) return;
+    if (x->cap == io->block_size + BUF_ALIGN && io->n_free_bufs < io->max_free_bufs)
+        io->free_bufs[io->n_free_bufs++] = x->buf;
     else
-        free(rd->buf);
-    rd->buf = NULL;
-    rd->cap = 0;
+        free(x->buf);
+    x->buf = NULL;
+    x->cap = 0;
 }
 
-void sl_fileread_adopt(sl_server *srv, sl_fileread *rd, int fd, char *buf, size_t cap, off_t off,
-                       size_t n)
+void sl_xfer_init(sl_xfer *x, sl_io *io, int sock, void (*resume)(sl_xfer *x), void *owner)
 {
-    buf_put(srv, rd);
-    rd->buf = buf;
-    rd->cap = cap;
-    rd->fd = fd;
-    rd->off = off;
-    rd->len = n;
-    rd->skip = 0;
-    rd->pos = 0;
-    rd->res = (ssize_t)n;
-    rd->ready = true;
+    memset(x, 0, sizeof *x);
+    x->io = io;
+    x->sock = sock;
+    x->resume = resume;
+    x->owner = owner;
+    x->fd = -1;
 }
 
-void sl_fileread_reset(sl_server *srv, sl_fileread *rd)
+void sl_xfer_adopt(sl_xfer *x, int fd, char *buf, size_t cap, off_t off, size_t n)
 {
-    if (rd->waiting) {
-        /* Leave the slot queue: the request ended (or the client left) while it waited. */
-        sl_fileread **pp = &srv->rd_wait_head;
-        sl_fileread *prev = NULL;
-        while (*pp && *pp != rd) {
+    buf_put(x->io, x);
+    x->buf = buf;
+    x->cap = cap;
+    x->fd = fd;
+    x->off = off;
+    x->len = n;
+    x->skip = 0;
+    x->pos = 0;
+    x->res = (ssize_t)n;
+    x->ready = true;
+    x->sent = false;
+}
+
+void sl_xfer_reset(sl_xfer *x)
+{
+    sl_io *io = x->io;
+    if (!io) return;
+    if (x->waiting) {
+        /* Leave the slot queue: the range ended (or the owner left) while it waited. */
+        sl_xfer **pp = &io->wait_head;
+        sl_xfer *prev = NULL;
+        while (*pp && *pp != x) {
             prev = *pp;
             pp = &(*pp)->wait_next;
         }
         if (*pp) {
-            *pp = rd->wait_next;
-            if (srv->rd_wait_tail == rd) srv->rd_wait_tail = prev;
+            *pp = x->wait_next;
+            if (io->wait_tail == x) io->wait_tail = prev;
         }
-        rd->waiting = false;
-        rd->wait_next = NULL;
+        x->waiting = false;
+        x->wait_next = NULL;
     }
-    if (srv->nb && srv->nb->release) srv->nb->release(srv, rd);
-    buf_put(srv, rd);
-    rd->ready = false;
-    rd->sent = false;
-    rd->res = 0;
-    rd->pos = 0;
-    rd->skip = 0;
+    if (io->nb && io->nb->release) io->nb->release(io, x);
+    buf_put(io, x);
+    x->ready = false;
+    x->sent = false;
+    x->res = 0;
+    x->pos = 0;
+    x->skip = 0;
 }
 
-static void wait_for_slot(sl_server *srv, sl_fileread *rd)
+static void wait_for_slot(sl_io *io, sl_xfer *x)
 {
-    rd->waiting = true;
-    rd->wait_next = NULL;
-    if (srv->rd_wait_tail)
-        srv->rd_wait_tail->wait_next = rd;
+    x->waiting = true;
+    x->wait_next = NULL;
+    if (io->wait_tail)
+        io->wait_tail->wait_next = x;
     else
-        srv->rd_wait_head = rd;
-    srv->rd_wait_tail = rd;
+        io->wait_head = x;
+    io->wait_tail = x;
 }
 
-static void conn_resume_write(sl_conn *c);
-static void read_done(sl_job *job);
+/* A slot freed: let the longest-waiting xfer try again. */
+static void wake_waiter(sl_io *io)
+{
+    sl_xfer *x = io->wait_head;
+    if (!x) return;
+    io->wait_head = x->wait_next;
+    if (!io->wait_head) io->wait_tail = NULL;
+    x->waiting = false;
+    x->wait_next = NULL;
+    x->sent = false;
+    x->resume(x);
+}
+
+void sl_xfer_complete(sl_xfer *x)
+{
+    sl_io *io = x->io;
+    if (x->on_read)
+        x->on_read(x, x->job.t_queued, x->job.t_started ? x->job.t_started : x->job.t_queued,
+                   x->job.t_done ? x->job.t_done : sl_now_ns());
+    x->inflight = false;
+    io->reads_inflight--;
+    x->ready = true;
+    x->pos = 0;
+    /* The owner may be gone (its resume() checks and releases): nothing of x is used after. */
+    x->resume(x);
+    wake_waiter(io);
+}
 
 static void sendfile_work(sl_job *job)
 {
-    sl_fileread *rd = (sl_fileread *)job;
-    off_t off = rd->off;
+    sl_xfer *x = (sl_xfer *)job;
+    off_t off = x->off;
     size_t sent = 0;
-    while (sent < rd->len) {
-        ssize_t n = sendfile(rd->sock, rd->fd, &off, rd->len - sent);
+    while (sent < x->len) {
+        ssize_t n = sendfile(x->sock, x->fd, &off, x->len - sent);
         if (n > 0) {
             sent += (size_t)n;
             continue;
         }
         if (n < 0 && errno == EINTR) continue;
-        if (sent == 0) rd->res = n < 0 ? -errno : 0;
-        if (sent == 0) return;
+        if (sent == 0) {
+            x->res = n < 0 ? -errno : 0;
+            return;
+        }
         break; /* socket full or file ended: report what went out */
     }
-    rd->res = (ssize_t)sent;
+    x->res = (ssize_t)sent;
 }
 
-/* A slot freed: let the longest-waiting connection try again. */
-static void wake_waiter(sl_server *srv)
+static void read_done(sl_job *job)
 {
-    sl_fileread *rd = srv->rd_wait_head;
-    if (!rd) return;
-    srv->rd_wait_head = rd->wait_next;
-    if (!srv->rd_wait_head) srv->rd_wait_tail = NULL;
-    rd->waiting = false;
-    rd->wait_next = NULL;
-    rd->sent = false;
-    conn_resume_write(rd->conn);
+    sl_xfer_complete((sl_xfer *)job);
 }
 
-void sl_fileread_complete(sl_fileread *rd)
+/* Start the asynchronous transfer of the block at *off: a read into x's buffer through the
+ * backend, or (hybrid, cold block, send_direct) a read thread that calls sendfile() itself. The
+ * socket is non-blocking, so that thread waits only for the disk, never for the client, and the
+ * pages go to the socket without the copy into and out of a user buffer a pread() would cost; the
+ * owner keeps the socket open while the job is out. Either way at most max_reads are in flight;
+ * beyond that the xfer waits in FIFO order. Returns SL_XFER_WAIT or a negative errno. */
+static int start_block(sl_xfer *x, int fd, off_t off, off_t end, bool send_direct)
 {
-    sl_conn *c = rd->conn;
-    sl_server *srv = c->srv;
-    if (srv->timing) {
-        unsigned i = c->t.n_reads++;
-        if (i < SL_TIMING_READS) {
-            c->t.reads[i][0] = rd->job.t_queued;
-            c->t.reads[i][1] = rd->job.t_started ? rd->job.t_started : rd->job.t_queued;
-            c->t.reads[i][2] = rd->job.t_done ? rd->job.t_done : sl_now_ns();
-        }
-    }
-    rd->inflight = false;
-    srv->reads_inflight--;
-    c->pending--;
-    if (c->closed) {
-        /* The client left while we read: now, and not before, its memory can go. */
-        sl_conn_release(c);
-    } else {
-        rd->ready = true;
-        rd->pos = 0;
-        conn_resume_write(c);
-    }
-    wake_waiter(srv);
-}
-
-/* ---- the driver ---- */
-
-static void conn_resume_write(sl_conn *c)
-{
-    sl_conn_resume(c);
-}
-
-/* Start the asynchronous transfer of the block at the head of the file chunk: a read into the
- * connection's buffer through the backend, or (hybrid, cold block, send_direct) a read thread
- * that calls sendfile() itself. The socket is non-blocking, so that thread waits only for the
- * disk, never for the client, and the pages go to the socket without the copy into and out of
- * a user buffer a pread() would cost; the socket stays open while the job is out (see
- * sl_conn_close). Either way at most max_reads are in flight; beyond that the connection waits
- * in FIFO order. Returns 2 (waiting) or a negative errno. */
-static int start_block(sl_conn *c, const sl_chunk *h, bool send_direct)
-{
-    sl_server *srv = c->srv;
-    sl_fileread *rd = &c->rd;
-    if (rd->waiting) return 2;
-    off_t left = h->end - h->off;
-    size_t len = (size_t)left < srv->block_size ? (size_t)left : srv->block_size;
+    sl_io *io = x->io;
+    if (x->waiting) return SL_XFER_WAIT;
+    off_t left = end - off;
+    size_t len = (size_t)left < io->block_size ? (size_t)left : io->block_size;
     if (!send_direct) {
-        int r = buf_get(srv, rd, len);
+        int r = buf_get(io, x, len);
         if (r < 0) return r;
     }
-    rd->conn = c;
-    rd->fd = h->fd;
-    rd->sock = c->fd;
-    rd->off = h->off;
-    rd->len = len;
-    rd->skip = 0;
-    rd->pos = 0;
-    rd->ready = false;
-    rd->sent = send_direct;
-    if (srv->reads_inflight >= srv->max_reads) {
-        wait_for_slot(srv, rd);
-        return 2;
+    x->fd = fd;
+    x->off = off;
+    x->len = len;
+    x->skip = 0;
+    x->pos = 0;
+    x->ready = false;
+    x->sent = send_direct;
+    if (io->reads_inflight >= io->max_reads) {
+        wait_for_slot(io, x);
+        return SL_XFER_WAIT;
     }
     int r;
     if (send_direct) {
-        rd->job.work = sendfile_work;
-        rd->job.done = read_done;
-        r = sl_tpool_submit(srv->read_pool, &rd->job);
+        x->job.work = sendfile_work;
+        x->job.done = read_done;
+        r = sl_tpool_submit(io->read_pool, io->port, &x->job);
     } else {
-        r = srv->nb->submit(srv, rd);
+        r = io->nb->submit(io, x);
     }
     if (r == -EAGAIN) {
-        wait_for_slot(srv, rd);
-        return 2;
+        wait_for_slot(io, x);
+        return SL_XFER_WAIT;
     }
     if (r < 0) return r;
-    rd->inflight = true;
-    srv->reads_inflight++;
-    c->pending++;
-    return 2;
+    x->inflight = true;
+    io->reads_inflight++;
+    return SL_XFER_WAIT;
 }
 
-/* Write from the block that arrived. Returns 0 to go on, 1 when the socket would block, or a
- * negative errno. */
-static int write_block(sl_conn *c, sl_chunk *h, size_t *done)
+/* Send from the block that arrived. Returns 0 to go on, SL_XFER_AGAIN, or a negative errno. */
+static int send_block(sl_xfer *x, off_t *off, off_t end, bool more, uint64_t *sent,
+                      size_t *done)
 {
-    sl_fileread *rd = &c->rd;
-    if (rd->res < 0) return (int)rd->res;
-    if (rd->off + (off_t)rd->pos != h->off) {
-        /* A block for a different place (a new chunk began): read again. */
-        rd->ready = false;
+    if (x->res < 0) return (int)x->res;
+    if (x->off + (off_t)x->pos != *off) {
+        /* A block for a different place (a new range began): read again. */
+        x->ready = false;
         return 0;
     }
-    size_t avail = (size_t)rd->res - rd->pos;
-    if (avail == 0) return -ENODATA; /* the file ended before the chunk did */
-    size_t want = (size_t)(h->end - h->off) < avail ? (size_t)(h->end - h->off) : avail;
-    bool more = h->next != NULL || want < (size_t)(h->end - h->off);
-    ssize_t n = send(c->fd, rd->buf + rd->skip + rd->pos, want, MSG_NOSIGNAL | (more ? MSG_MORE : 0));
+    size_t avail = (size_t)x->res - x->pos;
+    if (avail == 0) return -ENODATA; /* the file ended before the range did */
+    size_t want = (size_t)(end - *off) < avail ? (size_t)(end - *off) : avail;
+    bool rest = more || want < (size_t)(end - *off);
+    ssize_t n = send(x->sock, x->buf + x->skip + x->pos, want,
+                     MSG_NOSIGNAL | (rest ? MSG_MORE : 0));
     if (n < 0) {
-        if (errno == EAGAIN || errno == EWOULDBLOCK) return 1;
+        if (errno == EAGAIN || errno == EWOULDBLOCK) return SL_XFER_AGAIN;
         if (errno == EINTR) return 0;
         return -errno;
     }
-    rd->pos += (size_t)n;
-    h->off += n;
+    x->pos += (size_t)n;
+    *off += n;
     *done += (size_t)n;
-    c->bytes_out += (uint64_t)n;
-    if (rd->pos == (size_t)rd->res) rd->ready = false;
-    if (h->off == h->end) sl_chunkq_pop(&c->out);
-    return (size_t)n < want ? 1 : 0;
+    *sent += (uint64_t)n;
+    if (x->pos == (size_t)x->res) x->ready = false;
+    return (size_t)n < want ? SL_XFER_AGAIN : 0;
 }
 
-int sl_netback_write(sl_conn *c)
+/* sendfile() up to max bytes at *off. 0 after a write (maybe short: call again), SL_XFER_AGAIN
+ * when the socket is full, or a negative errno (-ENODATA: the file ended early). */
+static int send_inline(sl_xfer *x, int fd, off_t *off, size_t max, uint64_t *sent, size_t *done)
 {
-    sl_server *srv = c->srv;
+    ssize_t n;
+    do {
+        n = sendfile(x->sock, fd, off, max);
+    } while (n < 0 && errno == EINTR);
+    if (n < 0) return errno == EAGAIN || errno == EWOULDBLOCK ? SL_XFER_AGAIN : -errno;
+    if (n == 0) return -ENODATA; /* EOF before the end of the range: the file shrank */
+    *done += (size_t)n;
+    *sent += (uint64_t)n;
+    return 0;
+}
+
+int sl_xfer_send(sl_xfer *x, int fd, off_t *off, off_t end, size_t budget, uint64_t *sent)
+{
+    sl_io *io = x->io;
     size_t done = 0;
-    for (;;) {
-        sl_chunk *h = c->out.head;
-        if (!h) return 0;
-        if (done >= WRITE_BUDGET) return 1;
+    const bool more = false;
+    while (*off < end) {
+        if (done >= budget) return SL_XFER_AGAIN;
+        size_t room = budget - done;
         int r;
-        if (h->fd < 0) {
-            r = sl_chunkq_write_mem(&c->out, c->fd, WRITE_BUDGET - done, &c->bytes_out, &done);
+        if (x->ready && x->sent) {
+            /* A thread sent part of this range straight from the file. */
+            x->ready = x->sent = false;
+            if (x->res == -EAGAIN) return SL_XFER_AGAIN; /* the socket was full */
+            if (x->res < 0) return (int)x->res;
+            if (x->res == 0) return -ENODATA;
+            *off += x->res;
+            done += (size_t)x->res;
+            *sent += (uint64_t)x->res;
+            continue;
+        }
+        if (x->ready) {
+            r = send_block(x, off, end, more, sent, &done);
             if (r != 0) return r;
             continue;
         }
-        if (h->off == h->end) {
-            sl_chunkq_pop(&c->out);
-            continue;
-        }
-        sl_fileread *rd = &c->rd;
-        if (rd->ready && rd->sent) {
-            /* A thread sent part of this chunk straight from the file. */
-            rd->ready = rd->sent = false;
-            if (rd->res == -EAGAIN) return 1; /* the socket was full: wait until writable */
-            if (rd->res < 0) return (int)rd->res;
-            if (rd->res == 0) return -ENODATA;
-            h->off += rd->res;
-            done += (size_t)rd->res;
-            c->bytes_out += (uint64_t)rd->res;
-            if (h->off == h->end) sl_chunkq_pop(&c->out);
-            continue;
-        }
-        if (rd->ready) {
-            r = write_block(c, h, &done);
-            if (r != 0) return r;
-            continue;
-        }
-        if (rd->inflight || rd->waiting) return 2;
-        switch (srv->nb->kind) {
+        if (sl_xfer_busy(x)) return SL_XFER_WAIT;
+        size_t block = (size_t)(end - *off) < io->block_size ? (size_t)(end - *off) : io->block_size;
+        switch (io->nb->kind) {
         case SL_NB_SENDFILE:
-            r = sl_chunkq_sendfile(&c->out, c->fd, WRITE_BUDGET - done, &c->bytes_out, &done);
+            r = send_inline(x, fd, off, (size_t)(end - *off) < room ? (size_t)(end - *off) : room,
+                            sent, &done);
             break;
         case SL_NB_PREAD:
-            r = buf_get(srv, rd, (size_t)(h->end - h->off) < srv->block_size
-                                     ? (size_t)(h->end - h->off)
-                                     : srv->block_size);
+            r = buf_get(io, x, block);
             if (r < 0) return r;
-            rd->fd = h->fd;
-            rd->off = h->off;
-            rd->len = (size_t)(h->end - h->off) < srv->block_size ? (size_t)(h->end - h->off)
-                                                                   : srv->block_size;
-            rd->skip = rd->pos = 0;
-            sl_fileread_sync(rd);
-            rd->ready = true;
+            x->fd = fd;
+            x->off = *off;
+            x->len = block;
+            x->skip = x->pos = 0;
+            x->res = sl_pread_full(fd, x->buf, block, *off);
+            x->ready = true;
             r = 0;
             break;
         case SL_NB_HYBRID: {
-            size_t probe = (size_t)(h->end - h->off) < srv->block_size
-                               ? (size_t)(h->end - h->off)
-                               : srv->block_size;
-            int res = sl_page_cache_resident(h->fd, h->off, probe);
+            int res = sl_page_cache_resident(fd, *off, block);
             if (res > 0) {
-                r = sl_chunkq_sendfile(&c->out, c->fd,
-                                       probe < WRITE_BUDGET - done ? probe : WRITE_BUDGET - done,
-                                       &c->bytes_out, &done);
+                r = send_inline(x, fd, off, block < room ? block : room, sent, &done);
                 break;
             }
             if (res < 0) {
                 /* No cachestat(): ask for the block with RWF_NOWAIT, which copies what the
                  * page cache has and never waits for the disk. */
-                r = buf_get(srv, rd, probe);
+                r = buf_get(io, x, block);
                 if (r < 0) return r;
-                struct iovec iov = {rd->buf, probe};
-                ssize_t n = preadv2(h->fd, &iov, 1, h->off, RWF_NOWAIT);
+                struct iovec iov = {x->buf, block};
+                ssize_t n = preadv2(fd, &iov, 1, *off, RWF_NOWAIT);
                 if (n > 0) {
-                    rd->fd = h->fd;
-                    rd->off = h->off;
-                    rd->len = probe;
-                    rd->skip = rd->pos = 0;
-                    rd->res = n;
-                    rd->ready = true;
+                    x->fd = fd;
+                    x->off = *off;
+                    x->len = block;
+                    x->skip = x->pos = 0;
+                    x->res = n;
+                    x->ready = true;
                     r = 0;
                     break;
                 }
                 if (n == 0) return -ENODATA;
             }
-            r = start_block(c, h, true);
+            r = start_block(x, fd, *off, end, true);
             break;
         }
         default:
-            r = start_block(c, h, false);
+            r = start_block(x, fd, *off, end, false);
             break;
         }
         if (r != 0) return r;
     }
+    return 0;
 }
 
 /* ---- synchronous backends ---- */
@@ -422,51 +406,26 @@ static const sl_netbackend nb_writev = {
     .kind = SL_NB_PREAD,
 };
 
-/* ---- gthread-aio: a pool of read threads ---- */
+/* ---- gthread-aio: the shared pool of read threads ---- */
 
 static void read_work(sl_job *job)
 {
-    sl_fileread_sync((sl_fileread *)job);
+    sl_xfer *x = (sl_xfer *)job;
+    x->res = sl_pread_full(x->fd, x->buf + x->skip, x->len, x->off);
 }
 
-static void read_done(sl_job *job)
+static int threads_submit(sl_io *io, sl_xfer *x)
 {
-    /* shared by pread and sendfile jobs */
-    sl_fileread_complete((sl_fileread *)job);
-}
-
-static int threads_init(sl_server *srv, char *err, size_t errlen)
-{
-    /* The queue never refuses in practice: reads are bounded before they get here. */
-    srv->read_pool = sl_tpool_new(srv->base, "sl-read", (unsigned)srv->global.max_read_threads,
-                                  (unsigned)srv->max_reads + 1);
-    if (!srv->read_pool) {
-        snprintf(err, errlen, "cannot start %ld read threads: %s", srv->global.max_read_threads,
-                 strerror(errno));
-        return -1;
-    }
-    return 0;
-}
-
-static void threads_fini(sl_server *srv)
-{
-    sl_tpool_free(srv->read_pool);
-    srv->read_pool = NULL;
-}
-
-static int threads_submit(sl_server *srv, sl_fileread *rd)
-{
-    rd->job.work = read_work;
-    rd->job.done = read_done;
-    return sl_tpool_submit(srv->read_pool, &rd->job);
+    x->job.work = read_work;
+    x->job.done = read_done;
+    return sl_tpool_submit(io->read_pool, io->port, &x->job);
 }
 
 static const sl_netbackend nb_threads = {
     .name = "gthread-aio",
     .kind = SL_NB_ASYNC,
     .read_on_stat = true,
-    .init = threads_init,
-    .fini = threads_fini,
+    .uses_read_pool = true,
     .submit = threads_submit,
 };
 
@@ -474,8 +433,7 @@ static const sl_netbackend nb_hybrid = {
     .name = "hybrid",
     .kind = SL_NB_HYBRID,
     .readahead_on_stat = true,
-    .init = threads_init,
-    .fini = threads_fini,
+    .uses_read_pool = true,
     .submit = threads_submit,
 };
 
@@ -511,31 +469,42 @@ const sl_netbackend *sl_netback_find(const char *name)
     return NULL;
 }
 
-int sl_netback_init(sl_server *srv, char *err, size_t errlen)
+int sl_io_init(sl_io *io, struct event_base *base, sl_tport *port, const sl_io_config *cfg,
+               char *err, size_t errlen)
 {
-    srv->nb = sl_netback_find(srv->global.network_backend);
-    if (!srv->nb) {
-        snprintf(err, errlen, "network backend \"%s\" is not compiled in",
-                 srv->global.network_backend);
-        return -1;
-    }
-    srv->block_size = (size_t)srv->global.block_size;
-    srv->max_reads = srv->global.max_read_threads > 0 ? (unsigned)srv->global.max_read_threads : 1;
-    srv->max_free_bufs = srv->max_reads * 2;
-    srv->free_bufs = calloc(srv->max_free_bufs, sizeof *srv->free_bufs);
-    if (!srv->free_bufs) {
+    memset(io, 0, sizeof *io);
+    io->base = base;
+    io->port = port;
+    io->nb = cfg->nb;
+    io->read_pool = cfg->read_pool;
+    io->block_size = cfg->block_size;
+    io->max_reads = cfg->max_reads ? cfg->max_reads : 1;
+    io->threads = cfg->threads;
+    io->max_free_bufs = io->max_reads * 2;
+    io->free_bufs = calloc(io->max_free_bufs, sizeof *io->free_bufs);
+    if (!io->free_bufs) {
         snprintf(err, errlen, "out of memory");
         return -1;
     }
-    if (srv->nb->init && srv->nb->init(srv, err, errlen) < 0) return -1;
+    if (io->nb->uses_read_pool && !io->read_pool) {
+        snprintf(err, errlen, "network backend %s needs the read threads", io->nb->name);
+        return -1;
+    }
+    if (io->nb->init && io->nb->init(io, err, errlen) < 0) return -1;
     return 0;
 }
 
-void sl_netback_fini(sl_server *srv)
+void sl_io_fini(sl_io *io)
 {
-    if (srv->nb && srv->nb->fini) srv->nb->fini(srv);
-    for (size_t i = 0; i < srv->n_free_bufs; i++) free(srv->free_bufs[i]);
-    free(srv->free_bufs);
-    srv->free_bufs = NULL;
-    srv->n_free_bufs = 0;
+    if (io->nb && io->nb->fini) io->nb->fini(io);
+    for (size_t i = 0; i < io->n_free_bufs; i++) free(io->free_bufs[i]);
+    free(io->free_bufs);
+    io->free_bufs = NULL;
+    io->n_free_bufs = 0;
+}
+
+int sl_io_open_submit(sl_io *io, sl_openreq *op)
+{
+    if (!io->nb->open_submit) return -ENOSYS;
+    return io->nb->open_submit(io, op);
 }

@@ -1,45 +1,64 @@
-/* Network backends: how file bytes get from the disk to a client socket.
+/* Network backends: how file bytes get from the disk to a socket.
  *
- * A response is a queue of memory and file chunks (chunk.h). Memory is always written with
- * sendmsg(); what differs between backends is the file chunks. Synchronous backends send them
- * from the event loop (sendfile, or pread into a buffer and write); asynchronous ones read one
- * block at a time into the connection's buffer off the loop (threads, POSIX AIO, Linux AIO,
- * io_uring) and write it when the read completes. The hybrid default sends pages that are already
- * in the page cache inline with sendfile() and sends only cold blocks to the thread pool.
+ * The io layer knows files, offsets and sockets; it knows no connection, request or config.
+ * Each event loop owns one sl_io (the chosen backend's per-loop state: its ring or AIO context,
+ * the read slots and the buffers); the read thread pool behind it is shared by every loop.
+ *
+ * A caller sends a file range to a socket through an sl_xfer it embeds (one per connection).
+ * Synchronous backends send from the loop (sendfile, or pread into a buffer and send);
+ * asynchronous ones read one block at a time into the xfer's buffer off the loop (threads, POSIX
+ * AIO, Linux AIO, io_uring) and send it when the read completes. The hybrid default sends pages
+ * that are already in the page cache inline with sendfile() and sends only cold blocks through a
+ * read thread, which sendfile()s them itself. When a transfer has to wait (a read in flight, or
+ * no free read slot), sl_xfer_send returns SL_XFER_WAIT and the io layer later calls the
+ * resume() callback the owner gave: the owner then calls sl_xfer_send again. resume() also runs
+ * for an xfer whose owner has gone (closed its connection) while a read was in flight: the owner
+ * checks that first and releases its memory then, never before.
  */
 #ifndef SL_NETBACK_H
 #define SL_NETBACK_H
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <linux/openat2.h>
 #include <sys/types.h>
 
 #include "threadpool.h"
 
-struct sl_server;
-struct sl_conn;
+struct event_base;
+struct sl_io;
 
-/* One block read for one connection: at most one is in flight per connection. */
-typedef struct sl_fileread {
+/* sl_xfer_send results besides 0 (range sent) and negative errnos. */
+#define SL_XFER_AGAIN 1 /* the socket would block, or this turn's byte budget is spent */
+#define SL_XFER_WAIT 2  /* a read is in flight or waits for a slot: resume() follows */
+
+/* One file range being sent to one socket. At most one block read is in flight per xfer. */
+typedef struct sl_xfer {
     sl_job job;            /* thread-pool and POSIX-AIO completions travel as jobs */
-    struct sl_conn *conn;
-    int fd;                /* the file (owned by the connection's request) */
+    struct sl_io *io;
+    int sock;              /* the socket bytes go to */
+    /* The owner's callback, on the loop thread: a read completed or a read slot freed. */
+    void (*resume)(struct sl_xfer *x);
+    /* Optional, loop thread: a block read finished (CLOCK_MONOTONIC ns; for the timing trace). */
+    void (*on_read)(struct sl_xfer *x, uint64_t queued, uint64_t started, uint64_t done);
+    void *owner;
+    /* The block read. */
+    int fd;                /* the file (owned by the caller) */
     off_t off;             /* file offset of the first wanted byte */
     size_t len;            /* bytes wanted */
     char *buf;             /* block buffer, 4 KiB aligned, cap bytes */
     size_t cap;
     size_t skip;           /* bytes before `off` at the start of buf (O_DIRECT alignment) */
     ssize_t res;           /* bytes of the file at buf + skip, or a negative errno */
-    size_t pos;            /* bytes of the result already written */
+    size_t pos;            /* bytes of the result already sent */
     bool inflight;         /* submitted, completion not yet seen on the loop */
-    bool ready;            /* res holds data not yet fully written */
-    bool waiting;          /* queued on the server's list for a free read slot */
+    bool ready;            /* res holds data not yet fully sent */
+    bool waiting;          /* queued on the loop's list for a free read slot */
     bool sent;             /* hybrid: a thread sendfile()d res bytes itself (no buffer) */
-    int sock;              /* hybrid: the socket the thread sends to */
-    struct sl_fileread *wait_next;
-    void *priv;            /* backend's per-read state (control blocks, O_DIRECT fd) */
-} sl_fileread;
+    struct sl_xfer *wait_next;
+    void *priv;            /* backend's per-xfer state (control blocks, O_DIRECT fd) */
+} sl_xfer;
 
 /* An open(2) submitted to a backend that can open without blocking (io-uring). */
 typedef struct sl_openreq {
@@ -54,28 +73,55 @@ typedef struct sl_openreq {
 /* A network backend. */
 typedef struct sl_netbackend {
     const char *name;
-    /* How the loop treats file chunks. */
+    /* How file chunks are sent. */
     enum { SL_NB_SENDFILE, SL_NB_PREAD, SL_NB_ASYNC, SL_NB_HYBRID } kind;
-    /* Server start (after the event base exists): create pools, rings, contexts. 0 or -1 with a
-     * message in err. NULL when nothing is needed. */
-    int (*init)(struct sl_server *srv, char *err, size_t errlen);
-    /* Server end: wait for reads in flight, run their completions, release everything. */
-    void (*fini)(struct sl_server *srv);
-    /* Start reading rd->len bytes at rd->off into rd->buf. Returns 0 when the read is under
-     * way (sl_fileread_complete follows on the loop thread), -EAGAIN when no slot is free (the
-     * connection waits for one), or another negative errno. */
-    int (*submit)(struct sl_server *srv, sl_fileread *rd);
-    /* A connection's request ended with rd idle: release backend state kept in rd->priv. */
-    void (*release)(struct sl_server *srv, sl_fileread *rd);
+    /* Per loop, after the event base exists: create rings, contexts. 0 or -1 with a message in
+     * err. NULL when nothing is needed. */
+    int (*init)(struct sl_io *io, char *err, size_t errlen);
+    /* Per loop, at its end: wait for reads in flight, run their completions, release. */
+    void (*fini)(struct sl_io *io);
+    /* Start reading x->len bytes at x->off into x->buf. Returns 0 when the read is under way
+     * (sl_xfer_complete follows on the loop thread), -EAGAIN when no slot is free (the xfer
+     * waits for one), or another negative errno. */
+    int (*submit)(struct sl_io *io, sl_xfer *x);
+    /* An xfer's request ended with it idle: release backend state kept in x->priv. */
+    void (*release)(struct sl_io *io, sl_xfer *x);
     /* Submit an openat2 that completes on the loop (op->done); NULL when the backend cannot.
      * 0 or a negative errno (-EAGAIN: no room now). */
-    int (*open_submit)(struct sl_server *srv, sl_openreq *op);
+    int (*open_submit)(struct sl_io *io, sl_openreq *op);
     /* Reads run on threads anyway: a stat thread may read the first block of a cold file. */
     bool read_on_stat;
     /* A stat thread may start the kernel's readahead of a cold file's first block, so the disk
      * is already busy with it when the loop asks for the data. */
     bool readahead_on_stat;
+    /* Needs the shared read thread pool. */
+    bool uses_read_pool;
 } sl_netbackend;
+
+/* What one loop's io needs to start. */
+typedef struct sl_io_config {
+    const sl_netbackend *nb;
+    sl_tpool *read_pool;   /* shared read threads (nb->uses_read_pool), else NULL */
+    size_t block_size;     /* bytes per asynchronous read */
+    unsigned max_reads;    /* reads in flight at most on this loop */
+    unsigned threads;      /* read threads configured (posix-aio sizes glibc's with it) */
+} sl_io_config;
+
+/* One loop's io state. */
+typedef struct sl_io {
+    struct event_base *base;
+    sl_tport *port;        /* the loop's completion port */
+    const sl_netbackend *nb;
+    void *priv;            /* the backend's own per-loop state (AIO context, ring) */
+    sl_tpool *read_pool;
+    size_t block_size;
+    unsigned max_reads;
+    unsigned threads;
+    unsigned reads_inflight;
+    sl_xfer *wait_head, *wait_tail; /* waiting for a read slot, FIFO */
+    char **free_bufs;      /* recycled full-size block buffers */
+    size_t n_free_bufs, max_free_bufs;
+} sl_io;
 
 /* The backend called `name`, if compiled in. */
 const sl_netbackend *sl_netback_find(const char *name);
@@ -84,31 +130,49 @@ extern const sl_netbackend *const sl_netbackends[];
 /* The default backend's name. */
 #define SL_NETBACK_DEFAULT "hybrid"
 
-/* Start the configured backend for srv (server.network-backend and friends). 0 or -1 + err. */
-int sl_netback_init(struct sl_server *srv, char *err, size_t errlen);
-/* Stop it; runs outstanding completions. */
-void sl_netback_fini(struct sl_server *srv);
+/* Start a loop's io on base with completions through port. 0 or -1 with a message in err. */
+int sl_io_init(sl_io *io, struct event_base *base, sl_tport *port, const sl_io_config *cfg,
+               char *err, size_t errlen);
+/* Stop it: waits for reads in flight and runs their completions (owners release). */
+void sl_io_fini(sl_io *io);
 
-/* Write what can be written of c->out now. Returns 0 when the queue is empty, 1 when the socket
- * would block or this turn's budget is spent, 2 when a read is in flight or waiting for a slot
- * (the backend resumes the connection), or a negative errno; -ENODATA means the file ended before
- * its chunk did (truncated while sent). */
-int sl_netback_write(struct sl_conn *c);
+/* Submit an open to the backend's ring; -ENOSYS when the backend cannot open asynchronously. */
+int sl_io_open_submit(sl_io *io, sl_openreq *op);
 
-/* Backends call this on the loop thread when rd's read finished (rd->res set). */
-void sl_fileread_complete(sl_fileread *rd);
+/* Prepare x (embedded in its owner) for io, sending to sock. */
+void sl_xfer_init(sl_xfer *x, sl_io *io, int sock, void (*resume)(sl_xfer *x), void *owner);
 
-/* The request ended: return the buffer, release backend state. rd must not be in flight. */
-void sl_fileread_reset(struct sl_server *srv, sl_fileread *rd);
+/* Send bytes [*off, end) of fd to x->sock, at most about `budget` bytes now; *off advances and
+ * *sent grows by what went out. Returns 0 when the range is sent, SL_XFER_AGAIN, SL_XFER_WAIT,
+ * or a negative errno; -ENODATA means the file ended before `end` (truncated while sent). */
+int sl_xfer_send(sl_xfer *x, int fd, off_t *off, off_t end, size_t budget, uint64_t *sent);
 
-/* Give rd a block read elsewhere (a stat thread): buf (cap bytes, 4 KiB aligned, from malloc)
- * holds n bytes of fd at off. rd must not be in flight. */
-void sl_fileread_adopt(struct sl_server *srv, sl_fileread *rd, int fd, char *buf, size_t cap,
-                       off_t off, size_t n);
+/* A read is in flight or x waits for a slot. */
+static inline bool sl_xfer_busy(const sl_xfer *x)
+{
+    return x->inflight || x->waiting;
+}
 
-/* Read synchronously what rd asks for (pread until len or EOF); the blocking core every
- * asynchronous backend shares with the tests. Sets rd->res. */
-void sl_fileread_sync(sl_fileread *rd);
+/* The range being sent ended (request over, or the owner leaves): leave the slot queue, return
+ * the buffer, release backend state. x must not be in flight. */
+void sl_xfer_reset(sl_xfer *x);
+
+/* sl_xfer_reset unless a read is in flight (then its completion comes first). */
+static inline void sl_xfer_reset_if_idle(sl_xfer *x)
+{
+    if (!x->inflight) sl_xfer_reset(x);
+}
+
+/* Give x a block read elsewhere (a stat thread): buf (cap bytes, 4 KiB aligned, from malloc)
+ * holds n bytes of fd at off. x must not be in flight. */
+void sl_xfer_adopt(sl_xfer *x, int fd, char *buf, size_t cap, off_t off, size_t n);
+
+/* Backends call this on the loop thread when x's read finished (x->res set). */
+void sl_xfer_complete(sl_xfer *x);
+
+/* The blocking core every asynchronous backend shares with the tests: pread until len bytes
+ * or end of file. Returns the bytes read, or a negative errno when nothing could be read. */
+ssize_t sl_pread_full(int fd, void *buf, size_t len, off_t off);
 
 /* Whether the bytes [off, off+len) of fd are all in the page cache, probed without blocking:
  * 1 yes, 0 no, negative errno when the kernel cannot tell (no cachestat()). */

@@ -1,6 +1,7 @@
 /* io-uring backend (liburing).
  *
- * Block reads are submitted to one ring whose size is server.max-read-threads; the kernel does
+ * Block reads are submitted to one ring per loop, sized for the loop's share of
+ * server.max-read-threads (a ring has one submitter, so each loop owns its own); the kernel does
  * the reads without helper threads of ours (it may use its own io-wq workers for buffered reads
  * of cold pages). The ring signals completions on an eventfd that libevent watches, and the loop
  * reaps every ready completion in one go. Submissions are batched: a read is only queued in the
@@ -16,10 +17,8 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
-#include "connection.h"
 #include "log.h"
 #include "netback.h"
-#include "server.h"
 #include "threadpool.h"
 
 typedef struct uring_state {
@@ -31,10 +30,10 @@ typedef struct uring_state {
     unsigned opens;      /* opens in flight */
 } uring_state;
 
-/* Reads carry their sl_fileread as user data; opens their sl_openreq with the low bit set. */
-static void complete(sl_server *srv, uintptr_t tag, int res)
+/* Reads carry their sl_xfer as user data; opens their sl_openreq with the low bit set. */
+static void complete(sl_io *io, uintptr_t tag, int res)
 {
-    uring_state *st = srv->nb_priv;
+    uring_state *st = io->priv;
     if (tag & 1) {
         sl_openreq *op = (sl_openreq *)(tag & ~(uintptr_t)1);
         st->opens--;
@@ -42,16 +41,16 @@ static void complete(sl_server *srv, uintptr_t tag, int res)
         op->done(op);
         return;
     }
-    sl_fileread *rd = (sl_fileread *)tag;
-    rd->res = res;
-    rd->job.t_done = sl_now_ns();
-    sl_fileread_complete(rd);
+    sl_xfer *x = (sl_xfer *)tag;
+    x->res = res;
+    x->job.t_done = sl_now_ns();
+    sl_xfer_complete(x);
 }
 
 static void uring_reap(evutil_socket_t fd, short what, void *arg)
 {
-    sl_server *srv = arg;
-    uring_state *st = srv->nb_priv;
+    sl_io *io = arg;
+    uring_state *st = io->priv;
     uint64_t n;
     ssize_t r = read(st->efd, &n, sizeof n);
     (void)r;
@@ -60,14 +59,14 @@ static void uring_reap(evutil_socket_t fd, short what, void *arg)
         uintptr_t tag = (uintptr_t)io_uring_cqe_get_data(cqe);
         int res = cqe->res;
         io_uring_cqe_seen(&st->ring, cqe);
-        complete(srv, tag, res);
+        complete(io, tag, res);
     }
 }
 
 static void uring_flush(evutil_socket_t fd, short what, void *arg)
 {
-    sl_server *srv = arg;
-    uring_state *st = srv->nb_priv;
+    sl_io *io = arg;
+    uring_state *st = io->priv;
     if (st->queued == 0) return;
     int r = io_uring_submit(&st->ring);
     if (r < 0) {
@@ -77,7 +76,7 @@ static void uring_flush(evutil_socket_t fd, short what, void *arg)
     st->queued = 0;
 }
 
-static int uring_init(sl_server *srv, char *err, size_t errlen)
+static int uring_init(sl_io *io, char *err, size_t errlen)
 {
     uring_state *st = calloc(1, sizeof *st);
     if (!st) {
@@ -85,9 +84,9 @@ static int uring_init(sl_server *srv, char *err, size_t errlen)
         return -1;
     }
     /* Room for max_reads reads and as many opens in flight. */
-    int r = io_uring_queue_init(srv->max_reads * 2, &st->ring, 0);
+    int r = io_uring_queue_init(io->max_reads * 2, &st->ring, 0);
     if (r < 0) {
-        snprintf(err, errlen, "io-uring: cannot create a ring of %u entries: %s", srv->max_reads,
+        snprintf(err, errlen, "io-uring: cannot create a ring of %u entries: %s", io->max_reads,
                  strerror(-r));
         free(st);
         return -1;
@@ -97,13 +96,13 @@ static int uring_init(sl_server *srv, char *err, size_t errlen)
         snprintf(err, errlen, "io-uring: cannot register an eventfd");
         goto fail;
     }
-    st->ev = event_new(srv->base, st->efd, EV_READ | EV_PERSIST, uring_reap, srv);
-    st->flush = evtimer_new(srv->base, uring_flush, srv);
+    st->ev = event_new(io->base, st->efd, EV_READ | EV_PERSIST, uring_reap, io);
+    st->flush = evtimer_new(io->base, uring_flush, io);
     if (!st->ev || !st->flush || event_add(st->ev, NULL) < 0) {
         snprintf(err, errlen, "io-uring: cannot watch the eventfd");
         goto fail;
     }
-    srv->nb_priv = st;
+    io->priv = st;
     return 0;
 fail:
     if (st->ev) event_free(st->ev);
@@ -114,25 +113,25 @@ fail:
     return -1;
 }
 
-static void uring_fini(sl_server *srv)
+static void uring_fini(sl_io *io)
 {
-    uring_state *st = srv->nb_priv;
+    uring_state *st = io->priv;
     if (!st) return;
     if (st->queued) io_uring_submit(&st->ring);
-    while (srv->reads_inflight > 0 || st->opens > 0) {
+    while (io->reads_inflight > 0 || st->opens > 0) {
         struct io_uring_cqe *cqe;
         if (io_uring_wait_cqe(&st->ring, &cqe) < 0) break;
         uintptr_t tag = (uintptr_t)io_uring_cqe_get_data(cqe);
         int res = cqe->res;
         io_uring_cqe_seen(&st->ring, cqe);
-        complete(srv, tag, res);
+        complete(io, tag, res);
     }
     event_free(st->ev);
     event_free(st->flush);
     close(st->efd);
     io_uring_queue_exit(&st->ring);
     free(st);
-    srv->nb_priv = NULL;
+    io->priv = NULL;
 }
 
 static struct io_uring_sqe *get_sqe(uring_state *st)
@@ -155,24 +154,24 @@ static void queued(uring_state *st)
     }
 }
 
-static int uring_submit(sl_server *srv, sl_fileread *rd)
+static int uring_submit(sl_io *io, sl_xfer *x)
 {
-    uring_state *st = srv->nb_priv;
+    uring_state *st = io->priv;
     struct io_uring_sqe *sqe = get_sqe(st);
     if (!sqe) return -EAGAIN;
-    io_uring_prep_read(sqe, rd->fd, rd->buf, (unsigned)rd->len, (uint64_t)rd->off);
-    io_uring_sqe_set_data(sqe, rd);
-    rd->skip = 0;
-    rd->job.t_queued = rd->job.t_started = sl_now_ns();
+    io_uring_prep_read(sqe, x->fd, x->buf, (unsigned)x->len, (uint64_t)x->off);
+    io_uring_sqe_set_data(sqe, x);
+    x->skip = 0;
+    x->job.t_queued = x->job.t_started = sl_now_ns();
     queued(st);
     return 0;
 }
 
-static int uring_open_submit(sl_server *srv, sl_openreq *op)
+static int uring_open_submit(sl_io *io, sl_openreq *op)
 {
-    uring_state *st = srv->nb_priv;
+    uring_state *st = io->priv;
     /* Opens share the ring with reads; keep room so reads never find it full of opens. */
-    if (st->opens >= srv->max_reads) return -EAGAIN;
+    if (st->opens >= io->max_reads) return -EAGAIN;
     struct io_uring_sqe *sqe = get_sqe(st);
     if (!sqe) return -EAGAIN;
     io_uring_prep_openat2(sqe, op->dirfd, op->path, &op->how);

@@ -21,93 +21,16 @@
 #include <unistd.h>
 
 #include "connection.h"
+#include "core_conf.h"
 #include "http_date.h"
 #include "log.h"
+#include "loop.h"
+#include "openat.h"
 #include "path.h"
 #include "server.h"
 #include "threadpool.h"
 
-/* Without openat2 (kernels before 5.6, or valgrind, which does not know the call): walk the
- * path one component at a time with O_NOFOLLOW, so no component can be a symlink or "..", and
- * the walk cannot leave dirfd. Stricter than RESOLVE_BENEATH: every symlink is refused (-ELOOP),
- * even one that stays inside. */
-static int open_beneath_walk(int dirfd, const char *rel, int flags)
-{
-    char buf[4096];
-    size_t n = strlen(rel);
-    if (n >= sizeof buf) return -ENAMETOOLONG;
-    memcpy(buf, rel, n + 1);
-    int cur = dirfd;
-    char *save = NULL;
-    char *comp = strtok_r(buf, "/", &save);
-    if (!comp) return -EINVAL;
-    for (;;) {
-        char *next = strtok_r(NULL, "/", &save);
-        if (!strcmp(comp, "..")) {
-            if (cur != dirfd) close(cur);
-            return -EXDEV;
-        }
-        int fd;
-        do {
-            fd = next ? openat(cur, comp, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
-                      : openat(cur, comp, flags | O_NOFOLLOW);
-        } while (fd < 0 && errno == EINTR);
-        if (fd < 0 && errno == EPERM && (flags & O_NOATIME) && !next)
-            fd = openat(cur, comp, (flags & ~O_NOATIME) | O_NOFOLLOW);
-        int err = fd < 0 ? -errno : 0;
-        /* O_PATH|O_NOFOLLOW|O_DIRECTORY on a symlink gives ENOTDIR; report it as the symlink. */
-        struct stat st;
-        if (err == -ENOTDIR && next && fstatat(cur, comp, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
-            S_ISLNK(st.st_mode))
-            err = -ELOOP;
-        if (cur != dirfd) close(cur);
-        if (err) return err;
-        if (!next) return fd;
-        cur = fd;
-        comp = next;
-    }
-}
-
-int sl_open_beneath_ex(int dirfd, const char *rel, int flags, bool follow, bool cached)
-{
-    static bool no_cached;          /* the kernel predates RESOLVE_CACHED (5.12) */
-    static atomic_bool no_openat2;  /* read by stat threads too */
-    if (cached && (no_cached || no_openat2)) return -EAGAIN;
-    if (no_openat2) return open_beneath_walk(dirfd, rel, flags);
-    struct open_how how = {
-        .flags = (unsigned long long)flags,
-        .resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS | (follow ? 0 : RESOLVE_NO_SYMLINKS) |
-                   (cached ? RESOLVE_CACHED : 0),
-    };
-    for (;;) {
-        long fd = syscall(SYS_openat2, dirfd, rel, &how, sizeof how);
-        if (fd >= 0) return (int)fd;
-        if (errno == EPERM && (how.flags & O_NOATIME)) {
-            /* O_NOATIME needs the file's owner or CAP_FOWNER: open it the ordinary way. */
-            how.flags &= ~(unsigned long long)O_NOATIME;
-            continue;
-        }
-        if (errno == ENOSYS) {
-            no_openat2 = true; /* set on the loop thread first: the cached probe runs there */
-            sl_log("openat2() is not available: paths are walked component by component and "
-                   "symlinks are never followed");
-            return cached ? -EAGAIN : open_beneath_walk(dirfd, rel, flags);
-        }
-        if (cached && errno == EINVAL) {
-            no_cached = true;
-            return -EAGAIN;
-        }
-        /* Without RESOLVE_CACHED, EAGAIN means a concurrent rename raced the beneath-check:
-         * retry. With it, EAGAIN is the answer "not in the dentry cache". */
-        if (errno == EINTR || (errno == EAGAIN && !cached)) continue;
-        return -errno;
-    }
-}
-
-int sl_open_beneath(int dirfd, const char *rel, int flags, bool follow)
-{
-    return sl_open_beneath_ex(dirfd, rel, flags, follow, false);
-}
+#define SCONF(conf) SL_MODCONF(conf, sl_mod_static, sl_static_conf)
 
 static bool suffix_in(const sl_strlist *l, const char *name, size_t len)
 {
@@ -123,33 +46,29 @@ static bool header_date(const sl_http_header *h, time_t *t)
     return h && sl_http_date_parse(h->value, h->value_len, t) == 0;
 }
 
-int sl_static_resolve(const sl_settings *s, const sl_http_request *req, const char *path,
-                      size_t path_len, sl_static_result *out)
-{
-    return sl_static_resolve_ex(s, req, path, path_len, 0, -1, out);
-}
-
-int sl_static_open_flags(const sl_settings *s)
+int sl_static_open_flags(const sl_conf *conf)
 {
     /* O_NONBLOCK: opening a FIFO must not block. */
-    return O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK | (s->use_noatime ? O_NOATIME : 0);
+    return O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK |
+           (sl_core(conf)->use_noatime ? O_NOATIME : 0);
 }
 
-void sl_static_open_how(const sl_settings *s, struct open_how *how)
+void sl_static_open_how(const sl_conf *conf, struct open_how *how)
 {
     memset(how, 0, sizeof *how);
-    how->flags = (unsigned long long)sl_static_open_flags(s);
+    how->flags = (unsigned long long)sl_static_open_flags(conf);
     how->resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS |
-                   (s->follow_symlink ? 0 : RESOLVE_NO_SYMLINKS);
+                   (sl_core(conf)->follow_symlink ? 0 : RESOLVE_NO_SYMLINKS);
 }
 
-static int resolve(const sl_settings *s, const sl_http_request *req, const char *path,
+static int resolve(const sl_conf *conf, int dirfd, const sl_http_request *req, const char *path,
                    size_t path_len, unsigned flags, int prefd, sl_static_result *out);
 
-int sl_static_resolve_ex(const sl_settings *s, const sl_http_request *req, const char *path,
-                         size_t path_len, unsigned flags, int prefd, sl_static_result *out)
+int sl_static_resolve(const sl_conf *conf, int dirfd, const sl_http_request *req,
+                      const char *path, size_t path_len, unsigned flags, int prefd,
+                      sl_static_result *out)
 {
-    int r = resolve(s, req, path, path_len, flags, prefd, out);
+    int r = resolve(conf, dirfd, req, path, path_len, flags, prefd, out);
     if ((flags & SL_RESOLVE_FROM_BACKEND) && out->status >= 400) {
         /* A path a backend named (X-Sendfile): a refusal or a missing file is the answer, any
          * other failure is the backend's (502). Each is logged with the path. */
@@ -160,10 +79,12 @@ int sl_static_resolve_ex(const sl_settings *s, const sl_http_request *req, const
     return r;
 }
 
-static int resolve(const sl_settings *s, const sl_http_request *req, const char *path,
+static int resolve(const sl_conf *conf, int dirfd, const sl_http_request *req, const char *path,
                    size_t path_len, unsigned flags, int prefd, sl_static_result *out)
 {
     const bool cached = flags & SL_RESOLVE_CACHED;
+    const sl_static_conf *s = SCONF(conf);
+    const sl_core_conf *core = sl_core(conf);
     memset(out, 0, sizeof *out);
     out->fd = -1;
     if (req->method != SL_METHOD_GET && req->method != SL_METHOD_HEAD) {
@@ -178,11 +99,11 @@ static int resolve(const sl_settings *s, const sl_http_request *req, const char 
         out->status = 403;
         return 0;
     }
-    const int oflags = sl_static_open_flags(s);
+    const int oflags = sl_static_open_flags(conf);
     const char *rel = path_len > 1 ? path + 1 : ".";
     int fd = flags & SL_RESOLVE_PREOPENED
                  ? prefd
-                 : sl_open_beneath_ex(s->docroot_fd, rel, oflags, s->follow_symlink, cached);
+                 : sl_open_beneath_ex(dirfd, rel, oflags, core->follow_symlink, cached);
     if (fd < 0) goto fail_errno;
     if (fstat(fd, &out->st) < 0) {
         fd = -errno;
@@ -207,8 +128,7 @@ static int resolve(const sl_settings *s, const sl_http_request *req, const char 
         for (size_t i = 0; i < s->index_files.n && fd < 0; i++) {
             int n = snprintf(namebuf, sizeof namebuf, "%s%s", path, s->index_files.v[i]);
             if (n < 0 || (size_t)n >= sizeof namebuf) continue;
-            int f = sl_open_beneath_ex(s->docroot_fd, namebuf + 1, oflags, s->follow_symlink,
-                                       cached);
+            int f = sl_open_beneath_ex(dirfd, namebuf + 1, oflags, core->follow_symlink, cached);
             if (f == -ENOENT || f == -ENOTDIR) continue;
             if (f < 0) {
                 fd = f;
@@ -237,7 +157,7 @@ static int resolve(const sl_settings *s, const sl_http_request *req, const char 
         out->status = 403;
         return 0;
     }
-    out->content_type = sl_mime_lookup(s->mime, name, name_len);
+    out->content_type = sl_mime_lookup(core->mime, name, name_len);
     if (s->etags)
         sl_etag_make(out->etag, (unsigned long long)out->st.st_ino,
                      (unsigned long long)out->st.st_size, (long long)out->st.st_mtim.tv_sec,
@@ -265,7 +185,7 @@ static int resolve(const sl_settings *s, const sl_http_request *req, const char 
     }
     out->fd = fd;
     out->status = 200;
-    if (!s->range_requests || !req->range || req->method != SL_METHOD_GET) return 0;
+    if (!core->range_requests || !req->range || req->method != SL_METHOD_GET) return 0;
     if (req->if_range) {
         time_t d;
         bool has = sl_http_date_parse(req->if_range->value, req->if_range->value_len, &d) == 0;
@@ -335,8 +255,8 @@ static void send_redirect(sl_conn *c)
 static void send_multipart(sl_conn *c, const sl_static_result *r, bool head)
 {
     char boundary[40];
-    snprintf(boundary, sizeof boundary, "SEEKLESS%016llx", ++c->srv->boundary_seq ^
-             ((unsigned long long)c->srv->date_sec << 20));
+    snprintf(boundary, sizeof boundary, "SEEKLESS%016llx", ++c->loop->boundary_seq ^
+             ((unsigned long long)c->loop->now << 20) ^ ((unsigned long long)c->loop->id << 56));
     size_t n = r->n_ranges;
     uint64_t total = 0;
     uint64_t size = (uint64_t)r->st.st_size;
@@ -367,8 +287,8 @@ static void send_multipart(sl_conn *c, const sl_static_result *r, bool head)
                          "\r\n\r\n",
                          boundary, r->content_type, (unsigned long long)r->ranges[i].first,
                          (unsigned long long)r->ranges[i].last, (unsigned long long)size);
-        sl_chunkq_append_file(&c->out, c->file_fd, (off_t)r->ranges[i].first,
-                              (off_t)(r->ranges[i].last - r->ranges[i].first + 1));
+        sl_conn_send_file(c, c->file_fd, (off_t)r->ranges[i].first,
+                          (off_t)(r->ranges[i].last - r->ranges[i].first + 1));
     }
     sl_chunkq_append_mem(&c->out, tail, (size_t)tl);
 }
@@ -381,7 +301,8 @@ sl_hresult sl_static_respond(sl_conn *c, const sl_static_result *r)
     switch (r->status) {
     case 200:
     case 206:
-        c->file_fd = r->fd;
+        if (c->file_fd >= 0 && c->file_fd != r->fd) close(c->file_fd);
+        c->file_fd = r->fd; /* closed by the core when the request ends */
         sl_conn_mark(c, &c->t.open);
         if (r->status == 206 && r->n_ranges > 1) {
             send_multipart(c, r, head);
@@ -400,7 +321,7 @@ sl_hresult sl_static_respond(sl_conn *c, const sl_static_result *r)
             sl_resp_header(c, "Content-Range", buf);
         }
         sl_resp_end_headers(c, len);
-        if (!head) sl_chunkq_append_file(&c->out, r->fd, (off_t)first, (off_t)len);
+        if (!head) sl_conn_send_file(c, r->fd, (off_t)first, (off_t)len);
         return SL_FINISHED;
     case 304:
         sl_resp_begin(c, 304);
@@ -423,19 +344,22 @@ sl_hresult sl_static_respond(sl_conn *c, const sl_static_result *r)
 }
 
 /* A stat that may wait for the disk, run on a stat thread. */
-/* What to resolve, carried by a job: the settings (their docroot_fd is the directory the path
- * is opened beneath) and the path, owned by the job. */
+/* What to resolve, carried by a job: the request's conf (it outlives the job: the connection is
+ * kept while the job is out), the directory the path is opened beneath, and the path, owned by
+ * the job. */
 typedef struct target {
-    sl_settings conf;
+    const sl_conf *conf;
+    int dirfd;
     char *path;
     size_t len;
     unsigned flags;
 } target;
 
-static int target_set(target *t, const sl_settings *s, const char *path, size_t len,
+static int target_set(target *t, const sl_conf *conf, int dirfd, const char *path, size_t len,
                       unsigned flags)
 {
-    t->conf = *s;
+    t->conf = conf;
+    t->dirfd = dirfd;
     t->len = len;
     t->flags = flags;
     t->path = malloc(len + 1);
@@ -470,18 +394,18 @@ static void stat_work(sl_job *job)
     stat_job *j = (stat_job *)job;
     sl_conn *c = j->conn;
     /* The loop does not touch the request while the job is out (the connection is in the
-     * HANDLE state with its event removed), so reading it here is safe. */
-    sl_static_resolve_ex(&j->t.conf, &c->req, j->t.path, j->t.len, j->t.flags, -1, &j->r);
+     * HANDLE state and ignores socket events), so reading it here is safe. */
+    sl_static_resolve(j->t.conf, j->t.dirfd, &c->req, j->t.path, j->t.len, j->t.flags, -1, &j->r);
     const sl_static_result *r = &j->r;
     if (!j->block || (r->status != 200 && r->status != 206) || r->st.st_size == 0) return;
+    off_t at = r->status == 206 ? (off_t)r->ranges[0].first : 0;
+    off_t end = r->status == 206 ? (off_t)r->ranges[0].last + 1 : r->st.st_size;
+    size_t want = (size_t)(end - at) < j->block ? (size_t)(end - at) : j->block;
     if (j->readahead) {
         /* Bring the first block into the page cache now, on this thread, without copying it
          * anywhere: sendfile() to /dev/null reads the pages (waiting for the disk) and drops
          * nothing but references. The loop then finds them resident and sends them inline, so
          * a cold small file costs one trip through a thread, not two. */
-        off_t at = r->status == 206 ? (off_t)r->ranges[0].first : 0;
-        off_t end = r->status == 206 ? (off_t)r->ranges[0].last + 1 : r->st.st_size;
-        size_t want = (size_t)(end - at) < j->block ? (size_t)(end - at) : j->block;
         pthread_once(&devnull_once, devnull_open);
         if (devnull < 0 || sendfile(devnull, r->fd, &at, want) < 0)
             posix_fadvise(r->fd, at, (off_t)want, POSIX_FADV_WILLNEED);
@@ -490,22 +414,18 @@ static void stat_work(sl_job *job)
     /* A cold file is read by a thread anyway: reading its first block here, while the inode
      * is hot, saves the request a second trip through the pool (for small files, the only
      * read they need). */
-    off_t first = r->status == 206 ? (off_t)r->ranges[0].first : 0;
-    off_t end = r->status == 206 ? (off_t)r->ranges[0].last + 1 : r->st.st_size;
-    size_t len = (size_t)(end - first) < j->block ? (size_t)(end - first) : j->block;
     void *p;
     /* Sized like the loop's own buffers (netback.c): the read rounded up, plus a page. */
-    j->cap = ((len + 4095) & ~(size_t)4095) + 4096;
+    j->cap = ((want + 4095) & ~(size_t)4095) + 4096;
     if (posix_memalign(&p, 4096, j->cap) != 0) return;
-    sl_fileread rd = {.fd = r->fd, .off = first, .len = len, .buf = p};
-    sl_fileread_sync(&rd);
-    if (rd.res <= 0) {
+    ssize_t got = sl_pread_full(r->fd, p, want, at);
+    if (got <= 0) {
         free(p); /* the loop's own read will meet the error or the truncation again */
         return;
     }
     j->buf = p;
-    j->boff = first;
-    j->got = rd.res;
+    j->boff = at;
+    j->got = got;
 }
 
 static void stat_done(sl_job *job)
@@ -513,7 +433,7 @@ static void stat_done(sl_job *job)
     stat_job *j = (stat_job *)job;
     sl_conn *c = j->conn;
     c->pending--;
-    if (c->srv->timing) {
+    if (sl_conn_timing(c)) {
         c->t.stat_queued = job->t_queued;
         c->t.stat_started = job->t_started;
         c->t.stat_done = job->t_done;
@@ -528,9 +448,7 @@ static void stat_done(sl_job *job)
         return;
     }
     sl_hresult r = sl_static_respond(c, &j->r);
-    if (j->buf)
-        sl_fileread_adopt(c->srv, &c->rd, j->r.fd, j->buf, j->cap, j->boff,
-                          (size_t)j->got);
+    if (j->buf) sl_xfer_adopt(&c->xfer, j->r.fd, j->buf, j->cap, j->boff, (size_t)j->got);
     free(j);
     sl_conn_handled(c, r);
 }
@@ -563,8 +481,8 @@ static void ring_done(sl_openreq *op)
     sl_static_result r;
     /* The inode is in memory now; fstat and the rest of the decision do not wait. Index files
      * of a directory URL are opened inline (from the caches in the common case). */
-    sl_static_resolve_ex(&j->t.conf, &c->req, j->t.path, j->t.len,
-                         SL_RESOLVE_PREOPENED | j->t.flags, res, &r);
+    sl_static_resolve(j->t.conf, j->t.dirfd, &c->req, j->t.path, j->t.len,
+                      SL_RESOLVE_PREOPENED | j->t.flags, res, &r);
     if (r.status == 0 && r.err == -EPERM && !retried_flags && ring_open(c, j, false) == 0) return;
     free(j->t.path);
     free(j);
@@ -576,51 +494,52 @@ static void ring_done(sl_openreq *op)
 static int ring_open(sl_conn *c, ring_job *j, bool noatime)
 {
     j->conn = c;
-    j->op.dirfd = j->t.conf.docroot_fd;
+    j->op.dirfd = j->t.dirfd;
     j->op.path = j->t.len > 1 ? j->t.path + 1 : ".";
-    sl_static_open_how(&j->t.conf, &j->op.how);
+    sl_static_open_how(j->t.conf, &j->op.how);
     if (!noatime) j->op.how.flags &= ~(unsigned long long)O_NOATIME;
     j->op.done = ring_done;
     sl_conn_mark(c, &c->t.stat_queued);
-    int r = c->srv->nb->open_submit(c->srv, &j->op);
+    int r = sl_io_open_submit(&c->loop->io, &j->op);
     if (r < 0) return r;
     c->pending++;
     return 0;
 }
 
-sl_hresult sl_static_serve(sl_conn *c, const sl_settings *s, const char *path, size_t len,
-                           unsigned flags)
+sl_hresult sl_static_serve(sl_conn *c, int dirfd, const char *path, size_t len, unsigned flags)
 {
     sl_static_result r;
-    sl_tpool *pool = c->srv->stat_pool;
-    if (!pool && !c->srv->nb->open_submit) {
-        sl_static_resolve_ex(s, &c->req, path, len, flags, -1, &r);
+    sl_server *srv = c->loop->srv;
+    sl_tpool *pool = srv->stat_pool;
+    const sl_conf *conf = c->conf;
+    const sl_netbackend *nb = srv->nb;
+    if (!pool && !nb->open_submit) {
+        sl_static_resolve(conf, dirfd, &c->req, path, len, flags, -1, &r);
         return sl_static_respond(c, &r);
     }
     /* Whatever the dentry and inode caches already hold is answered now, on the loop; only a
      * lookup that would read the disk goes to the ring or a stat thread. */
-    sl_static_resolve_ex(s, &c->req, path, len, flags | SL_RESOLVE_CACHED, -1, &r);
+    sl_static_resolve(conf, dirfd, &c->req, path, len, flags | SL_RESOLVE_CACHED, -1, &r);
     if (r.err != -EAGAIN) return sl_static_respond(c, &r);
-    if (c->srv->nb->open_submit) {
+    if (nb->open_submit) {
         ring_job *rj = calloc(1, sizeof *rj);
-        if (rj && target_set(&rj->t, s, path, len, flags) == 0) {
+        if (rj && target_set(&rj->t, conf, dirfd, path, len, flags) == 0) {
             if (ring_open(c, rj, true) == 0) return SL_WAIT;
             free(rj->t.path);
         }
         free(rj);
     }
     stat_job *j = pool ? malloc(sizeof *j) : NULL;
-    if (j && target_set(&j->t, s, path, len, flags) == 0) {
+    if (j && target_set(&j->t, conf, dirfd, path, len, flags) == 0) {
         j->job.work = stat_work;
         j->job.done = stat_done;
         j->conn = c;
         j->buf = NULL;
-        const sl_netbackend *nb = c->srv->nb;
         j->readahead = nb->readahead_on_stat;
         j->block = (nb->read_on_stat || nb->readahead_on_stat) && c->req.method == SL_METHOD_GET
-                       ? c->srv->block_size
+                       ? (size_t)srv->global->block_size
                        : 0;
-        if (sl_tpool_submit(pool, &j->job) == 0) {
+        if (sl_tpool_submit(pool, c->loop->port, &j->job) == 0) {
             c->pending++;
             return SL_WAIT;
         }
@@ -628,23 +547,41 @@ sl_hresult sl_static_serve(sl_conn *c, const sl_settings *s, const char *path, s
     }
     free(j);
     /* Queue full or no memory: a slow answer beats none. */
-    sl_static_resolve_ex(s, &c->req, path, len, flags, -1, &r);
+    sl_static_resolve(conf, dirfd, &c->req, path, len, flags, -1, &r);
     return sl_static_respond(c, &r);
 }
 
 static sl_hresult static_handle(sl_conn *c)
 {
-    return sl_static_serve(c, &c->conf, c->path, c->path_len, 0);
+    const sl_dir *root = sl_core(c->conf)->docroot;
+    return sl_static_serve(c, root->fd, c->path, c->path_len, 0);
 }
 
-static void static_request_done(sl_conn *c)
+static void static_defaults(void *p)
 {
-    if (c->file_fd >= 0) close(c->file_fd);
-    c->file_fd = -1;
+    sl_static_conf *s = p;
+    s->etags = true;
 }
 
-const sl_module sl_mod_static = {
+#define OFF(f) offsetof(sl_static_conf, f)
+static const sl_key static_keys[] = {
+    {"index-file.names", SL_KEY_STRLIST, 0, OFF(index_files), NULL, NULL},
+    {"static-file.etags", SL_KEY_BOOL, 0, OFF(etags), NULL, NULL},
+    {"static-file.exclude-extensions", SL_KEY_STRLIST, 0, OFF(exclude_extensions), NULL, NULL},
+    {"url.access-deny", SL_KEY_STRLIST, 0, OFF(access_deny), NULL, NULL},
+    {NULL},
+};
+
+static const char *const static_aliases[] = {"mod_staticfile", "mod_indexfile", "mod_access",
+                                             NULL};
+
+sl_module sl_mod_static = {
     .name = "static",
-    .handle_request = static_handle,
-    .request_done = static_request_done,
+    .aliases = static_aliases,
+    .always = true,
+    .fallback = true,
+    .keys = static_keys,
+    .conf_size = sizeof(sl_static_conf),
+    .defaults = static_defaults,
+    .handle = static_handle,
 };

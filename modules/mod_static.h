@@ -1,17 +1,26 @@
-/* Static files: policy for GET/HEAD of files under the document root. */
+/* Static files: policy for GET/HEAD of files under the document root (lighttpd's
+ * mod_staticfile, mod_indexfile and the suffix lists of mod_access). */
 #ifndef SL_MOD_STATIC_H
 #define SL_MOD_STATIC_H
 
 #include <stdbool.h>
 #include <sys/stat.h>
 
+#include "conf.h"
 #include "http_parse.h"
 #include "module.h"
 #include "precond.h"
 #include "range.h"
-#include "settings.h"
 
 #define SL_STATIC_MAX_RANGES 32
+
+/* The module's settings. */
+typedef struct sl_static_conf {
+    sl_strlist index_files;        /* index-file.names */
+    bool etags;                    /* static-file.etags */
+    sl_strlist exclude_extensions; /* static-file.exclude-extensions */
+    sl_strlist access_deny;        /* url.access-deny */
+} sl_static_conf;
 
 /* What the static handler decided for a request. */
 typedef struct sl_static_result {
@@ -25,53 +34,41 @@ typedef struct sl_static_result {
     size_t n_ranges;         /* 206: one or more ranges */
 } sl_static_result;
 
-/* The synchronous core of the static handler: open path (normalized, starting with '/') beneath
- * s->docroot_fd following s's policy, and decide the response from the request's method,
- * conditional and Range headers. Never reads file data. Returns 0; the decision is in *out. */
-int sl_static_resolve(const sl_settings *s, const sl_http_request *req, const char *path,
-                      size_t path_len, sl_static_result *out);
-
-/* Flags for sl_static_resolve_ex. */
+/* Flags for sl_static_resolve. */
 #define SL_RESOLVE_CACHED 1u    /* answer only from the dentry/inode caches; else err -EAGAIN */
-#define SL_RESOLVE_FILE_ONLY 4u /* a directory is 403, never an index file (X-Sendfile) */
-#define SL_RESOLVE_FROM_BACKEND 8u /* X-Sendfile: log refusals; errors other than 403/404 -> 502 */
 #define SL_RESOLVE_PREOPENED 2u /* the path was opened already (io_uring): prefd is the fd or a
                                  * negative errno; -EPERM with O_NOATIME asks for a retry */
+#define SL_RESOLVE_FILE_ONLY 4u /* a directory is 403, never an index file (X-Sendfile) */
+#define SL_RESOLVE_FROM_BACKEND 8u /* X-Sendfile: log refusals; errors other than 403/404 -> 502 */
 
-/* sl_static_resolve with flags. With SL_RESOLVE_CACHED a lookup that would have to read the
- * disk stops with status 0 and err -EAGAIN, having blocked on nothing (openat2 RESOLVE_CACHED);
- * the caller then resolves again without the flag on a stat thread. */
-int sl_static_resolve_ex(const sl_settings *s, const sl_http_request *req, const char *path,
-                         size_t path_len, unsigned flags, int prefd, sl_static_result *out);
+/* The synchronous core of the static handler: open path (normalized, starting with '/') beneath
+ * dirfd following conf's policy, and decide the response from the request's method,
+ * conditional and Range headers. Never reads file data. With SL_RESOLVE_CACHED a lookup that
+ * would have to read the disk stops with status 0 and err -EAGAIN, having blocked on nothing
+ * (openat2 RESOLVE_CACHED); the caller then resolves again without the flag on a stat thread.
+ * Returns 0; the decision is in *out. */
+int sl_static_resolve(const sl_conf *conf, int dirfd, const sl_http_request *req,
+                      const char *path, size_t path_len, unsigned flags, int prefd,
+                      sl_static_result *out);
 
 /* The open(2) flags and the openat2 resolve rules the static handler opens files with. */
-int sl_static_open_flags(const sl_settings *s);
+int sl_static_open_flags(const sl_conf *conf);
 struct open_how;
-void sl_static_open_how(const sl_settings *s, struct open_how *how);
-
-/* sl_open_beneath, optionally (cached) only from the dentry cache: -EAGAIN when a component
- * is not cached or the kernel cannot tell. O_NOATIME in flags is dropped when the kernel
- * refuses it (EPERM: not the file's owner). */
-int sl_open_beneath_ex(int dirfd, const char *rel, int flags, bool follow, bool cached);
-
-/* Open rel (relative, no leading '/') beneath dirfd without ever leaving it; symlinks inside are
- * followed only when follow is true. Returns an fd or a negative errno (-EXDEV for an escape,
- * -ELOOP for a symlink that may not be followed). */
-int sl_open_beneath(int dirfd, const char *rel, int flags, bool follow);
+void sl_static_open_how(const sl_conf *conf, struct open_how *how);
 
 struct sl_conn;
-/* Turn a decision into the response on c (headers queued, body as file chunks; c->file_fd takes
- * r->fd). Used by the static handler and by proxy-core for X-Sendfile. */
+/* Turn a decision into the response on c (headers, body as file chunks; the file is closed when
+ * the request ends). Used by the static handler and by proxy-core for X-Sendfile. */
 sl_hresult sl_static_respond(struct sl_conn *c, const sl_static_result *r);
 
-/* Serve path (normalized, starting with '/') opened beneath s->docroot_fd with s's policy:
+/* Serve path (normalized, starting with '/') opened beneath dirfd with the request's policy:
  * answered at once when the dentry and inode caches hold the lookup, otherwise on the ring
- * (io-uring) or a stat thread, so the loop never waits for the disk. SL_WAIT means the
- * response follows through sl_conn_handled. flags: SL_RESOLVE_FILE_ONLY. */
-sl_hresult sl_static_serve(struct sl_conn *c, const sl_settings *s, const char *path, size_t len,
+ * (io-uring) or a stat thread, so the loop never waits for the disk. SL_WAIT means the response
+ * follows through sl_conn_handled. flags: SL_RESOLVE_FILE_ONLY, SL_RESOLVE_FROM_BACKEND. */
+sl_hresult sl_static_serve(struct sl_conn *c, int dirfd, const char *path, size_t len,
                            unsigned flags);
 
 /* The module table. */
-extern const sl_module sl_mod_static;
+extern sl_module sl_mod_static;
 
 #endif

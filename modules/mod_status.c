@@ -1,58 +1,79 @@
-/* Status page (status.status-url): what the server is doing now.
+/* Status page (status.status-url): what the server is doing now, summed over every loop.
  *
  * Connections by state (reading a request, writing, waiting on the disk, waiting on a backend,
- * idle keep-alive), requests and bytes served and responses by status class, per-backend
- * requests in flight and failures (from proxy-core, through the server's backend_stats hook), and
- * the thread pools' queue depths with queue-wait percentiles over their latest waits. Three
- * renderings of the same snapshot: text for people, `?json` for programs, `?format=prometheus`
- * for a Prometheus scrape. status.allow-networks limits who may ask (403 for others).
+ * idle keep-alive, closing), requests, bytes and responses by status class, the network backend
+ * and the shared thread pools' queue depths with queue-wait percentiles, one line per loop, and
+ * whatever the other modules add through their status() hooks (proxy-core's backends). Counters
+ * are read from every loop without locks (each has one writer); the connection states of the
+ * loop answering are counted now, those of the others as of their last once-a-second sweep. Four
+ * renderings of the same numbers: text for people, `?json` for programs, `?format=prometheus`
+ * for a Prometheus scrape and `?auto` in lighttpd's mod_status format for the monitoring tools
+ * that parse it. status.allow-networks limits who may ask (403 for others).
  */
 #include "mod_status.h"
 
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
+#include "addr.h"
 #include "connection.h"
+#include "loop.h"
 #include "server.h"
+#include "status.h"
 #include "threadpool.h"
 
-typedef struct snapshot {
-    unsigned reading, writing, disk, backend, keepalive, closing, total;
-} snapshot;
+typedef struct status_conf {
+    const char *url;          /* status.status-url; NULL: no status page */
+    sl_strlist allow;         /* status.allow-networks; empty: everyone */
+} status_conf;
 
-static void take(const sl_server *srv, snapshot *s)
+#define SCONF(c) SL_MODCONF((c)->conf, sl_mod_status, status_conf)
+
+typedef struct totals {
+    sl_conn_counts conns;
+    uint64_t requests, bytes, responses[6];
+    unsigned reads_inflight, max_reads;
+} totals;
+
+static void add_counts(sl_conn_counts *a, const sl_conn_counts *b)
 {
-    memset(s, 0, sizeof *s);
-    for (const sl_conn *c = srv->conns; c; c = c->next) {
-        s->total++;
-        switch (c->state) {
-        case SL_CONN_READ_HEAD:
-            if (c->in == NULL && c->requests > 0)
-                s->keepalive++;
-            else
-                s->reading++;
-            break;
-        case SL_CONN_READ_BODY: s->reading++; break;
-        case SL_CONN_HANDLE:
-            if (c->mod_ctx)
-                s->backend++;
-            else if (c->pending)
-                s->disk++; /* a stat or open on a thread or the ring */
-            else
-                s->writing++; /* being answered right now (this page, for one) */
-            break;
-        case SL_CONN_WRITE:
-            if (c->rd.inflight || c->rd.waiting)
-                s->disk++;
-            else if (c->streaming && c->mod_ctx)
-                s->backend++;
-            else
-                s->writing++;
-            break;
-        case SL_CONN_LINGER: s->closing++; break;
-        }
+    a->reading += b->reading;
+    a->writing += b->writing;
+    a->disk += b->disk;
+    a->backend += b->backend;
+    a->keepalive += b->keepalive;
+    a->closing += b->closing;
+    a->total += b->total;
+}
+
+static void loop_counts(sl_loop *me, sl_loop *l, sl_conn_counts *out)
+{
+    if (l == me) {
+        sl_loop_count_conns(l, out);
+        return;
+    }
+    const unsigned *src = &l->stats.conns.reading;
+    unsigned *dst = &out->reading;
+    for (size_t i = 0; i < sizeof *out / sizeof(unsigned); i++)
+        dst[i] = __atomic_load_n(&src[i], __ATOMIC_RELAXED);
+}
+
+static void sum(sl_loop *me, totals *t)
+{
+    memset(t, 0, sizeof *t);
+    sl_server *srv = me->srv;
+    for (unsigned i = 0; i < srv->n_loops; i++) {
+        sl_loop *l = srv->loops[i];
+        sl_conn_counts cc;
+        loop_counts(me, l, &cc);
+        add_counts(&t->conns, &cc);
+        t->requests += SL_STAT_GET(l->stats.requests);
+        t->bytes += SL_STAT_GET(l->stats.bytes);
+        for (int k = 0; k < 6; k++) t->responses[k] += SL_STAT_GET(l->stats.responses[k]);
+        t->reads_inflight += __atomic_load_n(&l->io.reads_inflight, __ATOMIC_RELAXED);
+        t->max_reads += l->io.max_reads;
     }
 }
 
@@ -74,58 +95,13 @@ static void pool_pct(sl_tpool_stats *st, uint32_t *p50, uint32_t *p90, uint32_t 
     *p99 = st->wait_us[(n - 1) * 99 / 100];
 }
 
-typedef enum { F_TEXT, F_JSON, F_PROM } fmt;
-
-typedef struct out {
-    sl_chunkq *q;
-    fmt f;
-    int n; /* items written in the current JSON array */
-} out;
-
-static void put(out *o, const char *fmt_, ...) __attribute__((format(printf, 2, 3)));
-static void put(out *o, const char *fmt_, ...)
-{
-    char buf[1024];
-    va_list ap;
-    va_start(ap, fmt_);
-    int n = vsnprintf(buf, sizeof buf, fmt_, ap);
-    va_end(ap);
-    if (n > 0) sl_chunkq_append_mem(o->q, buf, (size_t)n < sizeof buf ? (size_t)n : sizeof buf - 1);
-}
-
-static void backend_line(void *ud, const char *name, unsigned inflight, unsigned conns,
-                         unsigned idle, uint64_t requests, uint64_t failures, bool disabled)
-{
-    out *o = ud;
-    switch (o->f) {
-    case F_TEXT:
-        put(o, "backend %-28s inflight %u conns %u idle %u requests %llu failures %llu%s\n", name,
-            inflight, conns, idle, (unsigned long long)requests, (unsigned long long)failures,
-            disabled ? " DISABLED" : "");
-        break;
-    case F_JSON:
-        put(o, "%s{\"name\":\"%s\",\"inflight\":%u,\"conns\":%u,\"idle\":%u,\"requests\":%llu,"
-            "\"failures\":%llu,\"disabled\":%s}", o->n++ ? "," : "", name, inflight, conns, idle,
-            (unsigned long long)requests, (unsigned long long)failures, disabled ? "true" : "false");
-        break;
-    case F_PROM:
-        put(o, "seekless_backend_inflight{backend=\"%s\"} %u\n", name, inflight);
-        put(o, "seekless_backend_connections{backend=\"%s\"} %u\n", name, conns);
-        put(o, "seekless_backend_requests_total{backend=\"%s\"} %llu\n", name,
-            (unsigned long long)requests);
-        put(o, "seekless_backend_failures_total{backend=\"%s\"} %llu\n", name,
-            (unsigned long long)failures);
-        put(o, "seekless_backend_up{backend=\"%s\"} %d\n", name, !disabled);
-        break;
-    }
-}
-
-static void pools(out *o, sl_server *srv)
+static void pools(sl_status_out *o, sl_server *srv)
 {
     struct {
         const char *name;
         sl_tpool *p;
     } ps[] = {{"stat", srv->stat_pool}, {"read", srv->read_pool}};
+    sl_status_list(o, "pools", "pool");
     for (size_t i = 0; i < 2; i++) {
         if (!ps[i].p) continue;
         sl_tpool_stats *st = malloc(sizeof *st);
@@ -133,100 +109,162 @@ static void pools(out *o, sl_server *srv)
         sl_tpool_get_stats(ps[i].p, st);
         uint32_t p50, p90, p99;
         pool_pct(st, &p50, &p90, &p99);
-        const char *nm = ps[i].name;
-        switch (o->f) {
-        case F_TEXT:
-            put(o, "pool %-5s threads %u queued %u running %u completed %llu rejected %llu "
-                "wait-us p50 %u p90 %u p99 %u max %llu\n", nm, st->threads, st->queued,
-                st->running, (unsigned long long)st->completed, (unsigned long long)st->rejected,
-                p50, p90, p99, (unsigned long long)(st->wait_ns_max / 1000));
-            break;
-        case F_JSON:
-            put(o, "%s\"%s\":{\"threads\":%u,\"queued\":%u,\"running\":%u,\"completed\":%llu,"
-                "\"rejected\":%llu,\"wait_us\":{\"p50\":%u,\"p90\":%u,\"p99\":%u,\"max\":%llu}}",
-                o->n++ ? "," : "", nm, st->threads, st->queued, st->running,
-                (unsigned long long)st->completed, (unsigned long long)st->rejected, p50, p90,
-                p99, (unsigned long long)(st->wait_ns_max / 1000));
-            break;
-        case F_PROM:
-            put(o, "seekless_pool_threads{pool=\"%s\"} %u\n", nm, st->threads);
-            put(o, "seekless_pool_queued{pool=\"%s\"} %u\n", nm, st->queued);
-            put(o, "seekless_pool_running{pool=\"%s\"} %u\n", nm, st->running);
-            put(o, "seekless_pool_completed_total{pool=\"%s\"} %llu\n", nm,
-                (unsigned long long)st->completed);
-            put(o, "seekless_pool_wait_seconds{pool=\"%s\",quantile=\"0.5\"} %.6f\n", nm, p50 / 1e6);
-            put(o, "seekless_pool_wait_seconds{pool=\"%s\",quantile=\"0.9\"} %.6f\n", nm, p90 / 1e6);
-            put(o, "seekless_pool_wait_seconds{pool=\"%s\",quantile=\"0.99\"} %.6f\n", nm, p99 / 1e6);
-            break;
-        }
+        sl_status_item(o, ps[i].name);
+        sl_status_num(o, "threads", st->threads, false);
+        sl_status_num(o, "queued", st->queued, false);
+        sl_status_num(o, "running", st->running, false);
+        sl_status_num(o, "completed", st->completed, true);
+        sl_status_num(o, "rejected", st->rejected, true);
+        sl_status_num(o, "wait_us_p50", p50, false);
+        sl_status_num(o, "wait_us_p90", p90, false);
+        sl_status_num(o, "wait_us_p99", p99, false);
+        sl_status_num(o, "wait_us_max", st->wait_ns_max / 1000, false);
+        sl_status_item_end(o);
         free(st);
+    }
+    sl_status_list_end(o);
+}
+
+static void loops(sl_status_out *o, sl_loop *me)
+{
+    sl_server *srv = me->srv;
+    sl_status_list(o, "loops", "loop");
+    for (unsigned i = 0; i < srv->n_loops; i++) {
+        sl_loop *l = srv->loops[i];
+        char name[16];
+        snprintf(name, sizeof name, "%u", l->id);
+        sl_conn_counts cc;
+        loop_counts(me, l, &cc);
+        sl_status_item(o, name);
+        sl_status_num(o, "connections", cc.total, false);
+        sl_status_num(o, "accepted", SL_STAT_GET(l->stats.accepted), true);
+        sl_status_num(o, "requests", SL_STAT_GET(l->stats.requests), true);
+        sl_status_num(o, "bytes", SL_STAT_GET(l->stats.bytes), true);
+        sl_status_num(o, "reads_inflight", __atomic_load_n(&l->io.reads_inflight, __ATOMIC_RELAXED),
+                      false);
+        sl_status_item_end(o);
+    }
+    sl_status_list_end(o);
+}
+
+static void modules(sl_status_out *o, sl_server *srv)
+{
+    for (size_t i = 0; i < srv->cs->n_mods; i++)
+        if (srv->cs->mods[i]->status) srv->cs->mods[i]->status(srv, o);
+}
+
+static void render(sl_loop *me, sl_status_out *o)
+{
+    sl_server *srv = me->srv;
+    totals t;
+    sum(me, &t);
+    const sl_conn_counts *s = &t.conns;
+    const char *nb = srv->nb ? srv->nb->name : "-";
+    long uptime = (long)(time(NULL) - srv->started);
+    switch (o->fmt) {
+    case SL_STATUS_TEXT:
+        sl_status_printf(o, "seekless status\n\nuptime %lds, %u loop(s)\nconnections %u: reading %u, "
+                         "writing %u, waiting-disk %u, waiting-backend %u, keep-alive %u, "
+                         "closing %u\n",
+                         uptime, srv->n_loops, s->total, s->reading, s->writing, s->disk,
+                         s->backend, s->keepalive, s->closing);
+        sl_status_printf(o, "requests %llu, bytes %llu, 1xx %llu 2xx %llu 3xx %llu 4xx %llu 5xx %llu\n",
+                         (unsigned long long)t.requests, (unsigned long long)t.bytes,
+                         (unsigned long long)t.responses[1], (unsigned long long)t.responses[2],
+                         (unsigned long long)t.responses[3], (unsigned long long)t.responses[4],
+                         (unsigned long long)t.responses[5]);
+        sl_status_printf(o, "network-backend %s, reads in flight %u of %u\n", nb, t.reads_inflight,
+                         t.max_reads);
+        pools(o, srv);
+        loops(o, me);
+        modules(o, srv);
+        return;
+    case SL_STATUS_JSON:
+        sl_status_printf(o, "{\"uptime\":%ld,\"connections\":{\"total\":%u,\"reading\":%u,"
+                         "\"writing\":%u,\"waiting_disk\":%u,\"waiting_backend\":%u,"
+                         "\"keepalive\":%u,\"closing\":%u},",
+                         uptime, s->total, s->reading, s->writing, s->disk, s->backend,
+                         s->keepalive, s->closing);
+        sl_status_printf(o, "\"requests\":%llu,\"bytes\":%llu,\"responses\":{\"1xx\":%llu,"
+                         "\"2xx\":%llu,\"3xx\":%llu,\"4xx\":%llu,\"5xx\":%llu},",
+                         (unsigned long long)t.requests, (unsigned long long)t.bytes,
+                         (unsigned long long)t.responses[1], (unsigned long long)t.responses[2],
+                         (unsigned long long)t.responses[3], (unsigned long long)t.responses[4],
+                         (unsigned long long)t.responses[5]);
+        sl_status_printf(o, "\"network_backend\":\"%s\",\"reads_inflight\":%u,\"max_reads\":%u",
+                         nb, t.reads_inflight, t.max_reads);
+        o->n_top = 1;
+        pools(o, srv);
+        loops(o, me);
+        modules(o, srv);
+        sl_status_printf(o, "}\n");
+        return;
+    case SL_STATUS_PROM: {
+        sl_status_printf(o, "# TYPE seekless_connections gauge\n");
+        const char *st[] = {"reading", "writing", "waiting_disk", "waiting_backend", "keepalive",
+                            "closing"};
+        unsigned v[] = {s->reading, s->writing, s->disk, s->backend, s->keepalive, s->closing};
+        for (size_t i = 0; i < 6; i++)
+            sl_status_printf(o, "seekless_connections{state=\"%s\"} %u\n", st[i], v[i]);
+        sl_status_printf(o, "# TYPE seekless_requests_total counter\nseekless_requests_total %llu\n",
+                         (unsigned long long)t.requests);
+        sl_status_printf(o, "# TYPE seekless_bytes_sent_total counter\nseekless_bytes_sent_total "
+                         "%llu\n",
+                         (unsigned long long)t.bytes);
+        sl_status_printf(o, "# TYPE seekless_responses_total counter\n");
+        for (int k = 1; k <= 5; k++)
+            sl_status_printf(o, "seekless_responses_total{class=\"%dxx\"} %llu\n", k,
+                             (unsigned long long)t.responses[k]);
+        sl_status_printf(o, "# TYPE seekless_reads_inflight gauge\nseekless_reads_inflight %u\n",
+                         t.reads_inflight);
+        sl_status_printf(o, "seekless_uptime_seconds %ld\n", uptime);
+        pools(o, srv);
+        loops(o, me);
+        modules(o, srv);
+        return;
+    }
     }
 }
 
-static void render(sl_server *srv, out *o)
+/* lighttpd's ?auto: the lines monitoring tools (collectd, Munin, Zabbix templates) parse. */
+static void render_auto(sl_loop *me, sl_status_out *o)
 {
-    snapshot s;
-    take(srv, &s);
-    const char *nb = srv->nb ? srv->nb->name : "-";
-    if (o->f == F_TEXT) {
-        put(o, "seekless status\n\nconnections %u: reading %u, writing %u, waiting-disk %u, "
-            "waiting-backend %u, keep-alive %u, closing %u\n", s.total, s.reading, s.writing,
-            s.disk, s.backend, s.keepalive, s.closing);
-        put(o, "requests %llu, bytes %llu, 1xx %llu 2xx %llu 3xx %llu 4xx %llu 5xx %llu\n",
-            (unsigned long long)srv->requests_total, (unsigned long long)srv->bytes_total,
-            (unsigned long long)srv->responses[1], (unsigned long long)srv->responses[2],
-            (unsigned long long)srv->responses[3], (unsigned long long)srv->responses[4],
-            (unsigned long long)srv->responses[5]);
-        put(o, "network-backend %s, reads in flight %u of %u, waiting for a slot %s\n", nb,
-            srv->reads_inflight, srv->max_reads, srv->rd_wait_head ? "yes" : "no");
-        pools(o, srv);
-        if (srv->backend_stats) srv->backend_stats(backend_line, o);
-        return;
-    }
-    if (o->f == F_JSON) {
-        put(o, "{\"connections\":{\"total\":%u,\"reading\":%u,\"writing\":%u,\"waiting_disk\":%u,"
-            "\"waiting_backend\":%u,\"keepalive\":%u,\"closing\":%u},", s.total, s.reading,
-            s.writing, s.disk, s.backend, s.keepalive, s.closing);
-        put(o, "\"requests\":%llu,\"bytes\":%llu,\"responses\":{\"1xx\":%llu,\"2xx\":%llu,"
-            "\"3xx\":%llu,\"4xx\":%llu,\"5xx\":%llu},", (unsigned long long)srv->requests_total,
-            (unsigned long long)srv->bytes_total, (unsigned long long)srv->responses[1],
-            (unsigned long long)srv->responses[2], (unsigned long long)srv->responses[3],
-            (unsigned long long)srv->responses[4], (unsigned long long)srv->responses[5]);
-        put(o, "\"network_backend\":\"%s\",\"reads_inflight\":%u,\"max_reads\":%u,\"pools\":{", nb,
-            srv->reads_inflight, srv->max_reads);
-        o->n = 0;
-        pools(o, srv);
-        put(o, "},\"backends\":[");
-        o->n = 0;
-        if (srv->backend_stats) srv->backend_stats(backend_line, o);
-        put(o, "]}\n");
-        return;
-    }
-    put(o, "# TYPE seekless_connections gauge\n");
-    const char *st[] = {"reading", "writing", "waiting_disk", "waiting_backend", "keepalive", "closing"};
-    unsigned v[] = {s.reading, s.writing, s.disk, s.backend, s.keepalive, s.closing};
-    for (size_t i = 0; i < 6; i++) put(o, "seekless_connections{state=\"%s\"} %u\n", st[i], v[i]);
-    put(o, "# TYPE seekless_requests_total counter\nseekless_requests_total %llu\n",
-        (unsigned long long)srv->requests_total);
-    put(o, "# TYPE seekless_bytes_sent_total counter\nseekless_bytes_sent_total %llu\n",
-        (unsigned long long)srv->bytes_total);
-    put(o, "# TYPE seekless_responses_total counter\n");
-    for (int k = 1; k <= 5; k++)
-        put(o, "seekless_responses_total{class=\"%dxx\"} %llu\n", k,
-            (unsigned long long)srv->responses[k]);
-    put(o, "# TYPE seekless_reads_inflight gauge\nseekless_reads_inflight %u\n", srv->reads_inflight);
-    pools(o, srv);
-    if (srv->backend_stats) srv->backend_stats(backend_line, o);
+    sl_server *srv = me->srv;
+    totals t;
+    sum(me, &t);
+    const sl_conn_counts *s = &t.conns;
+    long uptime = (long)(time(NULL) - srv->started);
+    unsigned busy = s->total - s->keepalive;
+    sl_status_printf(o, "Total Accesses: %llu\nTotal kBytes: %llu\nUptime: %ld\n",
+                     (unsigned long long)t.requests, (unsigned long long)(t.bytes / 1024), uptime);
+    sl_status_printf(o, "BusyServers: %u\nIdleServers: %u\n", busy, s->keepalive);
+    /* One character per connection, as lighttpd: r read, W write, h handle (disk or backend),
+     * k keep-alive, C closing. */
+    sl_status_printf(o, "Scoreboard: ");
+    char board[256];
+    size_t n = 0;
+    unsigned counts[] = {s->reading, s->writing, s->disk + s->backend, s->keepalive, s->closing};
+    const char ch[] = {'r', 'W', 'h', 'k', 'C'};
+    for (size_t i = 0; i < 5; i++)
+        for (unsigned k = 0; k < counts[i]; k++) {
+            board[n++] = ch[i];
+            if (n == sizeof board) {
+                sl_chunkq_append_mem(o->q, board, n);
+                n = 0;
+            }
+        }
+    board[n++] = '\n';
+    sl_chunkq_append_mem(o->q, board, n);
 }
 
 static sl_hresult status_handle(sl_conn *c)
 {
-    const char *url = c->conf.status_url;
-    if (!url || strcmp(url, c->path) != 0) return SL_GO_ON;
-    if (c->conf.status_allow.n) {
+    const status_conf *sc = SCONF(c);
+    if (!sc->url || strcmp(sc->url, c->path) != 0) return SL_GO_ON;
+    if (sc->allow.n) {
         bool ok = false;
-        for (size_t i = 0; i < c->conf.status_allow.n && !ok; i++)
-            ok = sl_cidr_match(c->conf.status_allow.v[i], (const struct sockaddr *)&c->peer);
+        for (size_t i = 0; i < sc->allow.n && !ok; i++)
+            ok = sl_cidr_match(sc->allow.v[i], (const struct sockaddr *)&c->peer);
         if (!ok) {
             c->status = 403;
             return SL_ERROR;
@@ -236,23 +274,28 @@ static sl_hresult status_handle(sl_conn *c)
         c->status = 405;
         return SL_ERROR;
     }
-    fmt f = F_TEXT;
-    if (!strcmp(c->query, "json")) f = F_JSON;
-    if (!strcmp(c->query, "format=prometheus")) f = F_PROM;
+    sl_status_fmt f = SL_STATUS_TEXT;
+    bool is_auto = !strcmp(c->query, "auto");
+    if (!strcmp(c->query, "json")) f = SL_STATUS_JSON;
+    if (!strcmp(c->query, "format=prometheus")) f = SL_STATUS_PROM;
     sl_chunkq body = {0};
-    out o = {&body, f, 0};
-    render(c->srv, &o);
+    sl_status_out o = {.q = &body, .fmt = f};
+    if (is_auto)
+        render_auto(c->loop, &o);
+    else
+        render(c->loop, &o);
     uint64_t len = sl_chunkq_length(&body);
     sl_resp_begin(c, 200);
-    sl_resp_header(c, "Content-Type", f == F_JSON ? "application/json"
-                                      : f == F_PROM ? "text/plain; version=0.0.4"
-                                                    : "text/plain; charset=utf-8");
-    sl_resp_header(c, "Cache-Control", "no-store");
+    const char *ct = f == SL_STATUS_JSON   ? "application/json"
+                     : f == SL_STATUS_PROM ? "text/plain; version=0.0.4"
+                                           : "text/plain; charset=utf-8";
+    sl_resp_header_static(c, "Content-Type", 12, ct, strlen(ct));
+    sl_resp_header_static(c, "Cache-Control", 13, "no-store", 8);
     sl_resp_end_headers(c, len);
     if (c->req.method == SL_METHOD_HEAD) {
         sl_chunkq_clear(&body);
     } else if (body.head) {
-        /* Move the body's chunks behind the head. */
+        /* Move the body's chunks behind whatever is queued. */
         if (c->out.tail)
             c->out.tail->next = body.head;
         else
@@ -262,7 +305,40 @@ static sl_hresult status_handle(sl_conn *c)
     return SL_FINISHED;
 }
 
-const sl_module sl_mod_status = {
+static int prep_url(const sl_cval *v, const sl_key_ctx *ctx, void **out)
+{
+    if (v->str[0] == '/') return 0;
+    snprintf(ctx->err, ctx->errlen, "status.status-url must start with '/'");
+    return -1;
+}
+
+static int prep_allow(const sl_cval *v, const sl_key_ctx *ctx, void **out)
+{
+    for (size_t i = 0; i < v->n_items; i++) {
+        unsigned char net[16];
+        int fam, bits;
+        if (sl_cidr_parse(v->items[i].val->str, net, &fam, &bits) < 0) {
+            snprintf(ctx->err, ctx->errlen,
+                     "status.allow-networks: \"%s\" is not a network (want \"ip/bits\" or \"ip\")",
+                     v->items[i].val->str);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static const sl_key status_keys[] = {
+    {"status.allow-networks", SL_KEY_STRLIST, 0, offsetof(status_conf, allow), prep_allow, NULL},
+    {"status.status-url", SL_KEY_STRING, 0, offsetof(status_conf, url), prep_url, NULL},
+    {NULL},
+};
+
+static const char *const status_aliases[] = {"mod_status", NULL};
+
+sl_module sl_mod_status = {
     .name = "status",
-    .handle_request = status_handle,
+    .aliases = status_aliases,
+    .keys = status_keys,
+    .conf_size = sizeof(status_conf),
+    .handle = status_handle,
 };

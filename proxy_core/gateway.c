@@ -16,6 +16,12 @@
  * Each connection has one persistent read event for its whole life: the request using it and
  * the idle stack share it (conn_event dispatches on `busy`), so reusing a kept connection
  * changes no epoll registration.
+ *
+ * Everything here belongs to one loop except the shared records (sl_gw_shared): a list that
+ * only grows, under a mutex, whose fields every loop updates with atomic operations. With
+ * several loops the worker count is learned for the process (the answered connections open on
+ * every loop) and each loop keeps its share of it; a loop whose new connection is stuck and that
+ * has no kept connection of its own to close asks the others (want_ms, and a trim message).
  */
 #include "gateway.h"
 
@@ -28,17 +34,61 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/un.h>
+#include <pthread.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "log.h"
 
-static sl_gw_group *groups;
-static struct event_base *gw_base;
+#define A_ADD(f, n) __atomic_add_fetch(&(f), (n), __ATOMIC_RELAXED)
+#define A_SUB(f, n) __atomic_sub_fetch(&(f), (n), __ATOMIC_RELAXED)
+#define A_GET(f) __atomic_load_n(&(f), __ATOMIC_RELAXED)
 
-sl_gw_group *sl_gw_groups(void)
+static pthread_mutex_t shared_lock = PTHREAD_MUTEX_INITIALIZER;
+static sl_gw_shared *shared;
+
+/* The shared record of a backend address: found, or made, under the lock. */
+static sl_gw_shared *shared_get(const char *name)
 {
-    return groups;
+    pthread_mutex_lock(&shared_lock);
+    sl_gw_shared *sh = shared;
+    while (sh && strcmp(sh->name, name)) sh = sh->next;
+    if (!sh && (sh = calloc(1, sizeof *sh))) {
+        snprintf(sh->name, sizeof sh->name, "%s", name);
+        /* Published with release semantics: readers walk the list without the lock. */
+        sh->next = shared;
+        __atomic_store_n(&shared, sh, __ATOMIC_RELEASE);
+    }
+    pthread_mutex_unlock(&shared_lock);
+    return sh;
+}
+
+void sl_gw_shared_free(void)
+{
+    pthread_mutex_lock(&shared_lock);
+    while (shared) {
+        sl_gw_shared *n = shared->next;
+        free(shared);
+        shared = n;
+    }
+    pthread_mutex_unlock(&shared_lock);
+}
+
+void (*sl_gw_broadcast_trim)(const sl_gw *from);
+
+bool sl_gw_disabled(const sl_gw_backend *be, time_t now)
+{
+    return A_GET(be->sh->disabled_until) > now;
+}
+
+sl_gw *sl_gw_new(struct event_base *base, unsigned share)
+{
+    sl_gw *gw = calloc(1, sizeof *gw);
+    if (gw) {
+        gw->base = base;
+        gw->share = share ? share : 1;
+    }
+    return gw;
 }
 
 static int parse_addr(const char *name, struct sockaddr_storage *ss, socklen_t *len)
@@ -77,10 +127,9 @@ static int parse_addr(const char *name, struct sockaddr_storage *ss, socklen_t *
     return 0;
 }
 
-sl_gw_group *sl_gw_group_get(struct event_base *base, const sl_strlist *backends)
+sl_gw_group *sl_gw_group_get(sl_gw *gw, const sl_strlist *backends)
 {
-    gw_base = base;
-    for (sl_gw_group *g = groups; g; g = g->next)
+    for (sl_gw_group *g = gw->groups; g; g = g->next)
         if (g->key == backends->v) return g;
     sl_gw_group *g = calloc(1, sizeof *g);
     if (!g) return NULL;
@@ -91,15 +140,22 @@ sl_gw_group *sl_gw_group_get(struct event_base *base, const sl_strlist *backends
     }
     g->key = backends->v;
     g->n = backends->n;
+    g->gw = gw;
     for (size_t i = 0; i < g->n; i++) {
         sl_gw_backend *be = &g->b[i];
         snprintf(be->name, sizeof be->name, "%s", backends->v[i]);
         be->grp = g;
-        /* The settings checked and canonicalized every address at start-up. */
-        if (parse_addr(be->name, &be->sa, &be->salen) < 0) be->disabled_until = (time_t)1 << 62;
+        if (!(be->sh = shared_get(be->name))) {
+            free(g->b);
+            free(g);
+            return NULL;
+        }
+        /* The config layer checked and canonicalized every address at start-up. */
+        if (parse_addr(be->name, &be->sa, &be->salen) < 0)
+            __atomic_store_n(&be->sh->disabled_until, (time_t)1 << 62, __ATOMIC_RELAXED);
     }
-    g->next = groups;
-    groups = g;
+    g->next = gw->groups;
+    gw->groups = g;
     return g;
 }
 
@@ -118,7 +174,7 @@ sl_gw_backend *sl_gw_pick(sl_gw_group *g, const char *balancer, const char *key,
 {
     sl_gw_backend *best = NULL;
     size_t n = g->n;
-#define USABLE(i) ((i) >= 64 || !(tried & (1ull << (i)))) && g->b[i].disabled_until <= now
+#define USABLE(i) ((i) >= 64 || !(tried & (1ull << (i)))) && !sl_gw_disabled(&g->b[i], now)
     if (!strcmp(balancer, "static")) {
         for (size_t i = 0; i < n; i++)
             if (USABLE(i)) return &g->b[i];
@@ -208,11 +264,10 @@ uint64_t sl_gw_now_ms(void)
     return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }
 
-static void fresh_unlink(sl_gw_conn *gc)
+/* Take gc off the fresh list (it was on it). */
+static void fresh_remove(sl_gw_conn *gc)
 {
     sl_gw_backend *be = gc->be;
-    if (gc->answered) return;
-    gc->answered = true;
     be->n_fresh--;
     if (gc->fprev)
         gc->fprev->fnext = gc->fnext;
@@ -225,9 +280,19 @@ static void fresh_unlink(sl_gw_conn *gc)
     gc->fprev = gc->fnext = NULL;
 }
 
+/* gc was answered: off the fresh list, counted as holding a worker. */
+static void fresh_unlink(sl_gw_conn *gc)
+{
+    if (gc->answered) return;
+    gc->answered = true;
+    A_ADD(gc->be->sh->answered, 1);
+    fresh_remove(gc);
+}
+
 /* gc waits for its first answer from now_ms: at the tail of the backend's fresh list. */
 static void fresh_append(sl_gw_backend *be, sl_gw_conn *gc, uint64_t now_ms)
 {
+    if (gc->answered) A_SUB(be->sh->answered, 1);
     gc->answered = false;
     be->n_fresh++;
     gc->opened_ms = now_ms;
@@ -266,17 +331,45 @@ void sl_gw_answered(sl_gw_conn *gc, uint64_t now_ms)
     fresh_unlink(gc);
 }
 
+/* This loop's share of the workers learned for be (0: none learned, or forgotten). */
+static unsigned cap_share(const sl_gw_backend *be, uint64_t now_ms)
+{
+    unsigned cap = A_GET(be->sh->cap);
+    if (!cap || now_ms - A_GET(be->sh->cap_ms) >= SL_GW_CAP_MS) return 0;
+    unsigned share = be->grp->gw->share;
+    /* Rounded down, at least one: loops together never hold more than the workers (unless
+     * there are more loops than workers). */
+    return cap / share ? cap / share : 1;
+}
+
 bool sl_gw_may_open(sl_gw_backend *be, long pool_max, uint64_t now_ms)
 {
-    if (be->cap && now_ms - be->cap_ms >= SL_GW_CAP_MS) be->cap = 0;
-    if ((long)be->n_conns >= pool_max) return false;
-    return !be->cap || be->n_conns < be->cap;
+    unsigned share = be->grp->gw->share;
+    long mine = (pool_max + (long)share - 1) / (long)share; /* this loop's share */
+    if ((long)be->n_conns >= mine) return false;
+    unsigned cap = cap_share(be, now_ms);
+    return !cap || be->n_conns < cap;
 }
 
 static void unwatch(sl_gw_conn *gc)
 {
     if (event_initialized(&gc->ev)) event_del(&gc->ev);
     if (event_initialized(&gc->wev)) event_del(&gc->wev);
+}
+
+/* Close a connection and forget it (it is on no list any more). */
+static void conn_free(sl_gw_conn *gc)
+{
+    sl_gw_backend *be = gc->be;
+    if (gc->answered)
+        A_SUB(be->sh->answered, 1);
+    else
+        fresh_remove(gc);
+    unwatch(gc);
+    close(gc->fd);
+    be->n_conns--;
+    A_SUB(be->sh->conns, 1);
+    free(gc);
 }
 
 /* Take an idle connection off the idle stack and close it. */
@@ -288,11 +381,9 @@ static void idle_drop(sl_gw_conn *gc)
     if (*pp) {
         *pp = gc->next;
         be->n_idle--;
+        A_SUB(be->sh->idle, 1);
     }
-    unwatch(gc);
-    close(gc->fd);
-    be->n_conns--;
-    free(gc);
+    conn_free(gc);
 }
 
 /* The connection's read event, for its whole life. */
@@ -319,9 +410,10 @@ static void conn_wevent(evutil_socket_t fd, short what, void *arg)
  * a pending event only moves its timer, which costs no system call. */
 static void read_watch(sl_gw_conn *gc, const struct timeval *tv)
 {
-    if (!gw_base) return; /* unit tests without a loop */
+    struct event_base *base = gc->be->grp->gw->base;
+    if (!base) return; /* unit tests without a loop */
     if (!event_initialized(&gc->ev))
-        event_assign(&gc->ev, gw_base, gc->fd, EV_READ | EV_PERSIST, conn_event, gc);
+        event_assign(&gc->ev, base, gc->fd, EV_READ | EV_PERSIST, conn_event, gc);
     if (tv || !event_pending(&gc->ev, EV_READ, NULL))
         event_add(&gc->ev, tv);
     else
@@ -334,10 +426,11 @@ void sl_gw_watch(sl_gw_conn *gc, short what, long secs, event_callback_fn cb, vo
     gc->cb_arg = arg;
     struct timeval tv = {secs > 0 ? secs : 1, 0};
     const struct timeval *t = secs < 0 ? NULL : &tv;
-    if (!gw_base) return;
+    struct event_base *base = gc->be->grp->gw->base;
+    if (!base) return;
     if (what & EV_WRITE) {
         if (!event_initialized(&gc->wev))
-            event_assign(&gc->wev, gw_base, gc->fd, EV_WRITE, conn_wevent, gc);
+            event_assign(&gc->wev, base, gc->fd, EV_WRITE, conn_wevent, gc);
         event_add(&gc->wev, t);
     } else if (event_initialized(&gc->wev)) {
         event_del(&gc->wev);
@@ -365,14 +458,21 @@ static bool stalled(const sl_gw_backend *be, uint64_t now_ms)
 static void stall_seen(sl_gw_backend *be, uint64_t now_ms)
 {
     be->stalls++;
+    A_ADD(be->sh->stalls, 1);
     be->stall_ms = now_ms;
-    /* Each answered connection still open holds a worker of its own, so their number is a
-     * lower bound of the workers; one slow to answer makes it low, never high. Keep the
-     * largest seen while it is remembered. */
-    unsigned workers = be->n_conns > be->n_fresh ? be->n_conns - be->n_fresh : 1;
-    if (be->cap && now_ms - be->cap_ms < SL_GW_CAP_MS && be->cap > workers) workers = be->cap;
-    else be->cap_ms = now_ms;
-    be->cap = workers;
+    /* Each answered connection still open, on any loop, holds a worker of its own, so their
+     * number is a lower bound of the workers; one slow to answer makes it low, never high.
+     * Keep the largest seen while it is remembered. */
+    unsigned workers = A_GET(be->sh->answered);
+    if (!workers) workers = 1;
+    unsigned cap = A_GET(be->sh->cap);
+    if (cap && now_ms - A_GET(be->sh->cap_ms) < SL_GW_CAP_MS && cap > workers)
+        workers = cap;
+    else
+        __atomic_store_n(&be->sh->cap_ms, now_ms, __ATOMIC_RELAXED);
+    bool lower = workers != cap;
+    __atomic_store_n(&be->sh->cap, workers, __ATOMIC_RELAXED);
+    if (lower && be->grp->gw->share > 1 && sl_gw_broadcast_trim) sl_gw_broadcast_trim(be->grp->gw);
     time_t now = time(NULL);
     if (now - be->stall_logged < 60) return;
     be->stall_logged = now;
@@ -385,11 +485,19 @@ static void stall_seen(sl_gw_backend *be, uint64_t now_ms)
 
 static void stall_check(evutil_socket_t fd, short what, void *arg);
 
+/* Kept connections hold the workers a new connection waits for: ours, or another loop's. */
+static bool others_hold(const sl_gw_backend *be)
+{
+    unsigned mine = be->n_conns - be->n_fresh;
+    return A_GET(be->sh->answered) > mine;
+}
+
 static void stall_arm(sl_gw_backend *be, uint64_t now_ms)
 {
-    if (!gw_base || !be->fresh || !be->idle) return;
+    struct event_base *base = be->grp->gw->base;
+    if (!base || !be->fresh || !(be->idle || others_hold(be))) return;
     if (!be->stall_armed) {
-        if (!event_initialized(&be->stall_ev)) evtimer_assign(&be->stall_ev, gw_base, stall_check, be);
+        if (!event_initialized(&be->stall_ev)) evtimer_assign(&be->stall_ev, base, stall_check, be);
         uint64_t age = now_ms - be->fresh->opened_ms;
         uint64_t left = age >= SL_GW_STALL_MS ? 1 : SL_GW_STALL_MS - age;
         struct timeval tv = {.tv_sec = 0, .tv_usec = (suseconds_t)(left * 1000)};
@@ -411,6 +519,14 @@ static void stall_check(evutil_socket_t fd, short what, void *arg)
         idle_drop(be->idle);
         fresh_requeue(be, now);
     }
+    if (stalled(be, now) && others_hold(be)) {
+        /* Another loop's kept connections hold the workers: it closes one when its request
+         * ends (sl_gw_release), or at once if idle (the trim message). */
+        stall_seen(be, now);
+        __atomic_store_n(&be->sh->want_ms, now, __ATOMIC_RELAXED);
+        if (sl_gw_broadcast_trim) sl_gw_broadcast_trim(be->grp->gw);
+        fresh_requeue(be, now);
+    }
     stall_arm(be, now);
 }
 
@@ -420,12 +536,15 @@ sl_gw_conn *sl_gw_take_idle(sl_gw_backend *be)
     if (!gc) return NULL;
     be->idle = gc->next;
     be->n_idle--;
+    A_SUB(be->sh->idle, 1);
     gc->next = NULL;
     /* Its read event stays registered: the request takes it over with sl_gw_watch. */
     gc->busy = true;
     gc->reused = true;
     gc->sent_ms = sl_gw_now_ms();
     be->inflight++;
+    A_ADD(be->sh->inflight, 1);
+    A_ADD(be->sh->requests, 1);
     return gc;
 }
 
@@ -460,6 +579,9 @@ sl_gw_conn *sl_gw_connect(sl_gw_backend *be, bool *in_progress, int *err)
     fresh_append(be, gc, gc->sent_ms);
     be->n_conns++;
     be->inflight++;
+    A_ADD(be->sh->conns, 1);
+    A_ADD(be->sh->inflight, 1);
+    A_ADD(be->sh->requests, 1);
     return gc;
 }
 
@@ -467,6 +589,7 @@ void sl_gw_release(sl_gw_conn *gc, unsigned keep_max, bool holds_worker, uint64_
 {
     sl_gw_backend *be = gc->be;
     be->inflight--;
+    A_SUB(be->sh->inflight, 1);
     fresh_unlink(gc);
     /* One kept connection per stall period: the worker it frees needs a moment to accept. */
     bool stuck = holds_worker && stalled(be, now_ms) &&
@@ -475,11 +598,14 @@ void sl_gw_release(sl_gw_conn *gc, unsigned keep_max, bool holds_worker, uint64_
         stall_seen(be, now_ms);
         fresh_requeue(be, now_ms);
     }
-    if (be->n_idle >= keep_max || stuck) {
-        unwatch(gc);
-        close(gc->fd);
-        be->n_conns--;
-        free(gc);
+    /* Another loop asked for a worker, or this loop holds more than its share of them. */
+    uint64_t want = A_GET(be->sh->want_ms);
+    bool wanted = holds_worker && want && now_ms - want < SL_GW_STALL_MS + 2 * be->lat_ms &&
+                  __atomic_compare_exchange_n(&be->sh->want_ms, &want, 0, false,
+                                              __ATOMIC_RELAXED, __ATOMIC_RELAXED);
+    unsigned cap = holds_worker ? cap_share(be, now_ms) : 0;
+    if (be->n_idle >= keep_max || stuck || wanted || (cap && be->n_conns - be->n_fresh > cap)) {
+        conn_free(gc);
     } else {
         /* Idle: a read now means the backend closed it (conn_event). The read event is
          * usually registered already; only its timeout goes. */
@@ -490,6 +616,7 @@ void sl_gw_release(sl_gw_conn *gc, unsigned keep_max, bool holds_worker, uint64_
         gc->next = be->idle;
         be->idle = gc;
         be->n_idle++;
+        A_ADD(be->sh->idle, 1);
         if (holds_worker) stall_arm(be, now_ms);
     }
     wake_one(be->grp);
@@ -499,52 +626,62 @@ void sl_gw_close(sl_gw_conn *gc)
 {
     sl_gw_backend *be = gc->be;
     be->inflight--;
-    fresh_unlink(gc);
-    unwatch(gc);
-    close(gc->fd);
-    be->n_conns--;
-    free(gc);
+    A_SUB(be->sh->inflight, 1);
+    conn_free(gc);
     wake_one(be->grp);
+}
+
+void sl_gw_trim(sl_gw *gw)
+{
+    uint64_t now = sl_gw_now_ms();
+    for (sl_gw_group *g = gw->groups; g; g = g->next) {
+        for (size_t i = 0; i < g->n; i++) {
+            sl_gw_backend *be = &g->b[i];
+            unsigned cap = cap_share(be, now);
+            uint64_t want = A_GET(be->sh->want_ms);
+            /* Idle connections above our share go; one more if a loop waits for a worker. */
+            while (be->idle && cap && be->n_conns - be->n_fresh > cap) idle_drop(be->idle);
+            if (be->idle && want && now - want < SL_GW_STALL_MS + 2 * be->lat_ms &&
+                __atomic_compare_exchange_n(&be->sh->want_ms, &want, 0, false, __ATOMIC_RELAXED,
+                                            __ATOMIC_RELAXED))
+                idle_drop(be->idle);
+            wake_one(g);
+        }
+    }
 }
 
 void sl_gw_disable(sl_gw_backend *be, long secs, time_t now)
 {
-    be->failures++;
-    if (be->disabled_until <= now)
+    A_ADD(be->sh->failures, 1);
+    if (A_GET(be->sh->disabled_until) <= now)
         sl_log("proxy-core: backend %s disabled for %lds", be->name, secs);
-    be->disabled_until = now + secs;
+    __atomic_store_n(&be->sh->disabled_until, now + secs, __ATOMIC_RELAXED);
 }
 
-void sl_gw_each_backend(void (*cb)(void *ud, const char *name, unsigned inflight, unsigned conns,
-                                   unsigned idle, uint64_t requests, uint64_t failures,
-                                   bool disabled),
-                        void *ud)
+void sl_gw_failed(sl_gw_backend *be)
+{
+    A_ADD(be->sh->failures, 1);
+}
+
+void sl_gw_each_backend(void (*cb)(void *ud, const sl_gw_shared *sh, bool disabled), void *ud)
 {
     time_t now = time(NULL);
-    for (sl_gw_group *g = groups; g; g = g->next)
-        for (size_t i = 0; i < g->n; i++) {
-            const sl_gw_backend *b = &g->b[i];
-            cb(ud, b->name, b->inflight, b->n_conns, b->n_idle, b->requests, b->failures,
-               b->disabled_until > now);
-        }
+    for (sl_gw_shared *sh = __atomic_load_n(&shared, __ATOMIC_ACQUIRE); sh; sh = sh->next)
+        cb(ud, sh, A_GET(sh->disabled_until) > now);
 }
 
-void sl_gw_shutdown(void)
+void sl_gw_free(sl_gw *gw)
 {
-    while (groups) {
-        sl_gw_group *g = groups;
-        groups = g->next;
+    if (!gw) return;
+    while (gw->groups) {
+        sl_gw_group *g = gw->groups;
+        gw->groups = g->next;
         for (size_t i = 0; i < g->n; i++) {
             if (g->b[i].stall_armed) event_del(&g->b[i].stall_ev);
-            while (g->b[i].idle) {
-                sl_gw_conn *gc = g->b[i].idle;
-                g->b[i].idle = gc->next;
-                unwatch(gc);
-                close(gc->fd);
-                free(gc);
-            }
+            while (g->b[i].idle) idle_drop(g->b[i].idle);
         }
         free(g->b);
         free(g);
     }
+    free(gw);
 }

@@ -1,9 +1,13 @@
 /* The gateway layer of proxy-core: backends, their connection pools, balancing, failover.
  *
- * Both protocols (FastCGI and HTTP) sit on top of it. A group is the set of backends one
- * proxy-core.backends value names; it is created on first use and lives until the server stops.
- * Each backend keeps idle connections for reuse, counts requests in flight, and can be disabled
- * for a while after a failure.
+ * Both protocols (FastCGI and HTTP) sit on top of it. Each event loop has its own gateway
+ * (sl_gw): its groups, its backends' connection pools and their events, touched only by that
+ * loop. A group is the set of backends one proxy-core.backends value names; it is created on a
+ * loop's first request for it and lives until the loop stops. Each backend keeps idle
+ * connections for reuse, counts requests in flight, and can be disabled for a while after a
+ * failure. What every loop shares about a backend is its sl_gw_shared record: whether it is
+ * disabled (one loop's failure keeps every loop away) and the counters the status page shows.
+ * proxy-core.max-pool-size is the process's: each loop may open its share (rounded up).
  */
 #ifndef SL_GATEWAY_H
 #define SL_GATEWAY_H
@@ -16,10 +20,27 @@
 #include <sys/socket.h>
 #include <time.h>
 
-#include "settings.h"
+#include "module.h"
 
 struct sl_gw_group;
 struct sl_gw_backend;
+struct sl_gw;
+
+/* What every loop shares about one backend address (process-wide, never freed before exit). */
+typedef struct sl_gw_shared {
+    struct sl_gw_shared *next;
+    char name[128];
+    time_t disabled_until;        /* atomic: every loop leaves it alone until then */
+    uint64_t requests, failures;  /* atomic counters */
+    unsigned inflight, conns, idle; /* atomic gauges, summed over loops */
+    uint64_t stalls;
+    /* Applications that tie a worker to each connection (see sl_gw_release): */
+    unsigned answered;            /* atomic: open connections the backend answered on */
+    unsigned cap;                 /* atomic: workers it was seen to have (0: not known) */
+    uint64_t cap_ms;              /* atomic: when cap was learned; forgotten SL_GW_CAP_MS later */
+    uint64_t want_ms;             /* atomic: when a loop last had a new connection stuck and no
+                                   * kept one of its own to close: other loops close one */
+} sl_gw_shared;
 
 /* One connection to a backend. */
 typedef struct sl_gw_conn {
@@ -42,15 +63,14 @@ typedef struct sl_gw_conn {
 /* One backend address. */
 typedef struct sl_gw_backend {
     char name[128];               /* canonical: "ip:port", "[ip6]:port", "unix:/path" */
+    sl_gw_shared *sh;             /* shared with the other loops */
     struct sockaddr_storage sa;
     socklen_t salen;
     struct sl_gw_group *grp;
     sl_gw_conn *idle;             /* idle connections, most recently used first */
     unsigned n_idle;
     unsigned n_conns;             /* open connections, idle ones included */
-    unsigned inflight;            /* requests using a connection now */
-    time_t disabled_until;
-    uint64_t requests, failures;
+    unsigned inflight;            /* requests using a connection now (this loop) */
     sl_gw_conn *fresh, *fresh_tail; /* opened, not answered yet: oldest first */
     struct event stall_ev;        /* looks again at fresh connections while idle ones wait */
     bool stall_armed;
@@ -59,8 +79,6 @@ typedef struct sl_gw_backend {
     unsigned n_fresh;             /* connections on the fresh list */
     uint64_t lat_ms;              /* recent answer time (a decaying maximum) */
     uint64_t stall_ms;            /* when a connection was last closed for a stuck one */
-    unsigned cap;                 /* workers the backend was seen to have: open no more (0: none) */
-    uint64_t cap_ms;              /* when cap was learned; forgotten SL_GW_CAP_MS later */
 } sl_gw_backend;
 
 /* A waiter for a free connection in a group (embedded in the proxy's request). */
@@ -78,9 +96,10 @@ typedef struct sl_gw_wait {
 /* How long a learned worker count (sl_gw_backend.cap) holds before the pool may grow again. */
 #define SL_GW_CAP_MS 10000
 
-/* The backends of one proxy-core.backends value. */
+/* The backends of one proxy-core.backends value, on one loop. */
 typedef struct sl_gw_group {
     struct sl_gw_group *next;
+    struct sl_gw *gw;
     const char *const *key;       /* the settings' list: identity of the group */
     sl_gw_backend *b;
     size_t n;
@@ -89,11 +108,30 @@ typedef struct sl_gw_group {
     size_t n_waiting;
 } sl_gw_group;
 
-/* The group for a backends list (created on first use). NULL on ENOMEM. */
-sl_gw_group *sl_gw_group_get(struct event_base *base, const sl_strlist *backends);
+/* One loop's gateway. */
+typedef struct sl_gw {
+    struct event_base *base;      /* NULL in unit tests without a loop */
+    sl_gw_group *groups;
+    unsigned share;               /* loops sharing max-pool-size: each opens 1/share of it */
+} sl_gw;
 
-/* Every group, for the status page. */
-sl_gw_group *sl_gw_groups(void);
+/* Set by the proxy module: ask every other loop to run sl_gw_trim on its gateway soon (a loop
+ * learned that a backend has fewer workers than the loops' kept connections). NULL: nothing. */
+extern void (*sl_gw_broadcast_trim)(const sl_gw *from);
+
+/* Close idle connections above this loop's share of the workers learned for each backend. */
+void sl_gw_trim(sl_gw *gw);
+
+/* A loop's gateway on base (NULL: no events, for unit tests); share = the number of loops. */
+sl_gw *sl_gw_new(struct event_base *base, unsigned share);
+/* Close every idle connection and free every group of the loop (the loop stops). */
+void sl_gw_free(sl_gw *gw);
+
+/* The group for a backends list on this loop (created on first use). NULL on ENOMEM. */
+sl_gw_group *sl_gw_group_get(sl_gw *gw, const sl_strlist *backends);
+
+/* A backend is disabled (shared by every loop). */
+bool sl_gw_disabled(const sl_gw_backend *be, time_t now);
 
 /* Choose a backend with the balancer ("round-robin", "sqf", "static", "carp"; key and key_len
  * are hashed by carp) among those not disabled at now, skipping those in `tried` (a bit per
@@ -115,7 +153,8 @@ uint64_t sl_gw_now_ms(void);
  * This also times the answer (sl_gw_backend.lat_ms). */
 void sl_gw_answered(sl_gw_conn *gc, uint64_t now_ms);
 
-/* May a new connection to be be opened now? Below pool_max, and below the worker count learned
+/* May a new connection to be be opened now? Below this loop's share of pool_max, and below the
+ * worker count learned
  * when a new connection was found stuck behind kept ones (sl_gw_release); that count is forgotten
  * SL_GW_CAP_MS after it was learned, so a backend given more workers is used fully again. */
 bool sl_gw_may_open(sl_gw_backend *be, long pool_max, uint64_t now_ms);
@@ -147,6 +186,9 @@ void sl_gw_unwatch(sl_gw_conn *gc);
 /* Close gc (after an error, or when it may not be reused). Wakes a waiter of the group. */
 void sl_gw_close(sl_gw_conn *gc);
 
+/* Count a failure of the backend (a malformed or missing answer). */
+void sl_gw_failed(sl_gw_backend *be);
+
 /* Take the backend out of rotation for secs seconds and count a failure. */
 void sl_gw_disable(sl_gw_backend *be, long secs, time_t now);
 
@@ -155,13 +197,10 @@ int sl_gw_wait_add(sl_gw_group *g, sl_gw_wait *w, size_t max);
 /* Leave the queue (request aborted). */
 void sl_gw_wait_remove(sl_gw_group *g, sl_gw_wait *w);
 
-/* Call cb for every backend of every group (the status page). */
-void sl_gw_each_backend(void (*cb)(void *ud, const char *name, unsigned inflight, unsigned conns,
-                                   unsigned idle, uint64_t requests, uint64_t failures,
-                                   bool disabled),
-                        void *ud);
+/* Call cb for every backend any loop has used (the status page; any thread). */
+void sl_gw_each_backend(void (*cb)(void *ud, const sl_gw_shared *sh, bool disabled), void *ud);
 
-/* Close every idle connection and free every group (server end). */
-void sl_gw_shutdown(void);
+/* Forget every shared record (process end, after every loop stopped). */
+void sl_gw_shared_free(void);
 
 #endif

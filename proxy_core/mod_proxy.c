@@ -25,6 +25,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <netdb.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,15 +35,23 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "addr.h"
 #include "connection.h"
+#include "core_conf.h"
 #include "fcgi_proto.h"
 #include "gateway.h"
 #include "http_resp.h"
 #include "log.h"
+#include "loop.h"
 #include "mod_static.h"
 #include "path.h"
 #include "server.h"
 #include "sl_version.h"
+#include "status.h"
+
+#define PCONF(c) SL_MODCONF((c)->conf, sl_mod_proxy, sl_proxy_conf)
+#define CORE(c) sl_core((c)->conf)
+#define CTX(c) SL_CTX(c, sl_mod_proxy)
 
 #define HEAD_MAX (64 * 1024)         /* a backend's response head */
 #define OUT_HIGH (256 * 1024)        /* stop reading the backend above this much queued output */
@@ -134,7 +143,7 @@ int sl_xsendfile_locate(const char *value, size_t len, const char *const *roots,
  * keeping connections rather than leave a request unread (sl_gw_release). */
 static long keepalive_max(const proxy_req *pr)
 {
-    long v = pr->c->conf.proxy_max_keep_alive_requests;
+    long v = PCONF(pr->c)->max_keep_alive_requests;
     return v >= 0 ? v : 1000;
 }
 
@@ -145,17 +154,7 @@ static time_t now_s(void)
 
 static void addr_str(const struct sockaddr_storage *ss, char *ip, size_t iplen, int *port)
 {
-    *port = 0;
-    snprintf(ip, iplen, "-");
-    if (ss->ss_family == AF_INET) {
-        const struct sockaddr_in *s4 = (const void *)ss;
-        inet_ntop(AF_INET, &s4->sin_addr, ip, (socklen_t)iplen);
-        *port = ntohs(s4->sin_port);
-    } else if (ss->ss_family == AF_INET6) {
-        const struct sockaddr_in6 *s6 = (const void *)ss;
-        inet_ntop(AF_INET6, &s6->sin6_addr, ip, (socklen_t)iplen);
-        *port = ntohs(s6->sin6_port);
-    }
+    sl_addr_str((const struct sockaddr *)ss, ip, iplen, port);
 }
 
 static bool hdr_is(const char *name, size_t len, const char *want)
@@ -168,7 +167,7 @@ static void drop_backend(proxy_req *pr, bool reusable)
 {
     if (!pr->gc) return;
     if (reusable && pr->keep_backend)
-        sl_gw_release(pr->gc, (unsigned)pr->c->conf.proxy_max_pool_size, pr->fcgi, sl_gw_now_ms());
+        sl_gw_release(pr->gc, (unsigned)PCONF(pr->c)->max_pool_size, pr->fcgi, sl_gw_now_ms());
     else
         sl_gw_close(pr->gc);
     pr->gc = NULL;
@@ -223,7 +222,7 @@ static int build_fcgi(proxy_req *pr)
     sl_fcgi_params_init(&w, b, FCGI_ID);
     char buf[4200], ip[64];
     int port;
-    const char *root = c->conf.document_root;
+    const char *root = CORE(c)->docroot->path;
 #define P(n, v) (r = r ? r : add_param(&w, n, v, strlen(v)))
 #define PN(n, v, l) (r = r ? r : add_param(&w, n, v, l))
     snprintf(buf, sizeof buf, "%s%s", root, c->path);
@@ -247,7 +246,7 @@ static int build_fcgi(proxy_req *pr)
     snprintf(buf, sizeof buf, "%d", port);
     P("REMOTE_PORT", buf);
     /* The listener's canonical "ip:port" says it, unless it listens on a wildcard address. */
-    const char *canon = c->listen->canon;
+    const char *canon = c->loop->srv->cs->listen[c->listener].canon;
     const char *colon = strrchr(canon, ':');
     bool wild = !strncmp(canon, "0.0.0.0:", 8) || !strncmp(canon, "[::]:", 5);
     struct sockaddr_storage me;
@@ -368,7 +367,7 @@ static int build_http(proxy_req *pr)
 
 static int body_put(proxy_req *pr, const char *p, size_t n)
 {
-    if ((long long)(pr->body_len + n) > pr->c->conf.max_request_size) return -E2BIG;
+    if ((long long)(pr->body_len + n) > CORE(pr->c)->max_request_size * 1024LL) return -E2BIG;
     if (pr->body_len + n > pr->body_cap) {
         size_t nc = pr->body_cap ? pr->body_cap : 16384;
         while (nc < pr->body_len + n) nc *= 2;
@@ -475,7 +474,7 @@ static long stream_feed(proxy_req *pr, const char *p, size_t n)
         used += k;
         if (r == SL_CHUNKED_DATA) {
             pr->body_len += dl;
-            if ((long long)pr->body_len > pr->c->conf.max_request_size) return -E2BIG;
+            if ((long long)pr->body_len > CORE(pr->c)->max_request_size * 1024LL) return -E2BIG;
             char line[24];
             int ll = snprintf(line, sizeof line, "%zx\r\n", dl);
             int e = sl_buf_append(&pr->out, line, (size_t)ll);
@@ -499,7 +498,7 @@ static void client_body_done(proxy_req *pr)
     sl_conn *c = pr->c;
     c->on_body = NULL;
     c->state = SL_CONN_HANDLE;
-    event_del(&c->ev);
+    sl_conn_pause_body(c);
     c->has_body = false;
     pr->body_paused = false;
 }
@@ -511,11 +510,11 @@ static void stream_flow(proxy_req *pr)
     sl_conn *c = pr->c;
     if (c->on_body == NULL || pr->body_in_done) return;
     if (unsent(pr) >= BODY_HIGH) {
-        if (!pr->body_paused) event_del(&c->ev);
+        if (!pr->body_paused) sl_conn_pause_body(c);
         pr->body_paused = true;
     } else if (pr->body_paused) {
         pr->body_paused = false;
-        sl_conn_arm(c, EV_READ, c->conf.max_read_idle);
+        sl_conn_want_body(c, CORE(c)->max_read_idle);
     }
 }
 
@@ -530,7 +529,7 @@ static void stop_body(proxy_req *pr)
     if (c->on_body) {
         c->on_body = NULL;
         c->state = SL_CONN_HANDLE;
-        event_del(&c->ev);
+        sl_conn_pause_body(c);
     }
     c->keep_alive = false;
     c->has_body = true; /* unread input may follow: linger */
@@ -549,8 +548,8 @@ static void stream_compact(proxy_req *pr)
 
 static void stream_event(sl_conn *c, short what)
 {
-    proxy_req *pr = c->mod_ctx;
-    pr->body_paused = true; /* the event fired and is no longer armed */
+    proxy_req *pr = CTX(c);
+    pr->body_paused = true; /* the call was the one asked for: ask again for more */
     if (what & EV_TIMEOUT) {
         body_error(pr, -ETIMEDOUT);
         return;
@@ -560,8 +559,8 @@ static void stream_event(sl_conn *c, short what)
     if (BODY_HIGH - unsent(pr) < want) want = BODY_HIGH - unsent(pr);
     if (!c->req.chunked && pr->body_left < (long long)want)
         want = (size_t)pr->body_left; /* never read the next request */
-    ssize_t n = recv(c->fd, buf, want, 0);
-    if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) {
+    ssize_t n = sl_conn_recv(c, buf, want);
+    if (n == 0 || (n < 0 && n != -EAGAIN)) {
         sl_log("proxy-core: %s: the client closed before sending all of the body", c->path);
         sl_conn_close(c);
         return;
@@ -589,14 +588,14 @@ static void stream_event(sl_conn *c, short what)
 
 static void body_event(sl_conn *c, short what)
 {
-    proxy_req *pr = c->mod_ctx;
+    proxy_req *pr = CTX(c);
     if (what & EV_TIMEOUT) {
         body_error(pr, -ETIMEDOUT);
         return;
     }
     char buf[READ_CHUNK];
-    ssize_t n = recv(c->fd, buf, sizeof buf, 0);
-    if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) {
+    ssize_t n = sl_conn_recv(c, buf, sizeof buf);
+    if (n == 0 || (n < 0 && n != -EAGAIN)) {
         sl_conn_close(c); /* the client went away mid-body */
         return;
     }
@@ -615,7 +614,7 @@ static void body_event(sl_conn *c, short what)
             return;
         }
     }
-    sl_conn_arm(c, EV_READ, c->conf.max_read_idle);
+    sl_conn_want_body(c, CORE(c)->max_read_idle);
 }
 
 /* ---- talking to the backend ---- */
@@ -637,7 +636,7 @@ static void backend_failed(proxy_req *pr, sl_gw_backend *be, int err, bool disab
 {
     sl_conn *c = pr->c;
     sl_log("proxy-core: backend %s: %s", be->name, strerror(-err));
-    if (disable) sl_gw_disable(be, c->conf.proxy_disable_time, now_s());
+    if (disable) sl_gw_disable(be, PCONF(c)->disable_time, now_s());
     drop_backend(pr, false);
     size_t idx = (size_t)(be - pr->grp->b);
     if (idx < 64) pr->tried |= 1ull << idx;
@@ -664,13 +663,13 @@ static void begin_send(proxy_req *pr)
 static void attempt(proxy_req *pr)
 {
     sl_conn *c = pr->c;
-    const sl_settings *s = &c->conf;
+    const sl_proxy_conf *s = PCONF(c);
     if (pr->no_replay || pr->cut_short) {
         fail(pr, 502, "backend failed while the request body was streamed to it");
         return;
     }
     pr->state = P_WAIT;
-    sl_gw_backend *be = sl_gw_pick(pr->grp, s->proxy_balancer, c->path, c->path_len, now_s(),
+    sl_gw_backend *be = sl_gw_pick(pr->grp, s->balancer, c->path, c->path_len, now_s(),
                                    pr->tried);
     if (!be) {
         fail(pr, 503, "no backend available");
@@ -678,9 +677,9 @@ static void attempt(proxy_req *pr)
     }
     sl_gw_conn *gc = sl_gw_take_idle(be);
     if (!gc) {
-        if (!sl_gw_may_open(be, s->proxy_max_pool_size, sl_gw_now_ms())) {
+        if (!sl_gw_may_open(be, s->max_pool_size, sl_gw_now_ms())) {
             pr->wait.wake = wake;
-            if (sl_gw_wait_add(pr->grp, &pr->wait, (size_t)s->proxy_max_backlog_size) < 0)
+            if (sl_gw_wait_add(pr->grp, &pr->wait, (size_t)s->max_backlog_size) < 0)
                 fail(pr, 503, "backlog full");
             return;
         }
@@ -693,14 +692,12 @@ static void attempt(proxy_req *pr)
             backend_failed(pr, be, err, theirs);
             return;
         }
-        be->requests++;
         pr->gc = gc;
         /* Still connecting (TCP): send at once anyway. Over loopback the handshake is
          * usually done already; otherwise the send would block and we wait for writability
          * under the connect timeout. This saves a loop turn and two epoll_ctl per request. */
         pr->connecting = inprog;
     } else {
-        be->requests++;
         pr->gc = gc;
     }
     begin_send(pr);
@@ -728,13 +725,15 @@ static const char *const hop_extra[] = {"Date", "Server", "Content-Length", "X-S
 static void serve_file(proxy_req *pr, const sl_upstream_field *xf)
 {
     sl_conn *c = pr->c;
-    const sl_settings *s = &c->conf;
+    const sl_proxy_conf *s = PCONF(c);
     pr->xsendfile = true;
-    const char *def[1] = {s->document_root};
-    const int deffd[1] = {s->docroot_fd};
-    const char *const *roots = s->proxy_xsendfile_roots.n ? s->proxy_xsendfile_roots.path : def;
-    const int *fds = s->proxy_xsendfile_roots.n ? s->proxy_xsendfile_roots.fd : deffd;
-    size_t nroots = s->proxy_xsendfile_roots.n ? s->proxy_xsendfile_roots.n : 1;
+    const sl_dir *docroot = CORE(c)->docroot;
+    const char *def[1] = {docroot->path};
+    const int deffd[1] = {docroot->fd};
+    const sl_proxy_roots *xr = s->xsendfile_roots;
+    const char *const *roots = xr ? xr->path : def;
+    const int *fds = xr ? xr->fd : deffd;
+    size_t nroots = xr ? xr->n : 1;
     char path[4096];
     const char *rel;
     int i = sl_xsendfile_locate(xf->value, xf->value_len, roots, nroots, path, sizeof path, &rel);
@@ -753,10 +752,8 @@ static void serve_file(proxy_req *pr, const sl_upstream_field *xf)
     /* Served like a static file under that root: opened beneath it (no symlink or race leads
      * out), answered at once from the caches (the accelerator that sent the header has just
      * looked the file up) or through the ring or a stat thread, never blocking the loop. */
-    sl_settings under = *s;
-    under.docroot_fd = fds[i];
     pr->sent_head = true;
-    sl_hresult h = sl_static_serve(c, &under, rel - 1, strlen(rel - 1),
+    sl_hresult h = sl_static_serve(c, fds[i], rel - 1, strlen(rel - 1),
                                    SL_RESOLVE_FILE_ONLY | SL_RESOLVE_FROM_BACKEND);
     if (h != SL_WAIT) sl_conn_handled(c, h);
 }
@@ -775,7 +772,7 @@ static int act_on_head(proxy_req *pr)
             hdr_is(f->name, f->name_len, "X-LIGHTTPD-send-file"))
             xf = f;
     }
-    if (xf && c->conf.proxy_allow_x_sendfile) {
+    if (xf && PCONF(c)->allow_x_sendfile) {
         serve_file(pr, xf);
         return 0;
     }
@@ -797,10 +794,8 @@ static int act_on_head(proxy_req *pr)
                               : sl_hop_by_hop(f->name, f->name_len, NULL, 0);
         for (size_t k = 0; !skip && hop_extra[k]; k++) skip = hdr_is(f->name, f->name_len, hop_extra[k]);
         if (skip) continue;
-        sl_chunkq_append_mem(&c->out, f->name, f->name_len);
-        sl_chunkq_append_mem(&c->out, ": ", 2);
-        sl_chunkq_append_mem(&c->out, f->value, f->value_len);
-        sl_chunkq_append_mem(&c->out, "\r\n", 2);
+        /* The fields point into hbuf, which lives until the request ends. */
+        sl_resp_header_static(c, f->name, f->name_len, f->value, f->value_len);
     }
     uint64_t cl = UINT64_MAX;
     bool no_body = h->status == 204 || h->status == 304 || (h->status >= 100 && h->status < 200);
@@ -929,10 +924,10 @@ static int recv_bytes(proxy_req *pr, const char *d, size_t n)
 
 static void on_drain(sl_conn *c)
 {
-    proxy_req *pr = c->mod_ctx;
+    proxy_req *pr = CTX(c);
     if (pr && pr->paused && pr->gc) {
         pr->paused = false;
-        arm_gc(pr, EV_READ, c->conf.proxy_read_timeout);
+        arm_gc(pr, EV_READ, PCONF(c)->read_timeout);
     }
 }
 
@@ -940,7 +935,7 @@ static void gc_event_body(proxy_req *pr, evutil_socket_t fd, short what)
 {
     sl_conn *c = pr->c;
     sl_gw_backend *be = pr->gc->be;
-    const sl_settings *s = &c->conf;
+    const sl_proxy_conf *s = PCONF(c);
     if (pr->state == P_SEND && (what & EV_READ) && pr->stream && !pr->body_in_done) {
         /* The backend answers, or closes, before it has the whole body: it gets no more. */
         stop_body(pr);
@@ -970,7 +965,7 @@ static void gc_event_body(proxy_req *pr, evutil_socket_t fd, short what)
                 bool watch = pr->stream && !pr->body_in_done && !pr->connecting;
                 stream_compact(pr);
                 arm_gc(pr, EV_WRITE | (watch ? EV_READ : 0),
-                       pr->connecting ? s->proxy_connect_timeout : s->proxy_read_timeout);
+                       pr->connecting ? s->connect_timeout : s->read_timeout);
                 stream_flow(pr);
                 return;
             }
@@ -1003,21 +998,21 @@ static void gc_event_body(proxy_req *pr, evutil_socket_t fd, short what)
             return;
         } else {
             pr->state = P_RECV;
-            arm_gc(pr, EV_READ, s->proxy_read_timeout);
+            arm_gc(pr, EV_READ, s->read_timeout);
             return;
         }
     }
     if (pr->state != P_RECV) return;
     if (what & EV_TIMEOUT) {
-        sl_log("proxy-core: backend %s: no answer for %lds", be->name, s->proxy_read_timeout);
-        be->failures++;
+        sl_log("proxy-core: backend %s: no answer for %lds", be->name, s->read_timeout);
+        sl_gw_failed(be);
         fail(pr, 504, "backend timed out");
         return;
     }
     char buf[READ_CHUNK];
     ssize_t n = recv(fd, buf, sizeof buf, 0);
     if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
-        arm_gc(pr, EV_READ, s->proxy_read_timeout);
+        arm_gc(pr, EV_READ, s->read_timeout);
         return;
     }
     if (n <= 0) {
@@ -1040,7 +1035,7 @@ static void gc_event_body(proxy_req *pr, evutil_socket_t fd, short what)
             finish(pr);
             return;
         }
-        be->failures++;
+        sl_gw_failed(be);
         fail(pr, 502, pr->got_byte ? "backend answer truncated" : "backend closed without answering");
         return;
     }
@@ -1049,7 +1044,7 @@ static void gc_event_body(proxy_req *pr, evutil_socket_t fd, short what)
     sl_conn_mark(c, &c->t.backend_first_byte);
     int r = recv_bytes(pr, buf, (size_t)n);
     if (r < 0) {
-        be->failures++;
+        sl_gw_failed(be);
         fail(pr, 502, r == -E2BIG ? "backend response head too large" : "malformed backend answer");
         return;
     }
@@ -1057,7 +1052,7 @@ static void gc_event_body(proxy_req *pr, evutil_socket_t fd, short what)
     if (pr->xsendfile) {
         /* The file is on its way; the rest of the backend's answer is not wanted. */
         if (pr->fcgi && !pr->backend_done) {
-            arm_gc(pr, EV_READ, s->proxy_read_timeout);
+            arm_gc(pr, EV_READ, s->read_timeout);
             return;
         }
         finish(pr);
@@ -1076,7 +1071,7 @@ static void gc_event_body(proxy_req *pr, evutil_socket_t fd, short what)
             return;
         }
     }
-    arm_gc(pr, EV_READ, s->proxy_read_timeout);
+    arm_gc(pr, EV_READ, s->read_timeout);
 }
 
 static void free_req(proxy_req *pr)
@@ -1166,23 +1161,24 @@ static sl_hresult stream_start(proxy_req *pr)
 
 static sl_hresult proxy_handle(sl_conn *c)
 {
-    if (c->conf.proxy_backends.n == 0) return SL_GO_ON;
+    const sl_proxy_conf *pc = PCONF(c);
+    if (!pc->backends) return SL_GO_ON;
     proxy_req *pr = calloc(1, sizeof *pr);
     if (!pr) {
         c->status = 503;
         return SL_ERROR;
     }
     pr->c = c;
-    pr->fcgi = !strcmp(c->conf.proxy_protocol, "fastcgi");
-    pr->grp = sl_gw_group_get(c->srv->base, &c->conf.proxy_backends);
+    pr->fcgi = !strcmp(pc->protocol, "fastcgi");
+    pr->grp = sl_gw_group_get(c->loop->mod[sl_mod_proxy.index], pc->backends);
     if (!pr->grp) {
         free(pr);
         c->status = 503;
         return SL_ERROR;
     }
-    c->mod_ctx = pr;
+    CTX(c) = pr;
     c->on_drain = on_drain;
-    evtimer_assign(&pr->kick, c->srv->base, kick, pr);
+    evtimer_assign(&pr->kick, c->loop->base, kick, pr);
     static const struct timeval zero = {0, 0};
     if (!c->has_body) return send_now(pr);
     const sl_http_request *rq = &c->req;
@@ -1215,15 +1211,15 @@ static sl_hresult proxy_handle(sl_conn *c)
     }
     c->state = SL_CONN_READ_BODY;
     c->on_body = body_event;
-    sl_conn_arm(c, EV_READ, c->conf.max_read_idle);
+    sl_conn_want_body(c, CORE(c)->max_read_idle);
     return SL_WAIT;
 }
 
 static void proxy_request_done(sl_conn *c)
 {
-    proxy_req *pr = c->mod_ctx;
+    proxy_req *pr = CTX(c);
     if (!pr) return;
-    c->mod_ctx = NULL;
+    CTX(c) = NULL;
     if (pr->busy) {
         pr->orphan = true; /* gc_event frees it when it unwinds */
         return;
@@ -1232,8 +1228,260 @@ static void proxy_request_done(sl_conn *c)
     free_req(pr);
 }
 
-const sl_module sl_mod_proxy = {
+int sl_backend_expand(const char *spec, char (*out)[128], int max)
+{
+    if (!strncmp(spec, "unix:", 5)) {
+        const char *path = spec + 5;
+        struct sockaddr_un un;
+        if (path[0] != '/') return -EINVAL;
+        if (strlen(path) >= sizeof un.sun_path) return -ENAMETOOLONG;
+        snprintf(out[0], 128, "unix:%s", path);
+        return 1;
+    }
+    char host[256];
+    const char *port;
+    long pn;
+    if (sl_split_host_port(spec, host, &port, &pn) < 0 || !host[0]) return -EINVAL;
+    struct addrinfo hints = {.ai_flags = AI_NUMERICSERV, .ai_socktype = SOCK_STREAM};
+    struct addrinfo *res;
+    if (getaddrinfo(host, port, &hints, &res) != 0) return -EHOSTUNREACH;
+    int n = 0;
+    for (struct addrinfo *ai = res; ai && n < max; ai = ai->ai_next) {
+        char ip[INET6_ADDRSTRLEN], one[128];
+        if (ai->ai_family == AF_INET) {
+            inet_ntop(AF_INET, &((struct sockaddr_in *)ai->ai_addr)->sin_addr, ip, sizeof ip);
+            snprintf(one, sizeof one, "%s:%ld", ip, pn);
+        } else if (ai->ai_family == AF_INET6) {
+            inet_ntop(AF_INET6, &((struct sockaddr_in6 *)ai->ai_addr)->sin6_addr, ip, sizeof ip);
+            snprintf(one, sizeof one, "[%s]:%ld", ip, pn);
+        } else {
+            continue;
+        }
+        bool dup = false; /* getaddrinfo repeats an address once per socket type it knows */
+        for (int i = 0; i < n; i++) dup |= !strcmp(out[i], one);
+        if (!dup) snprintf(out[n++], 128, "%s", one);
+    }
+    freeaddrinfo(res);
+    return n ? n : -EHOSTUNREACH;
+}
+
+/* ---- settings ---- */
+
+typedef struct backends_prep {
+    sl_strlist list;
+    char **names;
+} backends_prep;
+
+static void backends_release(void *p)
+{
+    backends_prep *b = p;
+    for (size_t i = 0; i < b->list.n; i++) free(b->names[i]);
+    free(b->names);
+    free(b);
+}
+
+static int prep_backends(const sl_cval *v, const sl_key_ctx *ctx, void **out)
+{
+    backends_prep *b = calloc(1, sizeof *b);
+    if (!b) return snprintf(ctx->err, ctx->errlen, "out of memory"), -1;
+    size_t cap = 0;
+    for (size_t i = 0; i < v->n_items; i++) {
+        char addrs[16][128];
+        int n = sl_backend_expand(v->items[i].val->str, addrs, 16);
+        if (n < 0) {
+            snprintf(ctx->err, ctx->errlen, "proxy-core.backends: \"%s\": %s", v->items[i].val->str,
+                     n == -ENAMETOOLONG   ? "unix socket path too long"
+                     : n == -EHOSTUNREACH ? "cannot resolve the host name"
+                                          : "not \"host:port\", \"[ipv6]:port\" or \"unix:/path\"");
+            backends_release(b);
+            return -1;
+        }
+        for (int j = 0; j < n; j++) {
+            if (b->list.n + 1 >= cap) {
+                cap = cap ? cap * 2 : 8;
+                char **nn = realloc(b->names, (cap + 1) * sizeof *nn);
+                if (!nn) {
+                    backends_release(b);
+                    return snprintf(ctx->err, ctx->errlen, "out of memory"), -1;
+                }
+                b->names = nn;
+            }
+            if (!(b->names[b->list.n] = strdup(addrs[j]))) {
+                backends_release(b);
+                return snprintf(ctx->err, ctx->errlen, "out of memory"), -1;
+            }
+            b->list.n++;
+            b->names[b->list.n] = NULL;
+        }
+    }
+    if (b->list.n == 0) {
+        backends_release(b);
+        snprintf(ctx->err, ctx->errlen, "proxy-core.backends is empty");
+        return -1;
+    }
+    b->list.v = (const char *const *)b->names;
+    *out = b; /* the field is the list, first member of b */
+    return 0;
+}
+
+typedef struct roots_prep {
+    sl_proxy_roots roots;
+    char **paths;
+    int *fds;
+} roots_prep;
+
+static void roots_release(void *p)
+{
+    roots_prep *r = p;
+    for (size_t i = 0; i < r->roots.n; i++) {
+        free(r->paths[i]);
+        if (r->fds[i] >= 0) close(r->fds[i]);
+    }
+    free(r->paths);
+    free(r->fds);
+    free(r);
+}
+
+static int prep_roots(const sl_cval *v, const sl_key_ctx *ctx, void **out)
+{
+    roots_prep *r = calloc(1, sizeof *r);
+    if (r) {
+        r->paths = calloc(v->n_items + 1, sizeof *r->paths);
+        r->fds = calloc(v->n_items + 1, sizeof *r->fds);
+    }
+    if (!r || !r->paths || !r->fds) {
+        if (r) roots_release(r);
+        return snprintf(ctx->err, ctx->errlen, "out of memory"), -1;
+    }
+    for (size_t i = 0; i < v->n_items; i++) {
+        const char *p = v->items[i].val->str;
+        char *a = p[0] == '/' || !ctx->basedir ? strdup(p) : NULL;
+        if (!a && (a = malloc(strlen(ctx->basedir) + strlen(p) + 2)))
+            sprintf(a, "%s/%s", ctx->basedir, p);
+        if (!a) {
+            roots_release(r);
+            return snprintf(ctx->err, ctx->errlen, "out of memory"), -1;
+        }
+        size_t L = strlen(a);
+        while (L > 1 && a[L - 1] == '/') a[--L] = 0; /* the prefix match adds the slash */
+        r->paths[i] = a;
+        r->fds[i] = open(a, O_PATH | O_DIRECTORY | O_CLOEXEC);
+        r->roots.n = i + 1;
+        if (r->fds[i] < 0) {
+            snprintf(ctx->err, ctx->errlen, "proxy-core.x-sendfile-docroot \"%s\": %s", a,
+                     strerror(errno));
+            roots_release(r);
+            return -1;
+        }
+    }
+    r->roots.path = (const char *const *)r->paths;
+    r->roots.fd = r->fds;
+    *out = r; /* the field is the roots, first member of r */
+    return 0;
+}
+
+static int prep_protocol(const sl_cval *v, const sl_key_ctx *ctx, void **out)
+{
+    static const char *const ok[] = {"fastcgi", "http", NULL};
+    return sl_key_choice("proxy-core.protocol", v, ctx, ok);
+}
+
+static int prep_balancer(const sl_cval *v, const sl_key_ctx *ctx, void **out)
+{
+    static const char *const ok[] = {"round-robin", "sqf", "static", "carp", NULL};
+    return sl_key_choice("proxy-core.balancer", v, ctx, ok);
+}
+
+static int prep_pool(const sl_cval *v, const sl_key_ctx *ctx, void **out)
+{
+    if (v->num >= 1) return 0;
+    snprintf(ctx->err, ctx->errlen, "proxy-core.max-pool-size must be at least 1");
+    return -1;
+}
+
+static void proxy_defaults(void *p)
+{
+    sl_proxy_conf *s = p;
+    s->protocol = "http";
+    s->balancer = "sqf";
+    s->max_pool_size = 16;
+    s->max_keep_alive_requests = -1; /* per protocol: see keepalive_max */
+    s->disable_time = 10;
+    s->connect_timeout = 5;
+    s->read_timeout = 60;
+    s->max_backlog_size = 1024;
+}
+
+static int proxy_loop_init(sl_loop *loop, char *err, size_t errlen)
+{
+    sl_gw *gw = sl_gw_new(loop->base, loop->srv->n_loops);
+    if (!gw) return snprintf(err, errlen, "out of memory"), -1;
+    loop->mod[sl_mod_proxy.index] = gw;
+    return 0;
+}
+
+static void proxy_loop_fini(sl_loop *loop)
+{
+    sl_gw_free(loop->mod[sl_mod_proxy.index]); /* after every client connection closed */
+    loop->mod[sl_mod_proxy.index] = NULL;
+}
+
+static void proxy_fini(sl_server *srv)
+{
+    sl_gw_shared_free();
+}
+
+static void backend_status(void *ud, const sl_gw_shared *sh, bool disabled)
+{
+    sl_status_out *o = ud;
+    sl_status_item(o, sh->name);
+    sl_status_num(o, "inflight", __atomic_load_n(&sh->inflight, __ATOMIC_RELAXED), false);
+    sl_status_num(o, "conns", __atomic_load_n(&sh->conns, __ATOMIC_RELAXED), false);
+    sl_status_num(o, "idle", __atomic_load_n(&sh->idle, __ATOMIC_RELAXED), false);
+    sl_status_num(o, "requests", __atomic_load_n(&sh->requests, __ATOMIC_RELAXED), true);
+    sl_status_num(o, "failures", __atomic_load_n(&sh->failures, __ATOMIC_RELAXED), true);
+    sl_status_num(o, "stalls", __atomic_load_n(&sh->stalls, __ATOMIC_RELAXED), true);
+    sl_status_flag(o, "disabled", disabled);
+    sl_status_item_end(o);
+}
+
+static void proxy_status(sl_server *srv, sl_status_out *o)
+{
+    sl_status_list(o, "backends", "backend");
+    sl_gw_each_backend(backend_status, o);
+    sl_status_list_end(o);
+}
+
+#define OFF(f) offsetof(sl_proxy_conf, f)
+static const sl_key proxy_keys[] = {
+    {"proxy-core.allow-x-sendfile", SL_KEY_BOOL, 0, OFF(allow_x_sendfile), NULL, NULL},
+    {"proxy-core.backends", SL_KEY_VALUE, 0, OFF(backends), prep_backends, backends_release},
+    {"proxy-core.balancer", SL_KEY_STRING, 0, OFF(balancer), prep_balancer, NULL},
+    {"proxy-core.connect-timeout", SL_KEY_INT, 0, OFF(connect_timeout), NULL, NULL},
+    {"proxy-core.disable-time", SL_KEY_INT, 0, OFF(disable_time), NULL, NULL},
+    {"proxy-core.max-backlog-size", SL_KEY_INT, 0, OFF(max_backlog_size), NULL, NULL},
+    {"proxy-core.max-keep-alive-requests", SL_KEY_INT, 0, OFF(max_keep_alive_requests), NULL,
+     NULL},
+    {"proxy-core.max-pool-size", SL_KEY_INT, 0, OFF(max_pool_size), prep_pool, NULL},
+    {"proxy-core.protocol", SL_KEY_STRING, 0, OFF(protocol), prep_protocol, NULL},
+    {"proxy-core.read-timeout", SL_KEY_INT, 0, OFF(read_timeout), NULL, NULL},
+    {"proxy-core.x-sendfile-docroot", SL_KEY_VALUE, 0, OFF(xsendfile_roots), prep_roots,
+     roots_release},
+    {NULL},
+};
+
+static const char *const proxy_aliases[] = {"mod_proxy_core", NULL};
+
+sl_module sl_mod_proxy = {
     .name = "proxy-core",
-    .handle_request = proxy_handle,
+    .aliases = proxy_aliases,
+    .keys = proxy_keys,
+    .conf_size = sizeof(sl_proxy_conf),
+    .defaults = proxy_defaults,
+    .fini = proxy_fini,
+    .loop_init = proxy_loop_init,
+    .loop_fini = proxy_loop_fini,
+    .handle = proxy_handle,
     .request_done = proxy_request_done,
+    .status = proxy_status,
 };

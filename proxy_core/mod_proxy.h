@@ -2,12 +2,43 @@
 #ifndef SL_MOD_PROXY_H
 #define SL_MOD_PROXY_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "module.h"
 
+/* Allowed roots (proxy-core.x-sendfile-docroot): absolute paths without a trailing slash, and
+ * O_PATH descriptors opened at start-up. */
+typedef struct sl_proxy_roots {
+    const char *const *path;
+    const int *fd;
+    size_t n;
+} sl_proxy_roots;
+
+/* The module's settings. */
+typedef struct sl_proxy_conf {
+    /* proxy-core.backends as canonical "ip:port", "[ip6]:port" or "unix:/path", one per address
+     * (names are resolved at start-up); NULL: the request is not proxied. */
+    const sl_strlist *backends;
+    const char *protocol;              /* "fastcgi" or "http" */
+    const char *balancer;              /* "round-robin", "sqf", "static", "carp" */
+    long max_pool_size;                /* connections per backend, for the whole process */
+    long max_keep_alive_requests;      /* requests per backend connection (-1: default) */
+    long disable_time;                 /* seconds a failed backend is left alone */
+    long connect_timeout;              /* seconds */
+    long read_timeout;                 /* seconds without a byte from the backend */
+    long max_backlog_size;             /* requests waiting for a free connection */
+    bool allow_x_sendfile;
+    const sl_proxy_roots *xsendfile_roots; /* NULL: the document root */
+} sl_proxy_conf;
+
 /* The module table: takes requests whose settings name proxy-core.backends. */
-extern const sl_module sl_mod_proxy;
+extern sl_module sl_mod_proxy;
+
+/* Expand a proxy-core backend spec ("host:port", "[ipv6]:port", "unix:/path") into canonical
+ * addresses, one per address the host name resolves to (at most max). Returns how many, or
+ * -EINVAL (syntax), -ENAMETOOLONG (unix path), -EHOSTUNREACH (name does not resolve). */
+int sl_backend_expand(const char *spec, char (*out)[128], int max);
 
 /* Resolve an X-Sendfile value against the allowed roots: percent-decode, require an absolute
  * path, remove dot segments, and find the root it lies under (prefix match including the slash).

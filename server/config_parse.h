@@ -93,6 +93,8 @@ struct sl_cblock {
     size_t n_children;     /* first block of each if/else chain, in file order */
     sl_cblock *else_next;  /* next alternative in an if/else chain, or NULL */
     sl_cblock *parent;     /* enclosing block (for every block of a chain); NULL for the root */
+    void *ext;             /* for the consumer of the tree (conf.c: the compiled assignments);
+                            * the parser sets it NULL and never reads it */
     const char *file;
     int line;
 };

@@ -1,17 +1,24 @@
 /* Client connections.
  *
- * One state machine per connection, driven by a single libevent event that is re-armed for
- * reading or writing as the state requires; its timeout is the idle limit of that state. Bytes are
- * read into one buffer sized to the request-head limit; the parser works in place, and pipelined
- * requests simply wait in the buffer until the response before them is sent, which is also the
- * back-pressure: we do not read while we write. Responses are built into an output chunk queue
- * and written until the socket would block. A connection that must close after a response with
- * input possibly still unread shuts its write side and drains input for a moment (lingering
- * close), so the client sees the response instead of a reset.
+ * One state machine per connection. The socket is added to the loop's epoll set once, for reading
+ * and writing, edge-triggered: an event only records that the kernel reported the socket readable
+ * or writable (rd_ready, wr_ready), and the state machine reads or writes while that holds, until
+ * a call comes back short. So a keep-alive request costs no epoll_ctl at all, and an event that
+ * arrives while a module works (a stat thread, a backend) is remembered, not lost. Timeouts are
+ * deadlines in whole seconds that the loop's sweep checks once a second.
+ *
+ * Bytes are read into one buffer sized to the request-head limit; the parser works in place, and
+ * pipelined requests simply wait in the buffer until the response before them is sent, which is
+ * also the back-pressure: we do not read while we write. A request runs through the modules'
+ * hooks phase by phase (module.h); a module may answer at any phase or go asynchronous and come
+ * back through sl_conn_handled. The response head is kept as fields until the request is
+ * handled; then the response_start hooks see it and it is written in front of the body chunks.
+ * A connection that must close after a response with input possibly still unread shuts its write
+ * side and drains input for a moment (lingering close), so the client sees the response instead
+ * of a reset.
  */
 #include "connection.h"
 
-#include <arpa/inet.h>
 #include <ctype.h>
 #include <errno.h>
 #include <netinet/in.h>
@@ -22,67 +29,98 @@
 #include <strings.h>
 #include <unistd.h>
 
-#include "accesslog.h"
+#include "core_conf.h"
 #include "log.h"
-#include "mod_static.h"
+#include "loop.h"
 #include "path.h"
 #include "server.h"
-#include "threadpool.h"
 #include "sl_version.h"
 
 #define LINGER_SECONDS 2
 #define LINGER_BYTES (256 * 1024)
 #define MAX_PIPELINE_TURN 32      /* requests answered back to back before yielding */
+#define WRITE_BUDGET (512 * 1024) /* bytes per connection per loop turn */
 
+/* Request phases, in order (module.h). */
+enum { PH_URI_RAW, PH_URI_CLEAN, PH_PHYSICAL, PH_HANDLE, PH_DONE };
+
+struct sl_arena_block {
+    struct sl_arena_block *next;
+    char data[];
+};
 
 static void conn_event(evutil_socket_t fd, short what, void *arg);
 static void conn_run(sl_conn *c);
-static void timing_start(sl_conn *c);
 static void request_start(sl_conn *c);
+static void run_phases(sl_conn *c);
 
-void sl_conn_arm(sl_conn *c, short what, long secs)
+static sl_server *srv_of(const sl_conn *c)
 {
-    event_del(&c->ev);
-    event_assign(&c->ev, c->srv->base, c->fd, what, conn_event, c);
-    struct timeval tv = {.tv_sec = secs > 0 ? secs : 0, .tv_usec = secs > 0 ? 0 : 1000};
-    event_add(&c->ev, &tv);
+    return c->loop->srv;
 }
 
-int sl_conn_new(struct sl_server *srv, int fd, const struct sockaddr *sa, int salen,
-                const sl_listen_spec *ls)
+bool sl_conn_timing(const sl_conn *c)
 {
-    sl_conn *c = calloc(1, sizeof *c);
-    if (!c) {
-        close(fd);
-        return -ENOMEM;
+    return srv_of(c)->timing;
+}
+
+/* ---- per-request memory ---- */
+
+void *sl_conn_alloc(sl_conn *c, size_t n)
+{
+    n = (n + 15) & ~(size_t)15;
+    if (c->arena_used + n <= SL_ARENA_INLINE) {
+        void *p = c->arena + c->arena_used;
+        c->arena_used += n;
+        return p;
     }
-    c->srv = srv;
-    c->fd = fd;
-    c->listen = ls;
-    c->file_fd = -1;
-    c->id = ++srv->conn_seq;
-    request_start(c);
-    if (srv->timing) timing_start(c);
-    if (salen > 0 && (size_t)salen <= sizeof c->peer) memcpy(&c->peer, sa, (size_t)salen);
-    c->next = srv->conns;
-    if (srv->conns) srv->conns->prev = c;
-    srv->conns = c;
-    srv->n_conns++;
-    c->state = SL_CONN_READ_HEAD;
-    c->deadline = time(NULL) + srv->global.max_read_idle;
-    event_assign(&c->ev, srv->base, fd, EV_READ, conn_event, c); /* so conn_arm may event_del */
-    /* Try the request now rather than after an epoll round trip (two epoll_ctl and a wakeup per
-     * connection); when it has not arrived yet, conn_run arms the read event. */
-    conn_event(fd, EV_READ, c);
-    return 0;
+    struct sl_arena_block *b = malloc(sizeof *b + n);
+    if (!b) return NULL;
+    b->next = c->arena_more;
+    c->arena_more = b;
+    return b->data;
+}
+
+char *sl_conn_strdup(sl_conn *c, const char *s, size_t n)
+{
+    char *p = sl_conn_alloc(c, n + 1);
+    if (p) {
+        memcpy(p, s, n);
+        p[n] = 0;
+    }
+    return p;
+}
+
+static void arena_reset(sl_conn *c)
+{
+    c->arena_used = 0;
+    while (c->arena_more) {
+        struct sl_arena_block *b = c->arena_more;
+        c->arena_more = b->next;
+        free(b);
+    }
+}
+
+/* ---- readiness and deadlines ---- */
+
+static time_t now_s(const sl_conn *c)
+{
+    return c->loop->now;
+}
+
+/* Come back to this connection after the other ready events ran (a budget was spent while the
+ * socket can still take more, or pipelined requests wait): an edge that already fired will not
+ * fire again. */
+static void yield(sl_conn *c, short what)
+{
+    event_active(&c->ev, what, 0);
 }
 
 void sl_conn_nodelay(sl_conn *c)
 {
     /* Nagle stays on for a connection's first response: its header goes out with MSG_MORE and
-     * its body with sendfile(), which then leaves in full segments (with TCP_NODELAY every
-     * splice step pushes a segment of its own and wakes the client again; about 8% of the
-     * server's CPU on 100 KiB files). A tail that Nagle holds is pushed by the close, or here. */
+     * its body with sendfile(), which then leaves in full segments. A tail that Nagle holds is
+     * pushed by the close, or here, when the connection outlives its first response. */
     if (c->nodelay) return;
     int one = 1;
     setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
@@ -91,58 +129,7 @@ void sl_conn_nodelay(sl_conn *c)
 
 void sl_conn_mark(sl_conn *c, uint64_t *field)
 {
-    if (c->srv->timing && !*field) *field = sl_now_ns();
-}
-
-static void request_start(sl_conn *c)
-{
-    if (c->srv->alog_fd <= 0) return; /* only the access log reads these clocks */
-    c->req_start = sl_now_ns();
-    clock_gettime(CLOCK_REALTIME, &c->req_wall);
-}
-
-static const char *alog_header(void *ud, const char *name, size_t *len)
-{
-    const sl_http_header *h = sl_http_find_header(ud, name);
-    if (!h) return NULL;
-    *len = h->value_len;
-    return h->value;
-}
-
-/* The access log line of the request that just ended. */
-static void alog_emit(sl_conn *c)
-{
-    char ip[64] = "-";
-    if (c->peer.ss_family == AF_INET)
-        inet_ntop(AF_INET, &((struct sockaddr_in *)&c->peer)->sin_addr, ip, sizeof ip);
-    else if (c->peer.ss_family == AF_INET6)
-        inet_ntop(AF_INET6, &((struct sockaddr_in6 *)&c->peer)->sin6_addr, ip, sizeof ip);
-    const char *colon = strrchr(c->listen->canon, ':');
-    sl_accesslog_rec r = {
-        .remote_addr = ip,
-        .method = c->req.method_str,
-        .method_len = c->req.method_str ? c->req.method_len : 0,
-        .target = c->req.target,
-        .target_len = c->req.target ? c->req.target_len : 0,
-        .path = c->path,
-        .query = c->query,
-        .protocol = c->req.version == 10 ? "HTTP/1.0" : "HTTP/1.1",
-        .host = c->host,
-        .server_name = c->host,
-        .port = colon ? atoi(colon + 1) : 0,
-        .status = c->status,
-        .body_bytes = c->bytes_out > c->hdr_bytes ? c->bytes_out - c->hdr_bytes : 0,
-        .total_bytes = c->bytes_out,
-        .duration_us = (sl_now_ns() - c->req_start) / 1000,
-        .keepalive_requests = c->requests,
-        .when = c->req_wall,
-        .header = alog_header,
-        .ud = &c->req,
-    };
-    char buf[8192];
-    size_t n = sl_accesslog_render(c->srv->alog_fmt, &r, buf, sizeof buf);
-    ssize_t w = write(c->srv->alog_fd, buf, n); /* one write per line: O_APPEND keeps lines whole */
-    (void)w;
+    if (srv_of(c)->timing && !*field) *field = sl_now_ns();
 }
 
 static void timing_start(sl_conn *c)
@@ -154,94 +141,83 @@ static void timing_start(sl_conn *c)
     c->t.start = sl_now_ns();
 }
 
-/* One JSON line for the request that just ended (sent, failed or aborted). */
-static void timing_emit(sl_conn *c, bool closing)
+static void request_start(sl_conn *c)
 {
-    const sl_timing *t = &c->t;
-    char buf[4096];
-    size_t n = 0;
-#define OUT(...)                                                                                  \
-    do {                                                                                          \
-        int k_ = snprintf(buf + n, sizeof buf - n, __VA_ARGS__);                                  \
-        if (k_ > 0) n += (size_t)k_ < sizeof buf - n ? (size_t)k_ : sizeof buf - n - 1;           \
-    } while (0)
-    OUT("{\"start\":%.6f,\"conn\":%llu,\"req\":%u,\"method\":\"%s\",\"path\":\"", t->wall,
-        (unsigned long long)c->id, c->requests + 1, sl_method_name(c->req.method));
-    /* JSON-escape the path: it is the client's (decoded) bytes. */
-    for (size_t i = 0; c->path && i < c->path_len && n < sizeof buf - 600; i++) {
-        unsigned char ch = (unsigned char)c->path[i];
-        if (ch == '"' || ch == '\\')
-            OUT("\\%c", ch);
-        else if (ch < 0x20 || ch >= 0x7f)
-            OUT("\\u%04x", ch);
-        else
-            buf[n++] = (char)ch;
+    if (srv_of(c)->req_clock) {
+        c->req_start = sl_now_ns();
+        clock_gettime(CLOCK_REALTIME, &c->req_wall);
     }
-    OUT("\",\"status\":%d,\"bytes\":%llu,\"backend\":\"%s\",\"us\":{", c->status,
-        (unsigned long long)c->bytes_out, c->srv->nb ? c->srv->nb->name : "-");
-    const char *names[] = {"accept", "parsed", "stat_queued", "stat_started", "stat_done", "open",
-                           "backend_connect", "backend_first_byte", "backend_done", "first_byte",
-                           "last_byte"};
-    const uint64_t vals[] = {t->start, t->parsed, t->stat_queued, t->stat_started, t->stat_done,
-                             t->open, t->backend_connect, t->backend_first_byte, t->backend_done,
-                             t->first_byte, t->last_byte};
-    for (size_t i = 0; i < sizeof vals / sizeof vals[0]; i++) {
-        if (vals[i] && vals[i] >= t->start)
-            OUT("\"%s\":%llu,", names[i], (unsigned long long)((vals[i] - t->start) / 1000));
-        else
-            OUT("\"%s\":null,", names[i]);
-    }
-    OUT("\"reads\":[");
-    unsigned nr = t->n_reads < SL_TIMING_READS ? t->n_reads : SL_TIMING_READS;
-    for (unsigned i = 0; i < nr; i++) {
-        uint64_t q = t->reads[i][0] >= t->start ? (t->reads[i][0] - t->start) / 1000 : 0;
-        uint64_t st = t->reads[i][1] >= t->start ? (t->reads[i][1] - t->start) / 1000 : q;
-        uint64_t d = t->reads[i][2] >= t->start ? (t->reads[i][2] - t->start) / 1000 : st;
-        OUT("%s[%llu,%llu,%llu]", i ? "," : "", (unsigned long long)q, (unsigned long long)st,
-            (unsigned long long)d);
-    }
-    uint64_t now = sl_now_ns();
-    if (closing)
-        OUT("],\"reads_total\":%u,\"close\":%llu}}\n", t->n_reads,
-            (unsigned long long)((now - t->start) / 1000));
-    else
-        OUT("],\"reads_total\":%u,\"close\":null}}\n", t->n_reads);
-#undef OUT
-    if (n >= sizeof buf - 1) buf[n++ - 1] = '\n';
-    /* One write per line (O_APPEND): lines from a busy server never interleave. */
-    ssize_t w = write(c->srv->timing_fd, buf, n);
-    (void)w;
+    if (srv_of(c)->timing) timing_start(c);
 }
 
-static void request_reset(sl_conn *c)
+static void on_xfer(sl_xfer *x);
+static void on_xfer_read(sl_xfer *x, uint64_t q, uint64_t s, uint64_t d)
 {
-    if (c->srv->timing && c->status) timing_emit(c, c->closed || !c->keep_alive);
-    if (c->srv->alog_fd > 0 && c->status) alog_emit(c);
-    const sl_server *srv = c->srv;
-    for (size_t i = 0; i < srv->n_modules; i++)
-        if (srv->modules[i]->request_done) srv->modules[i]->request_done(c);
-    sl_chunkq_clear(&c->out);
-    sl_fileread_reset(c->srv, &c->rd);
-    free(c->path);
-    free(c->query);
-    c->path = c->query = NULL;
-    c->status = c->error = 0;
-    c->has_body = false;
-    c->bytes_out = 0;
-    c->streaming = false;
-    c->on_drain = NULL;
-    c->on_body = NULL;
-    c->mod_ctx = NULL;
-    c->hdr_bytes = 0;
-    request_start(c);
-    if (c->srv->timing) timing_start(c); /* the next request on this connection */
+    sl_conn *c = x->owner;
+    unsigned i = c->t.n_reads++;
+    if (i < SL_TIMING_READS) {
+        c->t.reads[i][0] = q;
+        c->t.reads[i][1] = s;
+        c->t.reads[i][2] = d;
+    }
 }
+
+int sl_conn_new(sl_loop *loop, int fd, const struct sockaddr *sa, int salen, unsigned listener)
+{
+    sl_conn *c = calloc(1, sizeof *c);
+    if (!c) {
+        close(fd);
+        return -ENOMEM;
+    }
+    sl_server *srv = loop->srv;
+    c->loop = loop;
+    c->fd = fd;
+    c->listener = listener;
+    c->id = ++loop->conn_seq;
+    c->file_fd = -1;
+    c->conf = srv->cs->global;
+    sl_xfer_init(&c->xfer, &loop->io, fd, on_xfer, c);
+    if (srv->timing) c->xfer.on_read = on_xfer_read;
+    if (salen > 0 && (size_t)salen <= sizeof c->peer) memcpy(&c->peer, sa, (size_t)salen);
+    c->next = loop->conns;
+    if (loop->conns) loop->conns->prev = c;
+    loop->conns = c;
+    loop->n_conns++;
+    c->state = SL_CONN_READ_HEAD;
+    c->deadline = now_s(c) + srv->global->max_read_idle;
+    c->rd_ready = c->wr_ready = true; /* try at once; the kernel says when not */
+    /* EV_CLOSED (EPOLLRDHUP) tells a short read that the peer's FIN is queued behind the data:
+     * with edge-triggered events no further edge would announce it. */
+    event_assign(&c->ev, loop->base, fd, EV_READ | EV_WRITE | EV_CLOSED | EV_PERSIST | EV_ET,
+                 conn_event, c);
+    if (event_add(&c->ev, NULL) < 0) {
+        sl_conn_close(c);
+        return -ENOMEM;
+    }
+    request_start(c);
+    const sl_conf_set *cs = srv->cs;
+    for (size_t i = 0; i < cs->n_mods; i++) {
+        if (cs->mods[i]->conn_accept && cs->mods[i]->conn_accept(c) == SL_ERROR) {
+            sl_conn_close(c);
+            return 0;
+        }
+    }
+    /* The request usually came with the handshake: answer it now, without a loop turn. */
+    conn_run(c);
+    return 0;
+}
+
+/* ---- closing ---- */
+
+static void request_reset(sl_conn *c);
 
 static void conn_free(sl_conn *c)
 {
     if (c->fd >= 0) close(c->fd);
+    c->fd = -1;
     request_reset(c);
-    free(c->in);
+    sl_loop_buf_put(c->loop, c->in);
+    free(c->conf_buf);
     free(c);
 }
 
@@ -249,7 +225,7 @@ void sl_conn_close(sl_conn *c)
 {
     if (c->closed) return;
     event_del(&c->ev);
-    if (c->pending == 0 || !c->rd.inflight) {
+    if (!c->xfer.inflight) {
         /* Nothing but a read thread ever uses the socket off the loop. */
         close(c->fd);
         c->fd = -1;
@@ -258,23 +234,27 @@ void sl_conn_close(sl_conn *c)
          * job returns. Shutting it down ends the thread's sendfile() and tells the client. */
         shutdown(c->fd, SHUT_RDWR);
     }
+    sl_xfer_reset_if_idle(&c->xfer);
     c->closed = true;
+    sl_loop *loop = c->loop;
     if (c->prev)
         c->prev->next = c->next;
     else
-        c->srv->conns = c->next;
+        loop->conns = c->next;
     if (c->next) c->next->prev = c->prev;
     c->prev = c->next = NULL;
-    struct sl_server *srv = c->srv;
-    srv->n_conns--;
+    loop->n_conns--;
+    const sl_conf_set *cs = loop->srv->cs;
+    for (size_t i = 0; i < cs->n_mods; i++)
+        if (cs->mods[i]->conn_close) cs->mods[i]->conn_close(c);
     /* A worker may still be using the request: its done() frees the rest. */
-    if (c->pending == 0) conn_free(c);
-    sl_server_conn_closed(srv);
+    if (c->pending == 0 && !c->xfer.inflight) conn_free(c);
+    sl_loop_conn_closed(loop);
 }
 
 void sl_conn_release(sl_conn *c)
 {
-    if (c->closed && c->pending == 0) conn_free(c);
+    if (c->closed && c->pending == 0 && !c->xfer.inflight) conn_free(c);
 }
 
 void sl_conn_shutdown(sl_conn *c)
@@ -290,10 +270,17 @@ const char *sl_status_reason(int status)
     switch (status) {
     case 100: return "Continue";
     case 200: return "OK";
+    case 201: return "Created";
+    case 204: return "No Content";
     case 206: return "Partial Content";
     case 301: return "Moved Permanently";
+    case 302: return "Found";
+    case 303: return "See Other";
     case 304: return "Not Modified";
+    case 307: return "Temporary Redirect";
+    case 308: return "Permanent Redirect";
     case 400: return "Bad Request";
+    case 401: return "Unauthorized";
     case 403: return "Forbidden";
     case 404: return "Not Found";
     case 405: return "Method Not Allowed";
@@ -340,28 +327,69 @@ int sl_errno_to_status(int err)
 void sl_resp_begin(sl_conn *c, int status)
 {
     c->status = status;
-    sl_chunkq_printf(&c->out, "HTTP/1.%d %d %s\r\n", c->req.version == 10 ? 0 : 1, status,
-                     sl_status_reason(status));
+    c->resp.status = status;
+    c->resp.n_fields = 0;
+    c->resp.head_done = false;
+    c->resp.content_length = UINT64_MAX;
+}
+
+void sl_resp_header_static(sl_conn *c, const char *name, size_t name_len, const char *value,
+                           size_t value_len)
+{
+    sl_resp *r = &c->resp;
+    if (!r->fields) {
+        r->fields = r->inline_fields;
+        r->cap_fields = SL_RESP_MAX_HEADERS;
+    }
+    if (r->n_fields == r->cap_fields) {
+        /* Many fields (a backend's Set-Cookie lines): a bigger array in the request's memory. */
+        sl_resp_field *f = sl_conn_alloc(c, 2 * r->cap_fields * sizeof *f);
+        if (!f) {
+            sl_log("response to %s: out of memory for header fields; dropping %s",
+                   c->path ? c->path : "-", name);
+            return;
+        }
+        memcpy(f, r->fields, r->n_fields * sizeof *f);
+        r->fields = f;
+        r->cap_fields *= 2;
+    }
+    if (name_len > 65535 || value_len > 65535) return;
+    r->fields[r->n_fields++] = (sl_resp_field){name, value, (uint16_t)name_len,
+                                               (uint16_t)value_len};
 }
 
 void sl_resp_header(sl_conn *c, const char *name, const char *value)
 {
-    sl_chunkq_printf(&c->out, "%s: %s\r\n", name, value);
+    size_t vl = strlen(value);
+    const char *v = sl_conn_strdup(c, value, vl);
+    if (v) sl_resp_header_static(c, name, strlen(name), v, vl);
+}
+
+sl_resp_field *sl_resp_find(sl_conn *c, const char *name)
+{
+    size_t n = strlen(name);
+    for (unsigned i = 0; i < c->resp.n_fields; i++) {
+        sl_resp_field *f = &c->resp.fields[i];
+        if (f->name_len == n && !strncasecmp(f->name, name, n)) return f;
+    }
+    return NULL;
+}
+
+void sl_resp_remove(sl_conn *c, const char *name)
+{
+    size_t n = strlen(name);
+    unsigned k = 0;
+    for (unsigned i = 0; i < c->resp.n_fields; i++) {
+        sl_resp_field *f = &c->resp.fields[i];
+        if (!(f->name_len == n && !strncasecmp(f->name, name, n))) c->resp.fields[k++] = *f;
+    }
+    c->resp.n_fields = k;
 }
 
 void sl_resp_end_headers(sl_conn *c, uint64_t content_length)
 {
-    const char *conn = NULL;
-    if (!c->keep_alive)
-        conn = "close";
-    else if (c->req.version == 10)
-        conn = "keep-alive";
-    if (content_length != UINT64_MAX)
-        sl_chunkq_printf(&c->out, "Content-Length: %llu\r\n", (unsigned long long)content_length);
-    sl_chunkq_printf(&c->out, "Date: %s\r\nServer: seekless/" SL_VERSION "\r\n%s%s%s\r\n",
-                     sl_server_date(c->srv), conn ? "Connection: " : "", conn ? conn : "",
-                     conn ? "\r\n" : "");
-    c->hdr_bytes = (size_t)sl_chunkq_length(&c->out); /* only the head is queued so far */
+    c->resp.content_length = content_length;
+    c->resp.head_done = true;
 }
 
 void sl_resp_error(sl_conn *c, int status)
@@ -377,17 +405,113 @@ void sl_resp_error(sl_conn *c, int status)
                      "<body><h1>%d %s</h1></body></html>\n",
                      status, sl_status_reason(status), status, sl_status_reason(status));
     sl_resp_begin(c, status);
-    if (status == 405) sl_resp_header(c, "Allow", "GET, HEAD");
-    sl_resp_header(c, "Content-Type", "text/html");
+    if (status == 405) sl_resp_header_static(c, "Allow", 5, "GET, HEAD", 9);
+    sl_resp_header_static(c, "Content-Type", 12, "text/html", 9);
     sl_resp_end_headers(c, (uint64_t)n);
     if (c->req.method != SL_METHOD_HEAD) sl_chunkq_append_mem(&c->out, body, (size_t)n);
 }
 
+int sl_conn_send_file(sl_conn *c, int fd, off_t off, off_t len)
+{
+    return sl_chunkq_append_file(&c->out, fd, off, len);
+}
+
+static char *put(char *p, const char *s, size_t n)
+{
+    memcpy(p, s, n);
+    return p + n;
+}
+
+/* Write the response head in front of the queued body: the response_start hooks first. */
+static int head_write(sl_conn *c)
+{
+    sl_resp *r = &c->resp;
+    if (r->head_sent) return 0;
+    const sl_conf_set *cs = srv_of(c)->cs;
+    for (size_t i = 0; i < cs->n_mods; i++)
+        if (cs->mods[i]->response_start) cs->mods[i]->response_start(c);
+    const char *conn = NULL;
+    if (!c->keep_alive)
+        conn = "close";
+    else if (c->req.version == 10)
+        conn = "keep-alive";
+    const char *reason = sl_status_reason(r->status);
+    const char *date = sl_loop_date(c->loop);
+    size_t need = 64 + strlen(reason) + SL_HTTP_DATE_LEN + 80;
+    for (unsigned i = 0; i < r->n_fields; i++)
+        need += (size_t)r->fields[i].name_len + r->fields[i].value_len + 4;
+    char stackbuf[2048];
+    char *buf = need <= sizeof stackbuf ? stackbuf : malloc(need);
+    if (!buf) return -ENOMEM;
+    char *p = buf;
+    p += sprintf(p, "HTTP/1.%d %d ", c->req.version == 10 ? 0 : 1, r->status);
+    p = put(p, reason, strlen(reason));
+    p = put(p, "\r\n", 2);
+    for (unsigned i = 0; i < r->n_fields; i++) {
+        const sl_resp_field *f = &r->fields[i];
+        p = put(p, f->name, f->name_len);
+        p = put(p, ": ", 2);
+        p = put(p, f->value, f->value_len);
+        p = put(p, "\r\n", 2);
+    }
+    if (r->content_length != UINT64_MAX)
+        p += sprintf(p, "Content-Length: %llu\r\n", (unsigned long long)r->content_length);
+    p = put(p, "Date: ", 6);
+    p = put(p, date, SL_HTTP_DATE_LEN);
+    p = put(p, "\r\nServer: seekless/" SL_VERSION "\r\n", sizeof "\r\nServer: seekless/" SL_VERSION "\r\n" - 1);
+    if (conn) {
+        p = put(p, "Connection: ", 12);
+        p = put(p, conn, strlen(conn));
+        p = put(p, "\r\n", 2);
+    }
+    p = put(p, "\r\n", 2);
+    size_t len = (size_t)(p - buf);
+    int e = sl_chunkq_prepend_mem(&c->out, buf, len);
+    if (buf != stackbuf) free(buf);
+    if (e < 0) return e;
+    c->hdr_bytes = len;
+    r->head_sent = true;
+    return 0;
+}
+
 /* ---- requests ---- */
+
+static void request_reset(sl_conn *c)
+{
+    const sl_conf_set *cs = srv_of(c)->cs;
+    for (size_t i = 0; i < cs->n_mods; i++)
+        if (cs->mods[i]->request_done) cs->mods[i]->request_done(c);
+    sl_chunkq_clear(&c->out);
+    sl_xfer_reset_if_idle(&c->xfer);
+    if (c->file_fd >= 0 && !c->xfer.inflight) {
+        /* A read in flight still uses it: the completion's own reset comes back here. */
+        close(c->file_fd);
+        c->file_fd = -1;
+    }
+    arena_reset(c);
+    c->path = c->query = NULL;
+    c->path_len = 0;
+    c->status = c->error = 0;
+    memset(&c->resp, 0, sizeof c->resp);
+    c->has_body = false;
+    c->bytes_out = 0;
+    c->streaming = false;
+    c->on_drain = NULL;
+    c->on_body = NULL;
+    c->body_armed = false;
+    memset(c->mctx, 0, sizeof c->mctx);
+    c->hdr_bytes = 0;
+    c->conf = srv_of(c)->cs->global;
+}
 
 static void start_write(sl_conn *c)
 {
     c->state = SL_CONN_WRITE;
+    c->deadline = now_s(c) + sl_core(c->conf)->max_write_idle;
+    if (head_write(c) < 0) {
+        sl_log("%s: out of memory for the response head", c->path ? c->path : "-");
+        c->keep_alive = false;
+    }
 }
 
 /* A parse error: answer and close. The request struct may be half-filled; reset what the
@@ -397,7 +521,7 @@ static void parse_error(sl_conn *c, int status)
     c->req.method = SL_METHOD_GET;
     if (c->req.version != 10) c->req.version = 11;
     c->keep_alive = false;
-    c->conf = c->srv->global;
+    c->conf = srv_of(c)->cs->global;
     c->has_body = true; /* unread input may follow: linger */
     c->head_len = c->in_len;
     sl_resp_error(c, status);
@@ -418,16 +542,27 @@ static void handled(sl_conn *c, sl_hresult r)
     if (r == SL_ERROR) {
         int status = c->status ? c->status : sl_errno_to_status(c->error);
         if (status >= 500)
-            sl_log("%s %s: %s (%d)", sl_method_name(c->req.method), c->path,
+            sl_log("%s %s: %s (%d)", sl_method_name(c->req.method), c->path ? c->path : "-",
                    c->error ? strerror(-c->error) : "error", status);
         sl_resp_error(c, status);
+    } else if (!c->resp.head_done && !c->resp.head_sent) {
+        /* A module that answered without a head: its status, no body. */
+        sl_resp_begin(c, c->status ? c->status : 500);
+        sl_resp_end_headers(c, 0);
     }
     start_write(c);
 }
 
 void sl_conn_handled(sl_conn *c, sl_hresult r)
 {
-    handled(c, r);
+    if (r == SL_GO_ON) {
+        /* An asynchronous hook finished without answering: the next module, the next phase. */
+        c->state = SL_CONN_HANDLE;
+        c->phase_mod++;
+        run_phases(c);
+    } else {
+        handled(c, r);
+    }
     conn_run(c);
 }
 
@@ -436,57 +571,96 @@ void sl_conn_resume(sl_conn *c)
     if (c->state == SL_CONN_WRITE) conn_run(c);
 }
 
-static void handle_request(sl_conn *c)
+/* Split the target into path and query, normalize the path, evaluate conditions. 0, or an
+ * error status. */
+static int request_uri(sl_conn *c, const char *target, size_t target_len)
 {
-    sl_http_request *rq = &c->req;
-    sl_server *srv = c->srv;
-    c->conf = srv->global; /* until the conditions are evaluated */
-    c->keep_alive = rq->version == 11 ? !rq->conn_close : (rq->conn_keep_alive && !rq->conn_close);
-    c->has_body = rq->content_length > 0 || rq->chunked;
-    /* Never parse an unread body as the next request; a module that reads it (proxy_core)
-     * restores ka_after_body. */
-    c->ka_after_body = c->keep_alive;
-    if (c->has_body) c->keep_alive = false;
-
     const char *p, *q, *auth;
     size_t plen, qlen, alen;
-    bool asterisk = rq->target_len == 1 && rq->target[0] == '*';
-    if (asterisk || sl_uri_split(rq->target, rq->target_len, &p, &plen, &q, &qlen, &auth, &alen) < 0) {
-        /* "*" names no file: only OPTIONS may use it, and we offer no OPTIONS. */
-        sl_resp_error(c, asterisk && rq->method == SL_METHOD_OPTIONS ? 405 : 400);
-        start_write(c);
-        return;
-    }
+    sl_http_request *rq = &c->req;
+    if (sl_uri_split(target, target_len, &p, &plen, &q, &qlen, &auth, &alen) < 0) return 400;
     if (plen == 0) { /* absolute-form without a path ("http://host") means "/" */
         p = "/";
         plen = 1;
     }
-    c->path = malloc(plen + 2);
-    c->query = malloc(qlen + 1);
-    if (!c->path || !c->query) {
-        sl_resp_error(c, 503);
-        start_write(c);
-        return;
-    }
-    memcpy(c->query, q ? q : "", qlen);
-    c->query[qlen] = 0;
+    c->path = sl_conn_alloc(c, plen + 2);
+    c->query = sl_conn_strdup(c, q ? q : "", qlen);
+    if (!c->path || !c->query) return 503;
     ssize_t n = sl_path_normalize(p, plen, c->path, plen + 2);
-    if (n < 0) {
-        sl_resp_error(c, n == -ENAMETOOLONG ? 414 : 400);
-        start_write(c);
-        return;
-    }
+    if (n < 0) return n == -ENAMETOOLONG ? 414 : 400;
     c->path_len = (size_t)n;
-    if (alen ? copy_host(c, auth, alen) : rq->host ? copy_host(c, rq->host->value, rq->host->value_len)
-                                                  : (c->host[0] = 0, 0)) {
-        sl_resp_error(c, 400);
+    if (alen ? copy_host(c, auth, alen)
+             : rq->host ? copy_host(c, rq->host->value, rq->host->value_len) : (c->host[0] = 0, 0))
+        return 400;
+    sl_server *srv = srv_of(c);
+    const sl_conf_set *cs = srv->cs;
+    if (!cs->per_listener && cs->tree->root->n_children && !c->conf_buf) {
+        c->conf_buf = malloc(cs->block_size);
+        if (!c->conf_buf) return 503;
+    }
+    sl_cond_input in = {.socket = cs->listen[c->listener].literal, .url = c->path,
+                        .host = c->host, .query = c->query};
+    c->conf = sl_conf_for_request(cs, c->listener, &in, c->conf_buf);
+    return 0;
+}
+
+/* Run the modules' hooks from (phase, phase_mod) on until one answers or waits. */
+static void run_phases(sl_conn *c)
+{
+    const sl_conf_set *cs = srv_of(c)->cs;
+    for (; c->phase < PH_DONE; c->phase++, c->phase_mod = 0) {
+        for (; c->phase_mod < cs->n_mods; c->phase_mod++) {
+            const sl_module *m = cs->mods[c->phase_mod];
+            sl_hresult (*hook)(sl_conn *) = c->phase == PH_URI_RAW      ? m->uri_raw
+                                            : c->phase == PH_URI_CLEAN  ? m->uri_clean
+                                            : c->phase == PH_PHYSICAL   ? m->physical
+                                                                        : m->handle;
+            if (!hook) continue;
+            sl_hresult r = hook(c);
+            if (r == SL_GO_ON) continue;
+            if (r == SL_WAIT) return; /* the module calls sl_conn_handled */
+            handled(c, r);
+            return;
+        }
+        if (c->phase == PH_URI_RAW && c->target_changed) {
+            /* A rewrite: the new target is normalized and the conditions see it. */
+            c->target_changed = false;
+            int st = request_uri(c, c->target, c->target_len);
+            if (st) {
+                sl_resp_error(c, st);
+                start_write(c);
+                return;
+            }
+        }
+    }
+    sl_resp_error(c, 404);
+    start_write(c);
+}
+
+static void handle_request(sl_conn *c)
+{
+    sl_http_request *rq = &c->req;
+    sl_server *srv = srv_of(c);
+    c->conf = srv->cs->global; /* until the conditions are evaluated */
+    c->keep_alive = rq->version == 11 ? !rq->conn_close : (rq->conn_keep_alive && !rq->conn_close);
+    c->has_body = rq->content_length > 0 || rq->chunked;
+    /* Never parse an unread body as the next request; a module that reads it (proxy-core)
+     * restores ka_after_body. */
+    c->ka_after_body = c->keep_alive;
+    if (c->has_body) c->keep_alive = false;
+    c->target = rq->target;
+    c->target_len = rq->target_len;
+    bool asterisk = rq->target_len == 1 && rq->target[0] == '*';
+    int st = asterisk ? (rq->method == SL_METHOD_OPTIONS ? 405 : 400)
+                      : request_uri(c, rq->target, rq->target_len);
+    if (st) {
+        /* "*" names no file: only OPTIONS may use it, and we offer no OPTIONS. */
+        sl_resp_error(c, st);
         start_write(c);
         return;
     }
-    sl_cond_input in = {.socket = c->listen->literal, .url = c->path, .host = c->host,
-                        .query = c->query};
-    sl_settings_for_request(srv->tree, &srv->global, &in, &c->conf);
-    if (c->requests + 1 >= (unsigned long)c->conf.max_keep_alive_requests || srv->stopping)
+    const sl_core_conf *cc = sl_core(c->conf);
+    if (c->requests + 1 >= (unsigned long)cc->max_keep_alive_requests || c->loop->stopping)
         c->keep_alive = c->ka_after_body = false;
     if (rq->expect && !(rq->expect->value_len == 12 &&
                         strncasecmp(rq->expect->value, "100-continue", 12) == 0)) {
@@ -494,27 +668,15 @@ static void handle_request(sl_conn *c)
         start_write(c);
         return;
     }
-    if (rq->content_length > c->conf.max_request_size) {
+    if (rq->content_length > (long long)cc->max_request_size * 1024) {
         sl_resp_error(c, 413);
         start_write(c);
         return;
     }
     c->state = SL_CONN_HANDLE;
-    for (size_t i = 0; i < srv->n_modules; i++) {
-        const sl_module *m = srv->modules[i];
-        sl_hresult r = m->handle_request ? m->handle_request(c) : SL_GO_ON;
-        if (r == SL_GO_ON) continue;
-        if (r == SL_WAIT) {
-            /* The module resumes us; no socket event may run the connection meanwhile (unless
-             * the module reads the body and armed the socket itself). */
-            if (c->state == SL_CONN_HANDLE) event_del(&c->ev);
-            return;
-        }
-        handled(c, r);
-        return;
-    }
-    sl_resp_error(c, 404);
-    start_write(c);
+    c->phase = PH_URI_RAW;
+    c->phase_mod = 0;
+    run_phases(c);
 }
 
 /* Try to take one request head out of the input buffer. Returns true when a request was taken
@@ -522,10 +684,9 @@ static void handle_request(sl_conn *c)
 static bool take_request(sl_conn *c)
 {
     if (c->in_len == 0) return false;
-    long field_size = c->srv->global.max_request_field_size;
+    long field_size = srv_of(c)->global->max_request_field_size;
     sl_http_limits lim = {.max_head = (size_t)field_size, .max_line = (size_t)field_size,
                           .max_headers = SL_HTTP_MAX_HEADERS};
-    memset(&c->req, 0, sizeof c->req);
     int r = sl_http_parse_request(c->in, c->in_len, &lim, &c->req);
     if (r == 0) return false;
     if (r < 0) {
@@ -538,15 +699,20 @@ static bool take_request(sl_conn *c)
     return true;
 }
 
+static void count_request(sl_conn *c)
+{
+    sl_loop_stats *st = &c->loop->stats;
+    SL_STAT_ADD(st->requests, 1);
+    SL_STAT_ADD(st->bytes, c->bytes_out);
+    if (c->status >= 100 && c->status < 600) SL_STAT_ADD(st->responses[c->status / 100], 1);
+}
+
 /* The response is out. Returns -1 when the connection was closed (c is gone), 0 otherwise. */
 static int request_finished(sl_conn *c)
 {
     sl_conn_mark(c, &c->t.last_byte);
     bool had_body = c->has_body;
-    sl_server *srv = c->srv;
-    srv->requests_total++;
-    srv->bytes_total += c->bytes_out;
-    if (c->status >= 100 && c->status < 600) srv->responses[c->status / 100]++;
+    count_request(c);
     request_reset(c);
     c->requests++;
     /* Drop the head we answered; pipelined bytes after it move to the front. */
@@ -561,7 +727,8 @@ static int request_finished(sl_conn *c)
             shutdown(c->fd, SHUT_WR);
             c->state = SL_CONN_LINGER;
             c->in_len = 0;
-            sl_conn_arm(c, EV_READ, LINGER_SECONDS);
+            c->deadline = now_s(c) + LINGER_SECONDS;
+            if (c->rd_ready) yield(c, EV_READ);
             return 0;
         }
         sl_conn_close(c);
@@ -572,87 +739,171 @@ static int request_finished(sl_conn *c)
      * pushes a tail Nagle held back. */
     sl_conn_nodelay(c);
     if (c->in_len > 0) {
-        c->deadline = time(NULL) + c->srv->global.max_read_idle;
+        c->deadline = now_s(c) + srv_of(c)->global->max_read_idle;
+        request_start(c);
         return 0; /* conn_run parses the pipelined request next */
     }
     /* Idle between requests: give the buffer back so 10k idle connections stay cheap. */
-    free(c->in);
+    sl_loop_buf_put(c->loop, c->in);
     c->in = NULL;
     c->in_cap = 0;
-    sl_conn_arm(c, EV_READ, c->conf.max_keep_alive_idle);
+    c->deadline = now_s(c) + sl_core(c->conf)->max_keep_alive_idle;
     return 0;
 }
 
-/* Read what the socket has. Returns 1 when bytes arrived, 0 on would-block, -1 when the
- * connection was closed. */
+/* Read what the socket has into the head buffer. Returns 1 when bytes arrived, 0 when there is
+ * nothing to read now, -1 when the connection was closed. */
 static int conn_read(sl_conn *c)
 {
+    if (!c->rd_ready) return 0;
     if (!c->in) {
-        c->in_cap = (size_t)c->srv->global.max_request_field_size + 1024;
-        c->in = malloc(c->in_cap);
+        c->in_cap = (size_t)srv_of(c)->global->max_request_field_size + 1024;
+        c->in = sl_loop_buf_get(c->loop, c->in_cap);
         if (!c->in) {
             sl_conn_close(c);
             return -1;
         }
     }
-    if (c->in_len == c->in_cap) return 1; /* full: the parser reports 431/414 */
-    ssize_t n = recv(c->fd, c->in + c->in_len, c->in_cap - c->in_len, 0);
+    if (c->in_len == c->in_cap) return 0; /* full: the parser reports 431/414 */
+    size_t room = c->in_cap - c->in_len;
+    ssize_t n = recv(c->fd, c->in + c->in_len, room, 0);
     if (n > 0) {
         if (c->in_len == 0 && c->requests > 0) {
-            c->deadline = time(NULL) + c->srv->global.max_read_idle; /* a new request starts */
+            /* A new request starts on a kept-alive connection. */
+            c->deadline = now_s(c) + srv_of(c)->global->max_read_idle;
             request_start(c);
-            if (c->srv->timing) timing_start(c);
         }
         c->in_len += (size_t)n;
+        /* Drained: the next edge says when there is more, unless the peer's FIN already came
+         * (then the next recv returns 0). */
+        if ((size_t)n < room && !c->rd_eof) c->rd_ready = false;
         return 1;
     }
-    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return 0;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+        c->rd_ready = false;
+        return 0;
+    }
+    if (n < 0 && errno == EINTR) return 0;
     sl_conn_close(c); /* EOF or reset */
     return -1;
+}
+
+ssize_t sl_conn_recv(sl_conn *c, void *buf, size_t len)
+{
+    for (;;) {
+        ssize_t n = recv(c->fd, buf, len, 0);
+        if (n >= 0) {
+            if ((size_t)n < len && !c->rd_eof) c->rd_ready = false;
+            return n;
+        }
+        if (errno == EINTR) continue;
+        if (errno == EAGAIN || errno == EWOULDBLOCK) c->rd_ready = false;
+        return -errno;
+    }
+}
+
+void sl_conn_want_body(sl_conn *c, long secs)
+{
+    c->body_armed = true;
+    c->deadline = now_s(c) + (secs > 0 ? secs : 1);
+    if (c->rd_ready) yield(c, EV_READ);
+}
+
+void sl_conn_pause_body(sl_conn *c)
+{
+    c->body_armed = false;
+    c->deadline = 0;
+}
+
+/* Write what can be written now. Returns 0 when the queue is empty, 1 when the socket is full,
+ * 2 when a read is in flight, 3 when this turn's budget is spent, or a negative errno. */
+static int conn_write(sl_conn *c)
+{
+    size_t done = 0;
+    for (;;) {
+        sl_chunk *h = c->out.head;
+        if (!h) return 0;
+        if (done >= WRITE_BUDGET) return 3;
+        int r;
+        if (h->fd < 0) {
+            r = sl_chunkq_write_mem(&c->out, c->fd, WRITE_BUDGET - done, &c->bytes_out, &done);
+            if (r == 1) return done >= WRITE_BUDGET ? 3 : 1;
+            if (r != 0) return r;
+            continue;
+        }
+        uint64_t before = c->bytes_out;
+        r = sl_xfer_send(&c->xfer, h->fd, &h->off, h->end, WRITE_BUDGET - done, &c->bytes_out);
+        done += (size_t)(c->bytes_out - before);
+        if (r == SL_XFER_AGAIN) return done >= WRITE_BUDGET ? 3 : 1;
+        if (r == SL_XFER_WAIT) return 2;
+        if (r < 0) return r;
+        sl_chunkq_pop(&c->out);
+    }
+}
+
+/* The network backend can go on (a read completed, or a read slot freed). */
+static void on_xfer(sl_xfer *x)
+{
+    sl_conn *c = x->owner;
+    if (c->closed) {
+        /* The client left while we read: now, and not before, its memory can go. */
+        sl_conn_release(c);
+        return;
+    }
+    if (c->state == SL_CONN_WRITE) conn_run(c);
 }
 
 static void conn_run(sl_conn *c)
 {
     for (int turn = 0;; turn++) {
         switch (c->state) {
-        case SL_CONN_READ_HEAD:
+        case SL_CONN_READ_HEAD: {
             if (turn < MAX_PIPELINE_TURN && take_request(c)) continue;
-            if (c->in_len == 0 && c->requests > 0 && c->in == NULL) return; /* idle, armed */
-            {
-                long left = (long)(c->deadline - time(NULL));
-                if (left <= 0 && c->in_len > 0 && turn < MAX_PIPELINE_TURN) {
-                    /* A head that trickles in must still be complete by the deadline: bytes
-                     * arriving do not extend it (slowloris). */
-                    sl_log("request head not complete after %lds; closing",
-                           c->srv->global.max_read_idle);
-                    sl_conn_close(c);
-                    return;
-                }
-                if (left <= 0) left = 0;
+            if (turn >= MAX_PIPELINE_TURN && c->in_len > 0) {
                 /* More pipelined requests than one turn answers: come back after others ran. */
-                if (turn >= MAX_PIPELINE_TURN && c->in_len > 0)
-                    event_active(&c->ev, EV_READ, 0);
-                sl_conn_arm(c, EV_READ, left ? left : 1);
-            }
-            return;
-        case SL_CONN_HANDLE:
-        case SL_CONN_READ_BODY:
-            return; /* an asynchronous module owns the connection */
-        case SL_CONN_WRITE: {
-            uint64_t before = c->bytes_out;
-            int r = sl_netback_write(c);
-            if (c->bytes_out > before && !c->t.first_byte) sl_conn_mark(c, &c->t.first_byte);
-            if (r == 2) {
-                event_del(&c->ev); /* a read is in flight: its completion resumes us */
+                yield(c, EV_READ);
                 return;
             }
+            int r = conn_read(c);
+            if (r < 0) return;
+            if (r > 0) continue;
+            if (c->in_len > 0 && now_s(c) >= c->deadline) {
+                /* A head that trickles in must still be complete by the deadline: bytes
+                 * arriving do not extend it (slowloris). */
+                sl_conn_timeout(c);
+            }
+            return;
+        }
+        case SL_CONN_HANDLE:
+            return; /* a module owns the connection */
+        case SL_CONN_READ_BODY:
+            if (c->rd_ready && c->body_armed && c->on_body) {
+                c->body_armed = false;
+                c->deadline = 0;
+                c->on_body(c, EV_READ);
+            }
+            return;
+        case SL_CONN_WRITE: {
+            if (!c->wr_ready) return;
+            uint64_t before = c->bytes_out;
+            int r = conn_write(c);
+            if (c->bytes_out > before) {
+                if (!c->t.first_byte) sl_conn_mark(c, &c->t.first_byte);
+                c->deadline = now_s(c) + sl_core(c->conf)->max_write_idle;
+            }
+            if (r == 2) return; /* a read is in flight: on_xfer resumes us */
             if (r == 1) {
-                sl_conn_arm(c, EV_WRITE, c->conf.max_write_idle);
+                c->wr_ready = false; /* the next writable edge resumes us */
+                return;
+            }
+            if (r == 3) {
+                yield(c, EV_WRITE);
                 return;
             }
             if (r < 0) {
                 if (r == -ENODATA)
-                    sl_log("%s: file shrank while being sent; closing the connection", c->path);
+                    sl_log("%s: file shrank while being sent; closing the connection",
+                           c->path ? c->path : "-");
                 else if (r != -EPIPE && r != -ECONNRESET)
                     sl_log("write to client failed: %s", strerror(-r));
                 sl_conn_close(c);
@@ -660,62 +911,66 @@ static void conn_run(sl_conn *c)
             }
             if (c->streaming) {
                 /* The module has more to come: let it refill the queue. */
-                event_del(&c->ev);
+                c->deadline = 0;
                 if (c->on_drain) c->on_drain(c);
                 return;
             }
             if (request_finished(c) < 0) return;
             continue;
         }
-        case SL_CONN_LINGER:
+        case SL_CONN_LINGER: {
+            char buf[16384];
+            while (c->rd_ready) {
+                ssize_t n = sl_conn_recv(c, buf, sizeof buf);
+                if (n > 0 && (c->in_len += (size_t)n) < LINGER_BYTES) continue;
+                if (n == -EAGAIN || n == -EWOULDBLOCK) return;
+                sl_conn_close(c);
+                return;
+            }
             return;
         }
+        }
+    }
+}
+
+void sl_conn_timeout(sl_conn *c)
+{
+    switch (c->state) {
+    case SL_CONN_READ_HEAD:
+        if (c->in_len > 0)
+            sl_log("request head not complete after %lds; closing",
+                   srv_of(c)->global->max_read_idle);
+        sl_conn_close(c);
+        return;
+    case SL_CONN_READ_BODY:
+        c->deadline = 0;
+        if (c->body_armed && c->on_body) {
+            c->body_armed = false;
+            c->on_body(c, EV_TIMEOUT); /* the module answers 408 */
+        }
+        return;
+    case SL_CONN_WRITE:
+        sl_log("client did not read for %lds; closing", sl_core(c->conf)->max_write_idle);
+        sl_conn_close(c);
+        return;
+    case SL_CONN_LINGER:
+        sl_conn_close(c);
+        return;
+    case SL_CONN_HANDLE:
+        c->deadline = 0; /* modules keep their own time */
+        return;
     }
 }
 
 static void conn_event(evutil_socket_t fd, short what, void *arg)
 {
     sl_conn *c = arg;
-    if ((what & EV_TIMEOUT) && c->state == SL_CONN_READ_BODY && c->on_body) {
-        c->on_body(c, what); /* the module answers 408 */
-        return;
-    }
-    if (what & EV_TIMEOUT) {
-        if (c->state == SL_CONN_WRITE)
-            sl_log("client did not read for %lds; closing", c->conf.max_write_idle);
+    if (what & (EV_READ | EV_CLOSED)) c->rd_ready = true;
+    if (what & EV_CLOSED) c->rd_eof = true;
+    if (what & EV_WRITE) c->wr_ready = true;
+    if (c->state == SL_CONN_READ_HEAD && c->in == NULL && c->requests > 0 && c->loop->stopping) {
         sl_conn_close(c);
         return;
     }
-    switch (c->state) {
-    case SL_CONN_READ_HEAD:
-        if (c->in == NULL && c->requests > 0 && c->srv->stopping) {
-            sl_conn_close(c);
-            return;
-        }
-        if (conn_read(c) < 0) return;
-        conn_run(c);
-        return;
-    case SL_CONN_WRITE:
-        conn_run(c);
-        return;
-    case SL_CONN_LINGER: {
-        char buf[16384];
-        ssize_t n = recv(fd, buf, sizeof buf, 0);
-        if (n > 0 && (c->in_len += (size_t)n) < LINGER_BYTES) {
-            sl_conn_arm(c, EV_READ, LINGER_SECONDS);
-            return;
-        }
-        if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
-            sl_conn_arm(c, EV_READ, LINGER_SECONDS);
-            return;
-        }
-        sl_conn_close(c);
-        return;
-    }
-    case SL_CONN_READ_BODY:
-        if (c->on_body) c->on_body(c, what);
-        return;
-    case SL_CONN_HANDLE:
-        return;
-    }
+    conn_run(c);
 }

@@ -1,20 +1,20 @@
 /* The server process.
  *
  * Sockets are bound before daemonizing and before privileges are dropped, so a port below 1024
- * works for an unprivileged server; the event base is created after the fork. libevent's
- * evconnlistener does the accept loop. Accepting is paused, never failed, in two cases: at
- * server.max-connections (resumed as soon as a connection closes) and when the process runs out
- * of descriptors (resumed by a short timer), so a full server makes clients wait in the listen
- * backlog instead of getting a wrong answer. SIGTERM/SIGINT close the listeners and idle
- * connections and let responses in flight finish, bounded by server.graceful-shutdown-timeout.
+ * works for an unprivileged server. With server.reuse-port (the default) every loop gets its own
+ * listening socket per address (SO_REUSEPORT), and the kernel spreads new connections over the
+ * loops with no lock and no thundering herd; otherwise the loops share one socket per address
+ * and race to accept. The loops start after the fork: each is a thread that builds its event
+ * base, listeners and per-loop state itself, and the main thread waits until all of them serve.
+ * Then the main thread only takes signals.
  */
 #include "server.h"
 
 #include <errno.h>
 #include <fcntl.h>
-#include <event2/event.h>
-#include <event2/listener.h>
 #include <netdb.h>
+#include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,46 +22,69 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "addr.h"
 #include "connection.h"
-#include "accesslog.h"
 #include "log.h"
-#include "module.h"
-#include "netback.h"
-#include "threadpool.h"
 
 #define LISTEN_BACKLOG 1024
-#define FD_RETRY_MS 100
 
-int sl_server_add_module(sl_server *srv, const sl_module *m)
+unsigned sl_server_loops_wanted(const sl_core_conf *g)
 {
-    if (srv->n_modules == sizeof srv->modules / sizeof srv->modules[0]) return -ENOSPC;
-    srv->modules[srv->n_modules++] = m;
+    if (g->workers > 0) return (unsigned)g->workers;
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0) {
+        int n = CPU_COUNT(&set);
+        if (n > 0) return (unsigned)n;
+    }
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? (unsigned)n : 1;
+}
+
+int sl_server_setup(sl_server *srv, sl_conf_set *cs, char *err, size_t errlen)
+{
+    srv->cs = cs;
+    srv->global = sl_core(cs->global);
+    const sl_core_conf *g = srv->global;
+    if (!g->docroot) {
+        snprintf(err, errlen, "server.document-root is not set");
+        return -1;
+    }
+    /* The default socket; when a condition names the same address, the listener takes the
+     * condition's spelling so that the condition matches it. */
+    char spec[300], canon[128];
+    const char *b = g->bind ? g->bind : "0.0.0.0";
+    snprintf(spec, sizeof spec, strchr(b, ':') && b[0] != '[' ? "[%s]:%ld" : "%s:%ld", b, g->port);
+    if (sl_socket_canonical(spec, canon, sizeof canon) < 0) {
+        snprintf(err, errlen, "server.bind \"%s\" / server.port %ld: not a usable address", b,
+                 g->port);
+        return -1;
+    }
+    snprintf(cs->listen[0].canon, sizeof cs->listen[0].canon, "%s", canon);
+    snprintf(cs->listen[0].literal, sizeof cs->listen[0].literal, "%s", canon);
+    for (size_t i = 1; i < cs->n_listen; i++) {
+        if (!strcmp(cs->listen[i].canon, canon)) {
+            cs->listen[0] = cs->listen[i];
+            cs->listen[i] = cs->listen[--cs->n_listen];
+            break;
+        }
+    }
+    if (sl_conf_listeners_done(cs) < 0) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    srv->nb = sl_netback_find(g->network_backend);
+    srv->n_loops = sl_server_loops_wanted(g);
     return 0;
 }
 
-const char *sl_server_date(sl_server *srv)
+static int bind_one(const char *canon, bool reuse_port, char *err, size_t errlen)
 {
-    struct timeval tv;
-    event_base_gettimeofday_cached(srv->base, &tv);
-    if (tv.tv_sec != srv->date_sec) {
-        srv->date_sec = tv.tv_sec;
-        sl_http_date_format(tv.tv_sec, srv->date);
-    }
-    return srv->date;
-}
-
-static int bind_one(const char *canon, char *err, size_t errlen)
-{
-    char host[128];
+    char host[256];
     const char *port;
-    if (canon[0] == '[') {
-        const char *e = strchr(canon, ']');
-        snprintf(host, sizeof host, "%.*s", (int)(e - canon - 1), canon + 1);
-        port = e + 2;
-    } else {
-        const char *colon = strrchr(canon, ':');
-        snprintf(host, sizeof host, "%.*s", (int)(colon - canon), canon);
-        port = colon + 1;
+    long pn;
+    if (sl_split_host_port(canon, host, &port, &pn) < 0) {
+        snprintf(err, errlen, "%s: not an address", canon);
+        return -1;
     }
     struct addrinfo hints = {.ai_flags = AI_NUMERICHOST | AI_NUMERICSERV | AI_PASSIVE,
                              .ai_socktype = SOCK_STREAM};
@@ -74,6 +97,7 @@ static int bind_one(const char *canon, char *err, size_t errlen)
     int one = 1;
     if (fd >= 0) {
         setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+        if (reuse_port) setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof one);
         if (ai->ai_family == AF_INET6) setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof one);
     }
     if (fd < 0 || bind(fd, ai->ai_addr, ai->ai_addrlen) < 0 || listen(fd, LISTEN_BACKLOG) < 0) {
@@ -88,253 +112,180 @@ static int bind_one(const char *canon, char *err, size_t errlen)
 
 int sl_server_bind(sl_server *srv, char *err, size_t errlen)
 {
-    for (size_t i = 0; i < srv->n_listen; i++) {
-        srv->listen_fd[i] = bind_one(srv->listen[i].canon, err, errlen);
+    const sl_conf_set *cs = srv->cs;
+    bool rp = srv->global->reuse_port;
+    size_t n = (rp ? srv->n_loops : 1) * cs->n_listen;
+    srv->listen_fd = malloc(n * sizeof *srv->listen_fd);
+    if (!srv->listen_fd) return snprintf(err, errlen, "out of memory"), -1;
+    for (size_t i = 0; i < n; i++) srv->listen_fd[i] = -1;
+    for (size_t i = 0; i < n; i++) {
+        /* With SO_REUSEPORT the first bind of an address tells a taken port from our own. */
+        srv->listen_fd[i] = bind_one(cs->listen[i % cs->n_listen].canon, rp, err, errlen);
         if (srv->listen_fd[i] < 0) return -1;
     }
     return 0;
 }
 
-static void accept_enable(sl_server *srv, bool on)
+int sl_server_init_modules(sl_server *srv, char *err, size_t errlen)
 {
-    for (size_t i = 0; i < srv->n_listen; i++) {
-        if (!srv->listener[i]) continue;
-        if (on)
-            evconnlistener_enable(srv->listener[i]);
-        else
-            evconnlistener_disable(srv->listener[i]);
-    }
-}
-
-static void on_accept(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa, int salen,
-                      void *arg)
-{
-    sl_server *srv = arg;
-    const sl_listen_spec *ls = &srv->listen[0];
-    for (size_t i = 0; i < srv->n_listen; i++)
-        if (srv->listener[i] == l) ls = &srv->listen[i];
-    (void)sl_conn_new(srv, fd, sa, salen, ls); /* -ENOMEM: the socket is closed, nothing to do */
-    if (srv->n_conns >= (size_t)srv->global.max_connections && !srv->paused_full) {
-        srv->paused_full = true;
-        accept_enable(srv, false);
-    }
-}
-
-static void on_accept_error(struct evconnlistener *l, void *arg)
-{
-    sl_server *srv = arg;
-    int e = EVUTIL_SOCKET_ERROR();
-    if (e == EMFILE || e == ENFILE || e == ENOBUFS || e == ENOMEM) {
-        /* Out of descriptors: stop accepting for a moment, keep serving what we have. */
-        if (!srv->paused_fds) {
-            sl_log("accept: %s; pausing accept for %d ms", strerror(e), FD_RETRY_MS);
-            srv->paused_fds = true;
-            accept_enable(srv, false);
-            struct timeval tv = {0, FD_RETRY_MS * 1000};
-            evtimer_add(srv->ev_resume, &tv);
-        }
-        return;
-    }
-    sl_log("accept: %s", strerror(e));
-}
-
-static void on_resume(evutil_socket_t fd, short what, void *arg)
-{
-    sl_server *srv = arg;
-    srv->paused_fds = false;
-    if (!srv->paused_full && !srv->stopping) accept_enable(srv, true);
-}
-
-void sl_server_conn_closed(sl_server *srv)
-{
-    if (srv->stopping) {
-        if (srv->n_conns == 0) event_base_loopbreak(srv->base);
-        return;
-    }
-    if (srv->paused_full && srv->n_conns < (size_t)srv->global.max_connections) {
-        srv->paused_full = false;
-        if (!srv->paused_fds) accept_enable(srv, true);
-    }
-}
-
-static void on_stop_timeout(evutil_socket_t fd, short what, void *arg)
-{
-    sl_server *srv = arg;
-    sl_log("graceful shutdown: %zu connection(s) still open after %lds; closing them",
-           srv->n_conns, srv->global.graceful_shutdown_timeout);
-    event_base_loopbreak(srv->base);
-}
-
-static void on_stop(evutil_socket_t sig, short what, void *arg)
-{
-    sl_server *srv = arg;
-    if (srv->stopping) return;
-    srv->stopping = true;
-    sl_log("received %s, shutting down gracefully", sig == SIGINT ? "SIGINT" : "SIGTERM");
-    for (size_t i = 0; i < srv->n_listen; i++) {
-        if (srv->listener[i]) evconnlistener_free(srv->listener[i]);
-        srv->listener[i] = NULL;
-    }
-    sl_conn *next;
-    for (sl_conn *c = srv->conns; c; c = next) {
-        next = c->next;
-        sl_conn_shutdown(c);
-    }
-    if (srv->n_conns == 0) {
-        event_base_loopbreak(srv->base);
-        return;
-    }
-    struct timeval tv = {srv->global.graceful_shutdown_timeout, 0};
-    evtimer_add(srv->ev_stop_timeout, &tv);
-}
-
-static int timing_open(sl_server *srv)
-{
-    const char *f = srv->global.timing_file;
-    char def[4200];
-    if (!f) {
-        /* Next to the error log, or in the working directory. */
-        snprintf(def, sizeof def, "%s.timing", srv->global.errorlog ? srv->global.errorlog
-                                                                    : "seekless");
-        f = def;
-    }
-    int fd = open(f, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
-    if (fd < 0) return -errno;
-    if (srv->timing_fd > 0) close(srv->timing_fd);
-    srv->timing_fd = fd;
+    const sl_conf_set *cs = srv->cs;
+    for (size_t i = 0; i < cs->n_mods; i++)
+        if (cs->mods[i]->init && cs->mods[i]->init(srv, cs->global, err, errlen) < 0) return -1;
     return 0;
 }
 
-static int alog_open(sl_server *srv)
+/* A loop's thread. Reports its start to the main thread through `ready`. */
+typedef struct start_sync {
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    unsigned done, failed;
+} start_sync;
+
+static start_sync start;
+
+static void *loop_thread(void *arg)
 {
-    int fd = open(srv->global.accesslog_filename, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
-    if (fd < 0) return -errno;
-    if (srv->alog_fd > 0) close(srv->alog_fd);
-    srv->alog_fd = fd;
-    return 0;
+    sl_loop *loop = arg;
+    int r = sl_loop_init(loop);
+    loop->serving = r == 0;
+    pthread_mutex_lock(&start.lock);
+    start.done++;
+    if (r < 0) start.failed++;
+    pthread_cond_broadcast(&start.cond);
+    pthread_mutex_unlock(&start.lock);
+    if (r == 0) sl_loop_run(loop);
+    return NULL;
 }
 
-static void on_hup(evutil_socket_t sig, short what, void *arg)
+int sl_server_start(sl_server *srv, char *err, size_t errlen)
 {
-    sl_server *srv = arg;
-    if (srv->alog_fd > 0 && alog_open(srv) < 0)
-        sl_log("SIGHUP: cannot reopen the access log %s", srv->global.accesslog_filename);
-    if (srv->timing && timing_open(srv) < 0) sl_log("SIGHUP: cannot reopen the timing file");
-    int r = sl_log_reopen();
-    if (r < 0)
-        sl_log("SIGHUP: cannot reopen the error log: %s", strerror(-r));
-    else
-        sl_log("SIGHUP: reopened logs");
-}
-
-int sl_server_init_loop(sl_server *srv, char *err, size_t errlen)
-{
-    struct event_config *cfg = event_config_new();
-    if (!cfg) {
-        snprintf(err, errlen, "out of memory");
-        return -1;
-    }
-    /* Insist on the method asked for rather than silently using another. */
-    if (!strcmp(srv->global.event_handler, "poll")) {
-        event_config_avoid_method(cfg, "epoll");
-        event_config_avoid_method(cfg, "select");
-    } else {
-        event_config_avoid_method(cfg, "poll");
-        event_config_avoid_method(cfg, "select");
-    }
-    srv->base = event_base_new_with_config(cfg);
-    event_config_free(cfg);
-    if (!srv->base) {
-        snprintf(err, errlen, "server.event-handler \"%s\" is not available",
-                 srv->global.event_handler);
-        return -1;
-    }
-    for (size_t i = 0; i < srv->n_listen; i++) {
-        srv->listener[i] = evconnlistener_new(srv->base, on_accept, srv,
-                                              LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC, -1,
-                                              srv->listen_fd[i]);
-        if (!srv->listener[i]) {
-            snprintf(err, errlen, "cannot watch %s", srv->listen[i].canon);
-            return -1;
-        }
-        srv->listen_fd[i] = -1; /* owned by the listener now */
-        evconnlistener_set_error_cb(srv->listener[i], on_accept_error);
-    }
-    signal(SIGPIPE, SIG_IGN);
-    srv->ev_term = evsignal_new(srv->base, SIGTERM, on_stop, srv);
-    srv->ev_int = evsignal_new(srv->base, SIGINT, on_stop, srv);
-    srv->ev_hup = evsignal_new(srv->base, SIGHUP, on_hup, srv);
-    srv->ev_resume = evtimer_new(srv->base, on_resume, srv);
-    srv->ev_stop_timeout = evtimer_new(srv->base, on_stop_timeout, srv);
-    if (!srv->ev_term || !srv->ev_int || !srv->ev_hup || !srv->ev_resume ||
-        !srv->ev_stop_timeout || evsignal_add(srv->ev_term, NULL) || evsignal_add(srv->ev_int, NULL) ||
-        evsignal_add(srv->ev_hup, NULL)) {
-        snprintf(err, errlen, "cannot set up signal handling");
-        return -1;
-    }
-    if (srv->global.accesslog_filename) {
-        char e[300];
-        int r = sl_accesslog_compile(srv->global.accesslog_format, &srv->alog_fmt, e, sizeof e);
-        if (r == 0) r = alog_open(srv);
-        if (r < 0) {
-            snprintf(err, errlen, "accesslog.filename %s: %s", srv->global.accesslog_filename,
-                     r == -EINVAL ? e : strerror(-r));
-            return -1;
-        }
-    }
-    if (srv->global.log_timing) {
-        int r = timing_open(srv);
-        if (r < 0) {
-            snprintf(err, errlen, "debug.timing-file: %s", strerror(-r));
-            return -1;
-        }
-        srv->timing = true;
-    }
-    if (srv->global.max_stat_threads > 0) {
+    const sl_core_conf *g = srv->global;
+    srv->started = time(NULL);
+    if (g->max_stat_threads > 0) {
         /* The queue holds one stat per connection at most. */
-        srv->stat_pool = sl_tpool_new(srv->base, "sl-stat", (unsigned)srv->global.max_stat_threads,
-                                      (unsigned)srv->global.max_connections + 1);
-        if (!srv->stat_pool) {
-            snprintf(err, errlen, "cannot start %ld stat threads: %s",
-                     srv->global.max_stat_threads, strerror(errno));
-            return -1;
-        }
+        srv->stat_pool = sl_tpool_new("sl-stat", (unsigned)g->max_stat_threads,
+                                      (unsigned)g->max_connections + 1);
+        if (!srv->stat_pool)
+            return snprintf(err, errlen, "cannot start %ld stat threads: %s", g->max_stat_threads,
+                            strerror(errno)),
+                   -1;
     }
-    return sl_netback_init(srv, err, errlen);
+    if (srv->nb->uses_read_pool) {
+        /* Reads in flight are bounded before they get here (server.max-read-threads). */
+        srv->read_pool = sl_tpool_new("sl-read", (unsigned)g->max_read_threads,
+                                      (unsigned)g->max_read_threads * 2 + srv->n_loops);
+        if (!srv->read_pool)
+            return snprintf(err, errlen, "cannot start %ld read threads: %s", g->max_read_threads,
+                            strerror(errno)),
+                   -1;
+    }
+    srv->loops = calloc(srv->n_loops, sizeof *srv->loops);
+    if (!srv->loops) return snprintf(err, errlen, "out of memory"), -1;
+    pthread_mutex_init(&start.lock, NULL);
+    pthread_cond_init(&start.cond, NULL);
+    unsigned launched = 0;
+    for (unsigned i = 0; i < srv->n_loops; i++) {
+        sl_loop *loop = calloc(1, sizeof *loop);
+        if (!loop) break;
+        loop->srv = srv;
+        loop->id = i;
+        srv->loops[i] = loop;
+        if (pthread_create(&loop->thread, NULL, loop_thread, loop) != 0) break;
+        loop->started = true;
+        char name[16];
+        snprintf(name, sizeof name, "sl-loop-%u", i % 10000000u);
+        pthread_setname_np(loop->thread, name);
+        launched++;
+    }
+    pthread_mutex_lock(&start.lock);
+    while (start.done < launched) pthread_cond_wait(&start.cond, &start.lock);
+    bool failed = start.failed > 0 || launched < srv->n_loops;
+    pthread_mutex_unlock(&start.lock);
+    if (!failed) return 0;
+    snprintf(err, errlen, "cannot start the event loops: out of memory or threads");
+    for (unsigned i = 0; i < srv->n_loops; i++)
+        if (srv->loops[i] && srv->loops[i]->init_err[0]) {
+            snprintf(err, errlen, "%s", srv->loops[i]->init_err);
+            break;
+        }
+    return -1;
+}
+
+static void reopen_logs(sl_server *srv, const char *why)
+{
+    int r = sl_log_reopen();
+    if (r < 0) sl_log("%s: cannot reopen the error log: %s", why, strerror(-r));
+    for (size_t i = 0; i < srv->cs->n_mods; i++)
+        if (srv->cs->mods[i]->reopen) srv->cs->mods[i]->reopen(srv);
+    sl_log("%s: reopened logs", why);
+}
+
+/* Ask every serving loop to stop, and wait for every loop thread (one whose start failed has
+ * ended already). */
+static void stop_loops(sl_server *srv)
+{
+    for (unsigned i = 0; srv->loops && i < srv->n_loops; i++)
+        if (srv->loops[i] && srv->loops[i]->serving) sl_loop_stop(srv->loops[i]);
+    for (unsigned i = 0; srv->loops && i < srv->n_loops; i++)
+        if (srv->loops[i] && srv->loops[i]->started) {
+            pthread_join(srv->loops[i]->thread, NULL);
+            srv->loops[i]->started = false;
+            srv->loops[i]->serving = false;
+        }
 }
 
 int sl_server_run(sl_server *srv)
 {
-    sl_log("seekless started (%s, %zu listener(s), event-handler %s)", srv->global.document_root,
-           srv->n_listen, event_base_get_method(srv->base));
-    if (event_base_dispatch(srv->base) < 0) {
-        sl_log("event loop failed");
-        return 1;
+    sl_log("seekless started (%s, %zu listener(s), %u loop(s), network-backend %s)",
+           srv->global->docroot->path, srv->cs->n_listen, srv->n_loops, srv->nb->name);
+    sigset_t set;
+    sigemptyset(&set);
+    int sigs[] = {SIGTERM, SIGINT, SIGQUIT, SIGHUP, SIGUSR1, SIGUSR2, SIGWINCH};
+    for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++) sigaddset(&set, sigs[i]);
+    for (;;) {
+        siginfo_t si;
+        int sig = sigwaitinfo(&set, &si);
+        if (sig < 0) continue; /* EINTR */
+        if (sig == SIGTERM || sig == SIGINT || sig == SIGQUIT) {
+            sl_log("received SIG%s, shutting down gracefully", sigabbrev_np(sig));
+            break;
+        }
+        if (sig == SIGHUP || sig == SIGUSR1) {
+            /* lighttpd users send SIGUSR1 for a graceful restart, nginx users to reopen logs;
+             * until reload exists it reopens the logs, as SIGHUP does. */
+            reopen_logs(srv, sig == SIGHUP ? "SIGHUP" : "SIGUSR1");
+            continue;
+        }
+        sl_log("received SIG%s: no effect (SIGTERM stops, SIGHUP and SIGUSR1 reopen the logs)",
+               sigabbrev_np(sig));
     }
-    while (srv->conns) sl_conn_close(srv->conns);
+    stop_loops(srv);
     sl_log("seekless stopped");
     return 0;
 }
 
 void sl_server_free(sl_server *srv)
 {
-    while (srv->conns) sl_conn_close(srv->conns);
-    /* Jobs of closed connections finish here; their done() frees what the clients left. */
-    if (srv->stat_pool) sl_tpool_free(srv->stat_pool);
-    srv->stat_pool = NULL;
-    sl_netback_fini(srv);
-    for (size_t i = 0; i < srv->n_listen; i++) {
-        if (srv->listener[i]) evconnlistener_free(srv->listener[i]);
-        if (srv->listen_fd[i] >= 0) close(srv->listen_fd[i]);
+    stop_loops(srv);
+    /* Workers finish what is queued; their completions wait on the loops' ports, which
+     * sl_loop_free runs, so clients that left release their memory. */
+    sl_tpool_free(srv->stat_pool);
+    sl_tpool_free(srv->read_pool);
+    srv->stat_pool = srv->read_pool = NULL;
+    for (unsigned i = 0; srv->loops && i < srv->n_loops; i++) sl_loop_free(srv->loops[i]);
+    free(srv->loops);
+    srv->loops = NULL;
+    if (srv->listen_fd && srv->cs) {
+        size_t n = (srv->global->reuse_port ? srv->n_loops : 1) * srv->cs->n_listen;
+        for (size_t i = 0; i < n; i++)
+            if (srv->listen_fd[i] >= 0) close(srv->listen_fd[i]);
     }
-    struct event *evs[] = {srv->ev_term, srv->ev_int, srv->ev_hup, srv->ev_resume,
-                           srv->ev_stop_timeout};
-    for (size_t i = 0; i < sizeof evs / sizeof evs[0]; i++)
-        if (evs[i]) event_free(evs[i]);
-    if (srv->base) event_base_free(srv->base);
-    if (srv->timing_fd > 0) close(srv->timing_fd);
-    if (srv->alog_fd > 0) close(srv->alog_fd);
-    sl_accesslog_fmt_free(srv->alog_fmt);
-    sl_settings_release();
-    if (srv->tree) sl_config_tree_free(srv->tree);
+    free(srv->listen_fd);
+    srv->listen_fd = NULL;
+    if (srv->cs) {
+        for (size_t i = srv->cs->n_mods; i-- > 0;)
+            if (srv->cs->mods[i]->fini) srv->cs->mods[i]->fini(srv);
+        sl_conf_free(srv->cs);
+    }
+    srv->cs = NULL;
 }

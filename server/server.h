@@ -1,4 +1,17 @@
-/* The server: the event loop, its listeners, its connections and process lifetime. */
+/* The server process: the loaded config, the listening sockets, the event loops and what they
+ * share, and the process's lifetime (signals, graceful stop).
+ *
+ * One process runs one event loop per core, each on a thread of its own (server.max-worker; 0,
+ * the default, means one per CPU the process may run on, so `taskset -c 0 seekless` runs one).
+ * Threads rather than processes: the loops share the stat and read thread pools, the loaded
+ * config, the log files and proxy-core's view of each backend (its connection count and the
+ * worker count learned for it) in memory, the status page sums counters without any IPC, and a
+ * user signals one process. What each loop owns is listed in loop.h.
+ *
+ * Signals belong to the main thread: every thread blocks them, and the main thread takes them
+ * with sigwaitinfo. SIGTERM/SIGINT stop every loop gracefully; SIGHUP and SIGUSR1 reopen every
+ * log file; SIGUSR2 and SIGWINCH are logged and otherwise ignored; SIGPIPE is ignored.
+ */
 #ifndef SL_SERVER_H
 #define SL_SERVER_H
 
@@ -7,89 +20,47 @@
 #include <stdint.h>
 #include <time.h>
 
-#include "config_parse.h"
-#include "http_date.h"
-#include "settings.h"
+#include "conf.h"
+#include "core_conf.h"
+#include "loop.h"
+#include "module.h"
+#include "netback.h"
+#include "threadpool.h"
 
-struct event_base;
-struct event;
-struct evconnlistener;
-struct sl_conn;
-struct sl_netbackend;
-struct sl_fileread;
-struct sl_tpool;
-
-/* One process's server. */
 typedef struct sl_server {
-    struct event_base *base;
-    sl_config_tree *tree;
-    sl_settings global;
-    sl_listen_spec listen[SL_MAX_LISTENERS];
-    int listen_fd[SL_MAX_LISTENERS];
-    struct evconnlistener *listener[SL_MAX_LISTENERS];
-    size_t n_listen;
-    struct sl_conn *conns; /* every open connection, for shutdown */
-    size_t n_conns;
-    bool stopping;
-    bool paused_full;  /* accept paused at server.max-connections */
-    bool paused_fds;   /* accept paused after EMFILE/ENFILE */
-    struct event *ev_term, *ev_int, *ev_hup, *ev_resume, *ev_stop_timeout;
-    time_t date_sec;
-    char date[SL_HTTP_DATE_LEN + 1];
-    unsigned long long boundary_seq;
-
-    /* Network backend (netback.c) and the thread pools. */
-    const struct sl_netbackend *nb;
-    void *nb_priv;                 /* the backend's own state (AIO context, ring) */
-    struct sl_tpool *read_pool;    /* server.max-read-threads workers (thread backends) */
-    struct sl_tpool *stat_pool;    /* server.max-stat-threads workers, NULL when 0 */
-    size_t block_size;             /* bytes per asynchronous read */
-    unsigned max_reads;            /* reads in flight at most (server.max-read-threads) */
-    unsigned reads_inflight;
-    struct sl_fileread *rd_wait_head, *rd_wait_tail; /* waiting for a read slot */
-    char **free_bufs;              /* recycled block buffers */
-    size_t n_free_bufs, max_free_bufs;
-
-    /* accesslog.filename / accesslog.format */
-    int alog_fd;                   /* 0: no access log */
-    struct sl_accesslog_fmt *alog_fmt;
-    /* debug.log-timing: one JSON line per request, or NULL. */
-    int timing_fd;
-    bool timing;
-    uint64_t conn_seq;
-
-    /* Counters for the status page. */
-    uint64_t requests_total, bytes_total;
-    uint64_t responses[6]; /* by status class: [2] = 2xx ... [5] = 5xx */
-    /* Set by main when proxy-core is linked: calls cb once per backend. */
-    void (*backend_stats)(void (*cb)(void *ud, const char *name, unsigned inflight,
-                                     unsigned conns, unsigned idle, uint64_t requests,
-                                     uint64_t failures, bool disabled),
-                          void *ud);
-
-    /* Request handlers in the order they are asked (sl_server_add_module). */
-    const struct sl_module *modules[8];
-    size_t n_modules;
+    sl_conf_set *cs;                  /* the loaded config */
+    const sl_core_conf *global;       /* its top-level core settings */
+    unsigned n_loops;
+    sl_loop **loops;
+    /* Listening sockets: [loop][listener] with SO_REUSEPORT, else [0][listener] shared. */
+    int *listen_fd;
+    const sl_netbackend *nb;
+    sl_tpool *stat_pool;              /* server.max-stat-threads workers, NULL when 0 */
+    sl_tpool *read_pool;              /* server.max-read-threads workers (thread backends) */
+    time_t started;                   /* wall clock at start */
+    unsigned long n_conns;            /* atomic: connections open (and accepts under way) */
+    unsigned n_paused;                /* atomic: loops paused at server.max-connections */
+    bool timing;                      /* record each request's stages (the timing trace is on) */
+    bool req_clock;                   /* read the clocks at each request's start (access log) */
+    void *mod[SL_MAX_MODULES];        /* each module's process-wide state */
 } sl_server;
 
-/* Ask module m, after those added before it, to handle requests. Modules have a server-wide
- * init/fini only through their own setup calls. Returns 0 or -ENOSPC. */
-int sl_server_add_module(sl_server *srv, const struct sl_module *m);
+/* The number of loops a config asks for (server.max-worker, 0: the CPUs this process may use). */
+unsigned sl_server_loops_wanted(const sl_core_conf *g);
 
-/* Bind every listening socket described by the settings (before daemonizing and dropping
- * privileges). Returns 0, or -1 with a message in err. */
+/* Take cs: fill in the default listener from server.bind/server.port and decide the number of
+ * loops. Returns 0, or -1 with a message in err. */
+int sl_server_setup(sl_server *srv, sl_conf_set *cs, char *err, size_t errlen);
+/* Bind every listening socket (before daemonizing and dropping privileges). 0 or -1 + err. */
 int sl_server_bind(sl_server *srv, char *err, size_t errlen);
-/* Create the event base (honouring server.event-handler), wire listeners and signals.
- * Returns 0, or -1 with a message in err. */
-int sl_server_init_loop(sl_server *srv, char *err, size_t errlen);
-/* Run until SIGTERM/SIGINT and a graceful drain. Returns the process exit code. */
+/* Run every module's init (log files are opened here, as root). 0 or -1 + err. */
+int sl_server_init_modules(sl_server *srv, char *err, size_t errlen);
+/* Start the thread pools and the loops (after the fork and the privilege drop); returns when
+ * every loop serves. 0 or -1 + err. */
+int sl_server_start(sl_server *srv, char *err, size_t errlen);
+/* Wait for signals until SIGTERM/SIGINT, stop the loops gracefully. Returns the exit code. */
 int sl_server_run(sl_server *srv);
-/* Free everything the server holds. */
+/* Free everything the server holds (the config too). */
 void sl_server_free(sl_server *srv);
-
-/* The current Date header value, updated at most once a second. */
-const char *sl_server_date(sl_server *srv);
-/* Called by the connection code when a connection closes. */
-void sl_server_conn_closed(sl_server *srv);
 
 #endif

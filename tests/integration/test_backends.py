@@ -38,7 +38,7 @@ CONTENT = {name: os.urandom(n) for name, n in SIZES.items()}
 
 
 def backends():
-    out = subprocess.run([os.path.join(test_core.BUILD, "server", "seekless"), "-V"],
+    out = subprocess.run([os.path.join(test_core.BUILD, "app", "seekless"), "-V"],
                          capture_output=True, text=True, check=True).stdout
     return [m.group(1) for m in re.finditer(r"^network-backend: (\S+)", out, re.M)]
 

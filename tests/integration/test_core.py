@@ -49,7 +49,7 @@ class Server:
     def start(self):
         # SEEKLESS_WRAPPER runs the server under a tool, e.g. scripts/valgrind's valgrind line.
         wrapper = os.environ.get("SEEKLESS_WRAPPER", "").split()
-        self.proc = subprocess.Popen([*wrapper, os.path.join(BUILD, "server", "seekless"), "-D",
+        self.proc = subprocess.Popen([*wrapper, os.path.join(BUILD, "app", "seekless"), "-D",
                                       "-f", self.conf], stderr=subprocess.PIPE)
         deadline = time.time() + (60 if wrapper else 5)
         while time.time() < deadline:
@@ -358,7 +358,7 @@ class Process(unittest.TestCase):
         with open(p, "w") as f:
             f.write(conf_text)
         try:
-            return subprocess.run([os.path.join(BUILD, "server", "seekless"), "-f", p, *args],
+            return subprocess.run([os.path.join(BUILD, "app", "seekless"), "-f", p, *args],
                                   capture_output=True, text=True, timeout=10, cwd=d)
         finally:
             shutil.rmtree(d, ignore_errors=True)
@@ -378,17 +378,17 @@ class Process(unittest.TestCase):
         self.assertEqual((r.returncode, r.stdout.strip()), (0, "Syntax OK"))
 
     def test_version_flags(self):
-        r = subprocess.run([os.path.join(BUILD, "server", "seekless"), "-V"], capture_output=True, text=True)
+        r = subprocess.run([os.path.join(BUILD, "app", "seekless"), "-V"], capture_output=True, text=True)
         self.assertEqual(r.returncode, 0)
         self.assertIn("network-backend: linux-sendfile", r.stdout.splitlines())
-        self.assertIn("event-handler: poll", r.stdout.splitlines())
+        self.assertIn("event-handler: linux-sysepoll", r.stdout.splitlines())
 
-    def test_poll_event_handler_serves(self):
-        srv = Server('server.event-handler = "poll"', {"a.txt": b"A"}).start()
-        try:
-            self.assertEqual(request(srv, b"GET /a.txt HTTP/1.1\r\nHost: a\r\n\r\n")[2], b"A")
-        finally:
-            self.assertEqual(srv.stop(), 0)
+    def test_poll_event_handler_is_refused_with_the_reason(self):
+        # Connections are registered once, edge-triggered: poll(2) cannot do that.
+        r = self.run_seekless('server.document-root = "root"\nserver.event-handler = "poll"\n', "-t")
+        self.assertEqual(r.returncode, 1)
+        self.assertIn('c.conf:2: server.event-handler "poll" is not supported: seekless registers '
+                      'each connection once, edge-triggered', r.stderr)
 
     def test_sigterm_finishes_response_in_flight(self):
         srv = Server("", {"big.bin": BIG}).start()
@@ -409,7 +409,7 @@ class Process(unittest.TestCase):
         pidfile = os.path.join(srv.dir, "pid")
         with open(srv.conf, "a") as f:
             f.write(f'server.pid-file = "{pidfile}"\n')
-        r = subprocess.run([os.path.join(BUILD, "server", "seekless"), "-f", srv.conf], timeout=10)
+        r = subprocess.run([os.path.join(BUILD, "app", "seekless"), "-f", srv.conf], timeout=10)
         self.assertEqual(r.returncode, 0)
         pid = int(open(pidfile).read())
         try:
@@ -462,11 +462,13 @@ class Process(unittest.TestCase):
 
     def test_out_of_descriptors_waits_and_never_lies(self):
         import resource
-        srv = Server("", {"a.txt": b"A"})
+        # One loop: each loop holds a few descriptors of its own (epoll, eventfd, listener),
+        # and 20 leave room for few connections as it is.
+        srv = Server("server.max-worker = 1\n", {"a.txt": b"A"})
 
         def low_fd_limit():
             resource.setrlimit(resource.RLIMIT_NOFILE, (20, 20))
-        srv.proc = subprocess.Popen([os.path.join(BUILD, "server", "seekless"), "-D", "-f", srv.conf],
+        srv.proc = subprocess.Popen([os.path.join(BUILD, "app", "seekless"), "-D", "-f", srv.conf],
                                     stderr=subprocess.PIPE, preexec_fn=low_fd_limit)
         try:
             deadline = time.time() + 5
@@ -496,6 +498,18 @@ class Process(unittest.TestCase):
             self.assertIn("pausing accept", open(srv.log).read())
         finally:
             self.assertEqual(srv.stop(), 0)
+
+    def test_too_few_descriptors_for_the_loops_is_a_clear_error(self):
+        import resource
+        srv = Server("server.max-worker = 8\n", {"a.txt": b"A"})
+
+        def low_fd_limit():
+            resource.setrlimit(resource.RLIMIT_NOFILE, (12, 12))
+        r = subprocess.run([os.path.join(BUILD, "app", "seekless"), "-D", "-f", srv.conf],
+                           capture_output=True, text=True, timeout=10, preexec_fn=low_fd_limit)
+        shutil.rmtree(srv.dir, ignore_errors=True)
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertRegex(r.stderr, r"Too many open files")
 
     def test_privilege_drop_makes_permissions_apply(self):
         if os.geteuid() != 0:

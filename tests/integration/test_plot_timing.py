@@ -259,7 +259,7 @@ class PlotFakeTrace(unittest.TestCase):
 @unittest.skipUnless(shutil.which("gnuplot"), "gnuplot-nox is needed")
 class PlotRealTrace(unittest.TestCase):
     def test_plots_from_a_real_log(self):
-        if not os.path.exists(os.path.join(test_core.BUILD, "server", "seekless")):
+        if not os.path.exists(os.path.join(test_core.BUILD, "app", "seekless")):
             self.skipTest(f"no server binary under {test_core.BUILD}")
         files = {f"d/f{i}.bin": os.urandom(150000) for i in range(60)}
         srv = Server('debug.log-timing = "enable"\nserver.network-backend = "gthread-aio"\n'

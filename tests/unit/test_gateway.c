@@ -17,10 +17,26 @@
 
 #include "gateway.h"
 
+/* The loop-less gateway the balancer tests use (one per test). */
+static sl_gw *gw0;
+
 static sl_gw_group *group3(const char *const *names)
 {
-    sl_strlist l = {names, 3};
-    return sl_gw_group_get(NULL, &l);
+    static sl_strlist l;
+    l = (sl_strlist){names, 3};
+    if (!gw0) gw0 = sl_gw_new(NULL, 1);
+    return sl_gw_group_get(gw0, &l);
+}
+
+static void gw0_free(void)
+{
+    sl_gw_free(gw0);
+    gw0 = NULL;
+}
+
+static void set_disabled(sl_gw_backend *be, time_t until)
+{
+    be->sh->disabled_until = until;
 }
 
 static void test_balancers(void **state)
@@ -31,12 +47,12 @@ static void test_balancers(void **state)
     assert_ptr_equal(group3(names), g); /* one group per list */
     /* static: the first healthy one; failover skips disabled and tried ones. */
     assert_ptr_equal(sl_gw_pick(g, "static", "/", 1, 100, 0), &g->b[0]);
-    g->b[0].disabled_until = 200;
+    set_disabled(&g->b[0], 200);
     assert_ptr_equal(sl_gw_pick(g, "static", "/", 1, 100, 0), &g->b[1]);
     assert_ptr_equal(sl_gw_pick(g, "static", "/", 1, 100, 1u << 1), &g->b[2]);
     assert_null(sl_gw_pick(g, "static", "/", 1, 100, (1u << 1) | (1u << 2)));
     assert_ptr_equal(sl_gw_pick(g, "static", "/", 1, 200, 0), &g->b[0]); /* re-enabled */
-    g->b[0].disabled_until = 0;
+    set_disabled(&g->b[0], 0);
     /* round-robin visits each in turn. */
     sl_gw_backend *a = sl_gw_pick(g, "round-robin", "/", 1, 1, 0);
     sl_gw_backend *b = sl_gw_pick(g, "round-robin", "/", 1, 1, 0);
@@ -60,7 +76,7 @@ static void test_balancers(void **state)
         hits[first[i] - g->b]++;
     }
     assert_true(hits[0] > 5 && hits[1] > 5 && hits[2] > 5);
-    g->b[2].disabled_until = 10;
+    set_disabled(&g->b[2], 10);
     for (int i = 0; i < 64; i++) {
         char url[32];
         int n = snprintf(url, sizeof url, "/file-%d", i);
@@ -68,7 +84,8 @@ static void test_balancers(void **state)
         assert_true(now != &g->b[2]);
         if (first[i] != &g->b[2]) assert_ptr_equal(now, first[i]);
     }
-    sl_gw_shutdown();
+    set_disabled(&g->b[2], 0);
+    gw0_free();
 }
 
 static void test_wait_queue_is_bounded_fifo(void **state)
@@ -86,7 +103,7 @@ static void test_wait_queue_is_bounded_fifo(void **state)
     sl_gw_wait_remove(g, &w[1]);
     assert_null(g->wait_head);
     assert_null(g->wait_tail);
-    sl_gw_shutdown();
+    gw0_free();
 }
 
 
@@ -105,19 +122,14 @@ static int listener(char *path, size_t len)
     return fd;
 }
 
-static sl_gw_group *group1(struct event_base *base, const char *name)
-{
-    static const char *names[2];
-    names[0] = name;
-    sl_strlist l = {names, 1};
-    return sl_gw_group_get(base, &l);
-}
-
 /* One backend on a fresh listener, with or without an event loop. */
 typedef struct backend_fx {
     char path[108], name[120];
     int lfd;
     struct event_base *base;
+    sl_gw *gw;
+    const char *names[2];
+    sl_strlist list;
 } backend_fx;
 
 static sl_gw_backend *fx_open(backend_fx *f, bool loop)
@@ -126,12 +138,21 @@ static sl_gw_backend *fx_open(backend_fx *f, bool loop)
     snprintf(f->name, sizeof f->name, "unix:%s", f->path);
     f->base = loop ? event_base_new() : NULL;
     if (loop) assert_non_null(f->base);
-    return &group1(f->base, f->name)->b[0];
+    f->gw = sl_gw_new(f->base, 1);
+    f->names[0] = f->name;
+    f->list = (sl_strlist){f->names, 1};
+    sl_gw_backend *be = &sl_gw_group_get(f->gw, &f->list)->b[0];
+    /* The shared record outlives a test (same socket path): start from nothing learned. */
+    be->sh->cap = 0;
+    be->sh->cap_ms = 0;
+    be->sh->want_ms = 0;
+    assert_int_equal(be->sh->answered, 0);
+    return be;
 }
 
 static void fx_close(backend_fx *f)
 {
-    sl_gw_shutdown();
+    sl_gw_free(f->gw);
     if (f->base) event_base_free(f->base);
     close(f->lfd);
     unlink(f->path);
@@ -250,13 +271,12 @@ static void test_stuck_connection_teaches_the_worker_count(void **state)
      * closes, and the pool stops opening connections that would only queue. */
     sl_gw_release(kept, 4, true, t);
     assert_int_equal(be->stalls, 1);
-    assert_int_equal(be->cap, 1);
+    assert_int_equal(be->sh->cap, 1);
     assert_int_equal(be->n_conns, 1);
     assert_false(sl_gw_may_open(be, 20, t));
     assert_false(sl_gw_may_open(be, 20, t + SL_GW_CAP_MS - 1));
     /* Forgotten after a while: a backend given more workers gets more connections again. */
     assert_true(sl_gw_may_open(be, 20, t + SL_GW_CAP_MS));
-    assert_int_equal(be->cap, 0);
     sl_gw_close(stuck);
     assert_int_equal(be->n_fresh, 0);
     fx_close(&f);
@@ -272,12 +292,12 @@ static void test_learned_worker_count_never_drops(void **state)
     sl_gw_conn *stuck = open_conn(be);
     uint64_t t = stuck->opened_ms + SL_GW_STALL_MS;
     sl_gw_release(k1, 4, true, t);
-    assert_int_equal(be->cap, 2); /* two answered connections: two workers at least */
+    assert_int_equal(be->sh->cap, 2); /* two answered connections: two workers at least */
     /* Stuck again with only k2 answered (the freed worker is slow to speak): one answered
      * connection says "one worker or more", which is no news; the count stays at two. */
     sl_gw_release(k2, 4, true, t + SL_GW_STALL_MS);
     assert_int_equal(be->stalls, 2);
-    assert_int_equal(be->cap, 2);
+    assert_int_equal(be->sh->cap, 2);
     sl_gw_close(stuck);
     fx_close(&f);
 }

@@ -13,8 +13,11 @@
 
 #include <cmocka.h>
 
+#include "conf.h"
+#include "core_conf.h"
 #include "http_date.h"
 #include "mod_static.h"
+#include "openat.h"
 
 static char root[] = "/tmp/sl_static_XXXXXX";
 static char outside[] = "/tmp/sl_static_out_XXXXXX";
@@ -62,19 +65,40 @@ static int teardown(void **state)
     return system(cmd) == 0 ? 0 : -1;
 }
 
-static const char *const index_names[] = {"index.html"};
+/* A conf block for the static module, loaded from a config like the server's, in memory the
+ * tests may change (core and static settings). */
+typedef struct tconf {
+    sl_conf_set *cs;
+    sl_conf *b;
+    int docroot_fd;
+} tconf;
 
-static void conf(sl_settings *s)
+static sl_module *const mods[] = {&sl_mod_core, &sl_mod_static, NULL};
+
+static void conf(tconf *s)
 {
-    sl_settings_defaults(s);
-    s->docroot_fd = open(root, O_PATH | O_DIRECTORY | O_CLOEXEC);
-    assert_true(s->docroot_fd >= 0);
-    s->index_files.v = index_names;
-    s->index_files.n = 1;
+    char text[600];
+    snprintf(text, sizeof text, "server.document-root = \"%s\"\nindex-file.names = ( \"index.html\" )\n",
+             root);
+    sl_errs errs = {0};
+    s->cs = sl_conf_load_string(text, strlen(text), "t.conf", NULL, mods, false, &errs);
+    if (!s->cs) fail_msg("%s", errs.text);
+    s->b = malloc(s->cs->block_size);
+    memcpy(s->b, s->cs->global, s->cs->block_size);
+    s->docroot_fd = sl_core(s->b)->docroot->fd;
 }
 
+static void conf_done(tconf *s)
+{
+    free(s->b);
+    sl_conf_free(s->cs);
+}
+
+#define CORE(s) ((sl_core_conf *)sl_core((s)->b))
+#define ST(s) ((sl_static_conf *)SL_MODCONF((s)->b, sl_mod_static, sl_static_conf))
+
 /* Parse a raw request, resolve its path, and return the decision. */
-static sl_static_result run(const sl_settings *s, const char *raw)
+static sl_static_result run(const tconf *s, const char *raw)
 {
     static char buf[4096];
     snprintf(buf, sizeof buf, "%s", raw);
@@ -87,7 +111,7 @@ static sl_static_result run(const sl_settings *s, const char *raw)
     memcpy(path, req.target, n);
     path[n] = 0;
     sl_static_result r;
-    assert_int_equal(sl_static_resolve(s, &req, path, n, &r), 0);
+    assert_int_equal(sl_static_resolve(s->b, s->docroot_fd, &req, path, n, 0, -1, &r), 0);
     if (r.fd >= 0) close(r.fd);
     return r;
 }
@@ -96,7 +120,7 @@ static sl_static_result run(const sl_settings *s, const char *raw)
 
 static void test_regular_file(void **state)
 {
-    sl_settings s;
+    tconf s;
     conf(&s);
     sl_static_result r = run(&s, GET("/hello.txt", ""));
     assert_int_equal(r.status, 200);
@@ -104,23 +128,23 @@ static void test_regular_file(void **state)
     assert_string_equal(r.content_type, "text/plain; charset=utf-8");
     assert_true(r.etag[0] == '"');
     assert_int_equal(run(&s, "HEAD /page.html HTTP/1.0\r\n\r\n").status, 200);
-    close(s.docroot_fd);
+    conf_done(&s);
 }
 
 static void test_missing_and_not_a_dir(void **state)
 {
-    sl_settings s;
+    tconf s;
     conf(&s);
     sl_static_result r = run(&s, GET("/nope", ""));
     assert_int_equal(r.status, 404);
     assert_int_equal(r.err, -ENOENT);
     assert_int_equal(run(&s, GET("/hello.txt/x", "")).status, 404);
-    close(s.docroot_fd);
+    conf_done(&s);
 }
 
 static void test_directories(void **state)
 {
-    sl_settings s;
+    tconf s;
     conf(&s);
     assert_int_equal(run(&s, GET("/dir", "")).status, 301);
     sl_static_result r = run(&s, GET("/dir/", ""));
@@ -129,42 +153,42 @@ static void test_directories(void **state)
     assert_string_equal(r.content_type, "text/html; charset=utf-8");
     assert_int_equal(run(&s, GET("/empty/", "")).status, 403);
     assert_int_equal(run(&s, GET("/", "")).status, 403);
-    close(s.docroot_fd);
+    conf_done(&s);
 }
 
 static void test_symlinks_and_special_files(void **state)
 {
-    sl_settings s;
+    tconf s;
     conf(&s);
     assert_int_equal(run(&s, GET("/out", "")).status, 403); /* leads out of the root */
     assert_int_equal(run(&s, GET("/in", "")).status, 200);
     assert_int_equal(run(&s, GET("/fifo", "")).status, 403); /* and did not block */
-    s.follow_symlink = false;
+    CORE(&s)->follow_symlink = false;
     assert_int_equal(run(&s, GET("/in", "")).status, 403);
-    close(s.docroot_fd);
+    conf_done(&s);
 }
 
 static void test_deny_lists_and_methods(void **state)
 {
-    sl_settings s;
+    tconf s;
     conf(&s);
     static const char *const deny[] = {".inc"};
-    s.access_deny.v = deny;
-    s.access_deny.n = 1;
+    ST(&s)->access_deny.v = deny;
+    ST(&s)->access_deny.n = 1;
     assert_int_equal(run(&s, GET("/secret.inc", "")).status, 403);
-    s.access_deny.n = 0;
-    s.exclude_extensions.v = deny;
-    s.exclude_extensions.n = 1;
+    ST(&s)->access_deny.n = 0;
+    ST(&s)->exclude_extensions.v = deny;
+    ST(&s)->exclude_extensions.n = 1;
     assert_int_equal(run(&s, GET("/secret.inc", "")).status, 403);
     assert_int_equal(run(&s, "POST /hello.txt HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n")
                          .status,
                      405);
-    close(s.docroot_fd);
+    conf_done(&s);
 }
 
 static void test_conditional_requests(void **state)
 {
-    sl_settings s;
+    tconf s;
     conf(&s);
     sl_static_result r = run(&s, GET("/hello.txt", ""));
     char raw[512], date[SL_HTTP_DATE_LEN + 1];
@@ -178,12 +202,12 @@ static void test_conditional_requests(void **state)
     sl_http_date_format(r.st.st_mtim.tv_sec - 10, date);
     snprintf(raw, sizeof raw, GET("/hello.txt", "If-Unmodified-Since: %s\r\n"), date);
     assert_int_equal(run(&s, raw).status, 412);
-    close(s.docroot_fd);
+    conf_done(&s);
 }
 
 static void test_ranges(void **state)
 {
-    sl_settings s;
+    tconf s;
     conf(&s);
     sl_static_result r = run(&s, GET("/hello.txt", "Range: bytes=0-4\r\n"));
     assert_int_equal(r.status, 206);
@@ -203,9 +227,9 @@ static void test_ranges(void **state)
     assert_int_equal(run(&s, "HEAD /hello.txt HTTP/1.1\r\nHost: x\r\nRange: bytes=0-1\r\n\r\n")
                          .status,
                      200);
-    s.range_requests = false;
+    CORE(&s)->range_requests = false;
     assert_int_equal(run(&s, GET("/hello.txt", "Range: bytes=0-4\r\n")).status, 200);
-    close(s.docroot_fd);
+    conf_done(&s);
 }
 
 static void test_open_beneath_refuses_escapes(void **state)
@@ -221,19 +245,19 @@ static void test_open_beneath_refuses_escapes(void **state)
     close(d);
 }
 
-static void resolve_flags(const sl_settings *s, const char *path, unsigned flags, int prefd,
+static void resolve_flags(const tconf *s, const char *path, unsigned flags, int prefd,
                           sl_static_result *r)
 {
     static char buf[] = "GET / HTTP/1.1\r\nHost: x\r\n\r\n";
     sl_http_request req;
     sl_http_limits lim = {8192, 8192, SL_HTTP_MAX_HEADERS};
     assert_true(sl_http_parse_request(buf, strlen(buf), &lim, &req) > 0);
-    assert_int_equal(sl_static_resolve_ex(s, &req, path, strlen(path), flags, prefd, r), 0);
+    assert_int_equal(sl_static_resolve(s->b, s->docroot_fd, &req, path, strlen(path), flags, prefd, r), 0);
 }
 
 static void test_cached_lookup_and_preopened_fd(void **state)
 {
-    sl_settings s;
+    tconf s;
     conf(&s);
     sl_static_result r;
     /* Just created, so in the dentry cache: the cached-only lookup succeeds without waiting. */
@@ -255,12 +279,12 @@ static void test_cached_lookup_and_preopened_fd(void **state)
     resolve_flags(&s, "/out", SL_RESOLVE_PREOPENED, -EXDEV, &r);
     assert_int_equal(r.status, 403);
     /* O_NOATIME refused by the kernel (not the owner): status 0 asks for an open without it. */
-    s.use_noatime = true;
+    CORE(&s)->use_noatime = true;
     resolve_flags(&s, "/hello.txt", SL_RESOLVE_PREOPENED, -EPERM, &r);
     assert_int_equal(r.status, 0);
     assert_int_equal(r.err, -EPERM);
-    assert_true(sl_static_open_flags(&s) & O_NOATIME);
-    s.use_noatime = false;
+    assert_true(sl_static_open_flags(s.b) & O_NOATIME);
+    CORE(&s)->use_noatime = false;
     resolve_flags(&s, "/hello.txt", SL_RESOLVE_PREOPENED, -EPERM, &r);
     assert_int_equal(r.status, 403);
     /* A directory opened by the ring still gets its index file. */
@@ -271,7 +295,7 @@ static void test_cached_lookup_and_preopened_fd(void **state)
     assert_int_equal(r.status, 200);
     assert_int_equal(r.st.st_size, 5);
     close(r.fd);
-    close(s.docroot_fd);
+    conf_done(&s);
 }
 
 int main(void)

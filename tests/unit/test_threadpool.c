@@ -1,5 +1,6 @@
-/* Thread pool: jobs run off the loop, done() runs on the loop thread, in completion order, once;
- * the queue bound refuses; freeing the pool runs every outstanding done(). */
+/* Thread pool and completion ports: jobs run off the loop, done() runs on the thread of the port
+ * they were submitted with, in completion order, once; the queue bound refuses; one pool serves
+ * two loops and each gets back only its own jobs; freeing a port runs every outstanding done(). */
 #include <errno.h>
 #include <event2/event.h>
 #include <pthread.h>
@@ -57,8 +58,10 @@ static void done_counting(sl_job *j)
 static void test_jobs_run_on_workers_and_complete_on_the_loop(void **state)
 {
     loop_base = event_base_new();
-    sl_tpool *p = sl_tpool_new(loop_base, "t", 4, 100);
+    sl_tport *port = sl_tport_new(loop_base);
+    sl_tpool *p = sl_tpool_new("t", 4, 100);
     assert_non_null(p);
+    assert_non_null(port);
     enum { N = 50 };
     tjob *jobs = calloc(N, sizeof *jobs);
     done_total = 0;
@@ -66,7 +69,7 @@ static void test_jobs_run_on_workers_and_complete_on_the_loop(void **state)
     for (int i = 0; i < N; i++) {
         jobs[i].job.work = work;
         jobs[i].job.done = done_counting;
-        assert_int_equal(sl_tpool_submit(p, &jobs[i].job), 0);
+        assert_int_equal(sl_tpool_submit(p, port, &jobs[i].job), 0);
     }
     struct timeval limit = {10, 0};
     event_base_loopexit(loop_base, &limit);
@@ -87,6 +90,7 @@ static void test_jobs_run_on_workers_and_complete_on_the_loop(void **state)
     assert_int_equal(st.completed, N);
     assert_int_equal(st.queued, 0);
     sl_tpool_free(p);
+    sl_tport_free(port);
     free(jobs);
     event_base_free(loop_base);
 }
@@ -96,14 +100,15 @@ static void test_full_queue_refuses_with_eagain(void **state)
     loop_base = event_base_new();
     pthread_mutex_t gate = PTHREAD_MUTEX_INITIALIZER;
     pthread_mutex_lock(&gate); /* the one worker blocks on its first job */
-    sl_tpool *p = sl_tpool_new(loop_base, "t", 1, 2);
+    sl_tport *port = sl_tport_new(loop_base);
+    sl_tpool *p = sl_tpool_new("t", 1, 2);
     assert_non_null(p);
     tjob j[4] = {{.gate = &gate}, {.gate = NULL}, {.gate = NULL}, {.gate = NULL}};
     for (int i = 0; i < 4; i++) {
         j[i].job.work = work;
         j[i].job.done = done;
     }
-    assert_int_equal(sl_tpool_submit(p, &j[0].job), 0);
+    assert_int_equal(sl_tpool_submit(p, port, &j[0].job), 0);
     /* Wait until the worker holds job 0, so the queue is empty again. */
     for (int i = 0; i < 2000; i++) {
         sl_tpool_stats st;
@@ -111,9 +116,9 @@ static void test_full_queue_refuses_with_eagain(void **state)
         if (st.running == 1) break;
         usleep(1000);
     }
-    assert_int_equal(sl_tpool_submit(p, &j[1].job), 0);
-    assert_int_equal(sl_tpool_submit(p, &j[2].job), 0);
-    assert_int_equal(sl_tpool_submit(p, &j[3].job), -EAGAIN);
+    assert_int_equal(sl_tpool_submit(p, port, &j[1].job), 0);
+    assert_int_equal(sl_tpool_submit(p, port, &j[2].job), 0);
+    assert_int_equal(sl_tpool_submit(p, port, &j[3].job), -EAGAIN);
     sl_tpool_stats st;
     sl_tpool_get_stats(p, &st);
     assert_int_equal(st.rejected, 1);
@@ -121,8 +126,11 @@ static void test_full_queue_refuses_with_eagain(void **state)
     pthread_mutex_unlock(&gate);
     done_seq = 0;
     done_total = 0;
-    /* Freeing waits for the queue and runs every done(), in the order the jobs finished. */
+    /* Freeing the pool waits for the queue; freeing the port runs every done(), in the order
+     * the jobs finished. */
     sl_tpool_free(p);
+    assert_int_equal(j[0].done_runs, 0);
+    sl_tport_free(port);
     for (int i = 0; i < 3; i++) {
         assert_int_equal(j[i].work_runs, 1);
         assert_int_equal(j[i].done_runs, 1);
@@ -134,26 +142,26 @@ static void test_full_queue_refuses_with_eagain(void **state)
 }
 
 typedef struct complete_arg {
-    sl_tpool *p;
+    sl_tport *port;
     sl_job *j;
 } complete_arg;
 
 static void *completer(void *arg)
 {
     complete_arg *a = arg;
-    sl_tpool_complete(a->p, a->j);
+    sl_tport_complete(a->port, a->j);
     return NULL;
 }
 
 static void test_complete_from_another_thread(void **state)
 {
     loop_base = event_base_new();
-    sl_tpool *p = sl_tpool_new(loop_base, "t", 1, 1);
+    sl_tport *port = sl_tport_new(loop_base);
     tjob j = {0};
     j.job.done = done_counting;
     done_total = 0;
     want_total = 1;
-    complete_arg a = {p, &j.job};
+    complete_arg a = {port, &j.job};
     pthread_t th;
     assert_int_equal(pthread_create(&th, NULL, completer, &a), 0);
     struct timeval limit = {5, 0};
@@ -162,8 +170,64 @@ static void test_complete_from_another_thread(void **state)
     pthread_join(th, NULL);
     assert_int_equal(j.done_runs, 1);
     assert_true(pthread_equal(j.done_thread, pthread_self()));
-    sl_tpool_free(p);
+    sl_tport_free(port);
     event_base_free(loop_base);
+}
+
+/* Two loops on threads of their own share one pool: each job's done() runs on the loop whose
+ * port it was submitted with. */
+typedef struct loop_arg {
+    struct event_base *base;
+    sl_tport *port;
+    sl_tpool *pool;
+    tjob jobs[40];
+    int done;
+} loop_arg;
+
+static void loop_done(sl_job *j)
+{
+    tjob *t = (tjob *)j;
+    t->done_thread = pthread_self();
+    t->done_runs++;
+}
+
+static void *run_loop(void *arg)
+{
+    loop_arg *a = arg;
+    a->base = event_base_new();
+    a->port = sl_tport_new(a->base);
+    for (int i = 0; i < 40; i++) {
+        a->jobs[i].job.work = work;
+        a->jobs[i].job.done = loop_done;
+        assert_int_equal(sl_tpool_submit(a->pool, a->port, &a->jobs[i].job), 0);
+    }
+    for (int spins = 0; spins < 5000; spins++) {
+        event_base_loop(a->base, EVLOOP_NONBLOCK);
+        int n = 0;
+        for (int i = 0; i < 40; i++) n += a->jobs[i].done_runs;
+        if (n == 40) break;
+        usleep(1000);
+    }
+    return NULL;
+}
+
+static void test_one_pool_two_loops(void **state)
+{
+    sl_tpool *p = sl_tpool_new("t", 3, 200);
+    loop_arg a[2] = {{.pool = p}, {.pool = p}};
+    pthread_t th[2];
+    for (int i = 0; i < 2; i++) assert_int_equal(pthread_create(&th[i], NULL, run_loop, &a[i]), 0);
+    for (int i = 0; i < 2; i++) pthread_join(th[i], NULL);
+    for (int l = 0; l < 2; l++)
+        for (int i = 0; i < 40; i++) {
+            assert_int_equal(a[l].jobs[i].done_runs, 1);
+            assert_true(pthread_equal(a[l].jobs[i].done_thread, th[l]));
+        }
+    sl_tpool_free(p);
+    for (int i = 0; i < 2; i++) {
+        sl_tport_free(a[i].port);
+        event_base_free(a[i].base);
+    }
 }
 
 int main(void)
@@ -172,6 +236,7 @@ int main(void)
         cmocka_unit_test(test_jobs_run_on_workers_and_complete_on_the_loop),
         cmocka_unit_test(test_full_queue_refuses_with_eagain),
         cmocka_unit_test(test_complete_from_another_thread),
+        cmocka_unit_test(test_one_pool_two_loops),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

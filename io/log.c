@@ -1,9 +1,11 @@
 /* The error log.
  *
- * A single fd, written with one write(2) per line so concurrent writers (the loop and, later, worker
+ * A single fd, written with one write(2) per line so concurrent writers (every loop, worker
  * threads) never interleave inside a line. The path is remembered so SIGHUP can reopen it after
- * logrotate moved the file; the new file is opened before the old one is closed, so a failed reopen
- * (say, after dropping privileges) keeps logging to the old file instead of losing lines.
+ * logrotate moved the file. Reopening never changes the descriptor number: the new file is opened
+ * and dup2()ed over the old descriptor, which the kernel does atomically, so a thread writing at
+ * that moment writes whole to one file or the other and never to a closed or reused descriptor;
+ * a failed open (say, after dropping privileges) keeps logging to the old file.
  */
 #include "log.h"
 
@@ -34,15 +36,19 @@ int sl_log_open(const char *path)
     return 0;
 }
 
+int sl_reopen_fd(int fd, const char *path)
+{
+    int nfd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+    if (nfd < 0) return -errno;
+    int r = dup3(nfd, fd, O_CLOEXEC) < 0 ? -errno : 0;
+    close(nfd);
+    return r;
+}
+
 int sl_log_reopen(void)
 {
-    if (!log_path) return 0;
-    int fd = open(log_path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
-    if (fd < 0) return -errno;
-    int old = log_fd;
-    log_fd = fd;
-    if (old != STDERR_FILENO) close(old);
-    return 0;
+    if (!log_path || log_fd == STDERR_FILENO) return 0;
+    return sl_reopen_fd(log_fd, log_path);
 }
 
 void sl_log_close(void)

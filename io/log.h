@@ -10,6 +10,10 @@ int sl_log_open(const char *path);
 /* Reopen the error log by the same path (SIGHUP, for logrotate). Returns 0 or a negative errno;
  * on failure the old file stays open. */
 int sl_log_reopen(void);
+/* Open path (append, create 0644) again over the descriptor fd, atomically for other threads
+ * writing to fd (dup3): for log files reopened after logrotate. 0 or a negative errno (fd is
+ * unchanged then). */
+int sl_reopen_fd(int fd, const char *path);
 /* Close the log file and fall back to stderr. */
 void sl_log_close(void);
 /* The error log's file descriptor (for dup2 over stderr when daemonizing). */

@@ -1,0 +1,21 @@
+/* Every module compiled into seekless, in their default order: the core first, the fallback
+ * handlers (static files) run last whatever their place. Adding a module is one line here and
+ * its own file. */
+#include "core_conf.h"
+#include "mod_proxy.h"
+#include "mod_static.h"
+#include "mod_status.h"
+#include "module.h"
+
+extern sl_module sl_mod_accesslog;
+extern sl_module sl_mod_timing;
+
+sl_module *const sl_modules_builtin[] = {
+    &sl_mod_core,
+    &sl_mod_status,
+    &sl_mod_proxy,
+    &sl_mod_accesslog,
+    &sl_mod_timing,
+    &sl_mod_static,
+    NULL,
+};

@@ -1,0 +1,17 @@
+/* Opening paths beneath a directory without ever leaving it (openat2 RESOLVE_BENEATH). */
+#ifndef SL_OPENAT_H
+#define SL_OPENAT_H
+
+#include <stdbool.h>
+
+/* sl_open_beneath, optionally (cached) only from the dentry cache: -EAGAIN when a component
+ * is not cached or the kernel cannot tell. O_NOATIME in flags is dropped when the kernel
+ * refuses it (EPERM: not the file's owner). */
+int sl_open_beneath_ex(int dirfd, const char *rel, int flags, bool follow, bool cached);
+
+/* Open rel (relative, no leading '/') beneath dirfd without ever leaving it; symlinks inside are
+ * followed only when follow is true. Returns an fd or a negative errno (-EXDEV for an escape,
+ * -ELOOP for a symlink that may not be followed). */
+int sl_open_beneath(int dirfd, const char *rel, int flags, bool follow);
+
+#endif

@@ -1,0 +1,132 @@
+/* Socket addresses and networks as configs spell them.
+ *
+ * Start-up code: names are resolved with getaddrinfo here and nowhere else, so a request never
+ * waits for a resolver. Canonical forms ("127.0.0.1:80", "[::1]:80") let two spellings of one
+ * socket be recognised as the same listener.
+ */
+#include "addr.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+
+int sl_cidr_parse(const char *s, unsigned char net[16], int *family, int *bits)
+{
+    char ip[64];
+    const char *slash = strchr(s, '/');
+    size_t n = slash ? (size_t)(slash - s) : strlen(s);
+    if (n >= sizeof ip) return -EINVAL;
+    memcpy(ip, s, n);
+    ip[n] = 0;
+    memset(net, 0, 16);
+    if (inet_pton(AF_INET, ip, net) == 1)
+        *family = AF_INET;
+    else if (inet_pton(AF_INET6, ip, net) == 1)
+        *family = AF_INET6;
+    else
+        return -EINVAL;
+    int max = *family == AF_INET ? 32 : 128;
+    *bits = max;
+    if (slash) {
+        char *end;
+        long b = strtol(slash + 1, &end, 10);
+        if (!slash[1] || *end || b < 0 || b > max) return -EINVAL;
+        *bits = (int)b;
+    }
+    return 0;
+}
+
+bool sl_cidr_match(const char *cidr, const struct sockaddr *sa)
+{
+    unsigned char net[16], addr[16];
+    int fam, bits;
+    if (sl_cidr_parse(cidr, net, &fam, &bits) < 0) return false;
+    if (sa->sa_family == AF_INET6) {
+        const struct in6_addr *a6 = &((const struct sockaddr_in6 *)sa)->sin6_addr;
+        if (fam == AF_INET && IN6_IS_ADDR_V4MAPPED(a6)) {
+            memcpy(addr, a6->s6_addr + 12, 4);
+        } else {
+            if (fam != AF_INET6) return false;
+            memcpy(addr, a6->s6_addr, 16);
+        }
+    } else if (sa->sa_family == AF_INET) {
+        if (fam != AF_INET) return false;
+        memcpy(addr, &((const struct sockaddr_in *)sa)->sin_addr, 4);
+    } else {
+        return false;
+    }
+    for (int i = 0; i < bits; i++) {
+        int byte = i / 8, bit = 7 - i % 8;
+        if (((addr[byte] >> bit) & 1) != ((net[byte] >> bit) & 1)) return false;
+    }
+    return true;
+}
+
+int sl_split_host_port(const char *spec, char host[256], const char **port, long *pn)
+{
+    if (spec[0] == '[') {
+        const char *end = strchr(spec, ']');
+        if (!end || end[1] != ':' || (size_t)(end - spec - 1) >= 256) return -EINVAL;
+        memcpy(host, spec + 1, (size_t)(end - spec - 1));
+        host[end - spec - 1] = 0;
+        *port = end + 2;
+    } else {
+        const char *colon = strrchr(spec, ':');
+        if (!colon || (size_t)(colon - spec) >= 256) return -EINVAL;
+        memcpy(host, spec, (size_t)(colon - spec));
+        host[colon - spec] = 0;
+        if (strchr(host, ':')) return -EINVAL; /* IPv6 without brackets */
+        *port = colon + 1;
+    }
+    char *endp;
+    *pn = strtol(*port, &endp, 10);
+    if (!**port || *endp || *pn < 1 || *pn > 65535) return -EINVAL;
+    return 0;
+}
+
+int sl_socket_canonical(const char *spec, char *out, size_t outlen)
+{
+    char host[256];
+    const char *port;
+    long pn;
+    if (sl_split_host_port(spec, host, &port, &pn) < 0) return -EINVAL;
+    struct addrinfo hints = {.ai_flags = AI_PASSIVE | AI_NUMERICSERV, .ai_socktype = SOCK_STREAM};
+    struct addrinfo *res;
+    if (getaddrinfo(host[0] ? host : NULL, port, &hints, &res) != 0) return -EHOSTUNREACH;
+    /* A passive look-up of "" yields both wildcards; lighttpd's ":port" means IPv4 any. */
+    struct addrinfo *ai = res;
+    if (!host[0])
+        for (struct addrinfo *i = res; i; i = i->ai_next)
+            if (i->ai_family == AF_INET) ai = i;
+    char ip[INET6_ADDRSTRLEN];
+    int r = 0;
+    if (ai->ai_family == AF_INET) {
+        inet_ntop(AF_INET, &((struct sockaddr_in *)ai->ai_addr)->sin_addr, ip, sizeof ip);
+        r = snprintf(out, outlen, "%s:%ld", ip, pn);
+    } else {
+        inet_ntop(AF_INET6, &((struct sockaddr_in6 *)ai->ai_addr)->sin6_addr, ip, sizeof ip);
+        r = snprintf(out, outlen, "[%s]:%ld", ip, pn);
+    }
+    freeaddrinfo(res);
+    return r < 0 || (size_t)r >= outlen ? -ENAMETOOLONG : 0;
+}
+
+void sl_addr_str(const struct sockaddr *sa, char *buf, size_t buflen, int *port)
+{
+    if (port) *port = 0;
+    snprintf(buf, buflen, "-");
+    if (sa->sa_family == AF_INET) {
+        const struct sockaddr_in *s4 = (const void *)sa;
+        inet_ntop(AF_INET, &s4->sin_addr, buf, (socklen_t)buflen);
+        if (port) *port = ntohs(s4->sin_port);
+    } else if (sa->sa_family == AF_INET6) {
+        const struct sockaddr_in6 *s6 = (const void *)sa;
+        inet_ntop(AF_INET6, &s6->sin6_addr, buf, (socklen_t)buflen);
+        if (port) *port = ntohs(s6->sin6_port);
+    }
+}

@@ -1,0 +1,585 @@
+/* The config layer.
+ *
+ * Loading walks the parsed tree once. Every assignment is looked up in the key tables of the
+ * compiled-in modules: a key no module owns is unknown, a key of a module server.modules did not
+ * load is refused as lighttpd refuses it, a process-wide key inside a condition is refused, and a
+ * value of the wrong type or that the key's prepare() rejects is an error. Loading goes on after
+ * an error, so one run reports every error in the file. Each block's assignments then become a
+ * list of stores (offset, type, value) into a conf block, with prepared values (absolute paths,
+ * what prepare() made) resolved once, so applying a block per request is a few stores and no
+ * lookup or allocation.
+ */
+#include "conf.h"
+
+#include <errno.h>
+#include <libgen.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "addr.h"
+
+/* ---- messages ---- */
+
+void sl_errs_add(sl_errs *e, const char *file, int line, const char *fmt, ...)
+{
+    char msg[1200];
+    int n = 0;
+    if (file) n = snprintf(msg, sizeof msg, "%s:%d: ", file, line);
+    if (n < 0 || (size_t)n >= sizeof msg) n = 0;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg + n, sizeof msg - (size_t)n, fmt, ap);
+    va_end(ap);
+    size_t len = strlen(msg);
+    if (e->len + len + 2 > e->cap) {
+        size_t nc = e->cap ? e->cap * 2 : 1024;
+        while (nc < e->len + len + 2) nc *= 2;
+        char *t = realloc(e->text, nc);
+        if (!t) return;
+        e->text = t;
+        e->cap = nc;
+    }
+    memcpy(e->text + e->len, msg, len);
+    e->len += len;
+    e->text[e->len++] = '\n';
+    e->text[e->len] = 0;
+    e->n++;
+}
+
+void sl_errs_free(sl_errs *e)
+{
+    free(e->text);
+    memset(e, 0, sizeof *e);
+}
+
+int sl_key_choice(const char *key, const sl_cval *v, const sl_key_ctx *ctx,
+                  const char *const *choices)
+{
+    char names[512] = "";
+    for (size_t i = 0; choices[i]; i++) {
+        if (!strcmp(v->str, choices[i])) return 0;
+        snprintf(names + strlen(names), sizeof names - strlen(names), "%s\"%s\"",
+                 i ? (choices[i + 1] ? ", " : " or ") : "", choices[i]);
+    }
+    snprintf(ctx->err, ctx->errlen, "%s \"%s\" is not supported (use %s)", key, v->str, names);
+    return -1;
+}
+
+int sl_key_range(const char *key, const sl_cval *v, const sl_key_ctx *ctx, long long lo,
+                 long long hi)
+{
+    if (v->num >= lo && v->num <= hi) return 0;
+    snprintf(ctx->err, ctx->errlen, "'%s' %lld is out of range (%lld..%lld)", key, v->num, lo, hi);
+    return -1;
+}
+
+/* ---- compiled assignments ---- */
+
+/* One store into a conf block. */
+typedef struct op {
+    size_t off;
+    sl_key_type type;
+    union {
+        const char *s;
+        long i;
+        bool b;
+        sl_strlist l;
+        sl_kvlist kv;
+        const void *p;
+    } v;
+} op;
+
+typedef struct ops {
+    op *v;
+    size_t n;
+} ops;
+
+/* Something made at load time, freed with the config. */
+typedef struct owned {
+    void *p;
+    void (*release)(void *p);
+} owned;
+
+struct sl_conf_priv {
+    owned *own;
+    size_t n_own, cap_own;
+    bool failed_oom;
+};
+
+static void *own(sl_conf_set *cs, void *p, void (*release)(void *))
+{
+    struct sl_conf_priv *pv = cs->priv;
+    if (!p) return NULL;
+    if (pv->n_own == pv->cap_own) {
+        size_t nc = pv->cap_own ? pv->cap_own * 2 : 64;
+        owned *o = realloc(pv->own, nc * sizeof *o);
+        if (!o) {
+            release ? release(p) : free(p);
+            pv->failed_oom = true;
+            return NULL;
+        }
+        pv->own = o;
+        pv->cap_own = nc;
+    }
+    pv->own[pv->n_own++] = (owned){p, release};
+    return p;
+}
+
+static void apply_ops(sl_conf *block, const ops *o)
+{
+    for (size_t i = 0; o && i < o->n; i++) {
+        const op *x = &o->v[i];
+        char *f = (char *)block + x->off;
+        switch (x->type) {
+        case SL_KEY_STRING:
+        case SL_KEY_PATH: memcpy(f, &x->v.s, sizeof x->v.s); break;
+        case SL_KEY_INT: memcpy(f, &x->v.i, sizeof x->v.i); break;
+        case SL_KEY_BOOL: memcpy(f, &x->v.b, sizeof x->v.b); break;
+        case SL_KEY_STRLIST: memcpy(f, &x->v.l, sizeof x->v.l); break;
+        case SL_KEY_KVLIST: memcpy(f, &x->v.kv, sizeof x->v.kv); break;
+        case SL_KEY_VALUE: memcpy(f, &x->v.p, sizeof x->v.p); break;
+        }
+    }
+}
+
+/* ---- loading ---- */
+
+typedef struct load_ctx {
+    sl_conf_set *cs;
+    sl_module *const *builtin;
+    bool loaded[SL_MAX_MODULES];  /* by index into builtin */
+    bool check_system;
+    sl_errs *errs;
+} load_ctx;
+
+static const char *type_want(sl_key_type t)
+{
+    switch (t) {
+    case SL_KEY_INT: return "an integer";
+    case SL_KEY_BOOL: return "\"enable\" or \"disable\"";
+    case SL_KEY_STRLIST: return "an array of strings";
+    case SL_KEY_KVLIST: return "an array of \"key\" => \"value\" pairs";
+    case SL_KEY_VALUE: return "a value";
+    default: return "a string";
+    }
+}
+
+static int bool_of(const sl_cval *v, bool *out)
+{
+    static const char *const yes[] = {"enable", "true", "on", "1"};
+    static const char *const no[] = {"disable", "false", "off", "0"};
+    if (v->type == SL_CV_INT && (v->num == 0 || v->num == 1)) {
+        *out = v->num == 1;
+        return 0;
+    }
+    if (v->type != SL_CV_STRING) return -1;
+    for (size_t i = 0; i < 4; i++) {
+        if (!strcasecmp(v->str, yes[i])) return *out = true, 0;
+        if (!strcasecmp(v->str, no[i])) return *out = false, 0;
+    }
+    return -1;
+}
+
+static const sl_key *find_key(const load_ctx *lc, const char *name, size_t *mod)
+{
+    for (size_t m = 0; lc->builtin[m]; m++) {
+        const sl_key *k = lc->builtin[m]->keys;
+        for (; k && k->name; k++) {
+            if (!strcmp(k->name, name)) {
+                *mod = m;
+                return k;
+            }
+        }
+    }
+    return NULL;
+}
+
+static const char *module_label(const sl_module *m)
+{
+    return m->aliases && m->aliases[0] ? m->aliases[0] : m->name;
+}
+
+static char *abs_path(const char *basedir, const char *p)
+{
+    if (p[0] == '/' || !basedir) return strdup(p);
+    size_t n = strlen(basedir) + strlen(p) + 2;
+    char *r = malloc(n);
+    if (r) snprintf(r, n, "%s/%s", basedir, p);
+    return r;
+}
+
+/* Check one assignment and turn it into a store. Returns 0 (stored in *o) or -1 (reported). */
+static int compile_assign(load_ctx *lc, const sl_cblock *b, const sl_cassign *a, op *o)
+{
+    sl_conf_set *cs = lc->cs;
+    size_t mi;
+    const sl_key *k = find_key(lc, a->key, &mi);
+    const sl_cval *v = a->val;
+    if (!strcmp(a->key, "server.modules")) return 1; /* read before everything else */
+    if (!k) {
+        sl_errs_add(lc->errs, a->file, a->line, "unknown config key '%s'", a->key);
+        return -1;
+    }
+    const sl_module *m = lc->builtin[mi];
+    if (!lc->loaded[mi]) {
+        sl_errs_add(lc->errs, a->file, a->line,
+                    "'%s' belongs to %s, which server.modules does not load (add \"%s\" to it)",
+                    a->key, module_label(m), module_label(m));
+        return -1;
+    }
+    if ((k->flags & SL_KEY_GLOBAL) && b->field != SL_COND_NONE) {
+        sl_errs_add(lc->errs, a->file, a->line,
+                    "'%s' can only be set at the top level, not inside a condition", a->key);
+        return -1;
+    }
+    bool ok = true;
+    switch (k->type) {
+    case SL_KEY_INT: ok = v->type == SL_CV_INT; break;
+    case SL_KEY_BOOL: ok = bool_of(v, &o->v.b) == 0; break;
+    case SL_KEY_STRLIST:
+        ok = v->type == SL_CV_ARRAY;
+        for (size_t i = 0; ok && i < v->n_items; i++)
+            ok = !v->items[i].key && v->items[i].val->type == SL_CV_STRING;
+        break;
+    case SL_KEY_KVLIST:
+        ok = v->type == SL_CV_ARRAY;
+        for (size_t i = 0; ok && i < v->n_items; i++)
+            ok = v->items[i].key && v->items[i].val->type == SL_CV_STRING;
+        break;
+    case SL_KEY_VALUE: break;
+    default: ok = v->type == SL_CV_STRING; break;
+    }
+    if (!ok) {
+        sl_errs_add(lc->errs, a->file, a->line, "'%s' must be %s, not %s", a->key,
+                    type_want(k->type), sl_cval_type_name(v->type));
+        return -1;
+    }
+    if (k->type == SL_KEY_INT && v->num < 0) {
+        sl_errs_add(lc->errs, a->file, a->line, "'%s' must not be negative", a->key);
+        return -1;
+    }
+    void *prep = NULL;
+    if (k->prepare) {
+        char msg[1024] = "";
+        sl_key_ctx ctx = {.basedir = cs->basedir, .check_system = lc->check_system,
+                          .err = msg, .errlen = sizeof msg};
+        if (k->prepare(v, &ctx, &prep) < 0) {
+            sl_errs_add(lc->errs, a->file, a->line, "%s", msg[0] ? msg : "invalid value");
+            return -1;
+        }
+        if (prep) own(cs, prep, k->release);
+    }
+    o->off = m->conf_off + k->off;
+    o->type = k->type;
+    switch (k->type) {
+    case SL_KEY_STRING: o->v.s = v->str; break;
+    case SL_KEY_PATH: {
+        char *p = own(cs, abs_path(cs->basedir, v->str), NULL);
+        if (!p) return -1;
+        o->v.s = p;
+        break;
+    }
+    case SL_KEY_INT: o->v.i = (long)v->num; break;
+    case SL_KEY_BOOL: break; /* set by bool_of */
+    case SL_KEY_STRLIST: {
+        const char **l = own(cs, calloc(v->n_items + 1, sizeof *l), NULL);
+        if (!l) return -1;
+        for (size_t i = 0; i < v->n_items; i++) l[i] = v->items[i].val->str;
+        o->v.l = (sl_strlist){l, v->n_items};
+        break;
+    }
+    case SL_KEY_KVLIST: {
+        const char **kk = own(cs, calloc(v->n_items + 1, sizeof *kk), NULL);
+        const char **vv = own(cs, calloc(v->n_items + 1, sizeof *vv), NULL);
+        if (!kk || !vv) return -1;
+        for (size_t i = 0; i < v->n_items; i++) {
+            kk[i] = v->items[i].key;
+            vv[i] = v->items[i].val->str;
+        }
+        o->v.kv = (sl_kvlist){kk, vv, v->n_items};
+        break;
+    }
+    case SL_KEY_VALUE: o->v.p = prep ? prep : (const void *)v; break;
+    }
+    return 0;
+}
+
+static void compile_block(load_ctx *lc, sl_cblock *b)
+{
+    ops *o = own(lc->cs, calloc(1, sizeof *o), NULL);
+    if (!o) return;
+    o->v = own(lc->cs, calloc(b->n_assigns + 1, sizeof *o->v), NULL);
+    if (!o->v) return;
+    for (size_t i = 0; i < b->n_assigns; i++)
+        if (compile_assign(lc, b, &b->assigns[i], &o->v[o->n]) == 0) o->n++;
+    b->ext = o;
+}
+
+static void collect_socket(load_ctx *lc, const sl_cblock *b)
+{
+    sl_conf_set *cs = lc->cs;
+    if (b->field != SL_COND_SOCKET || b->is_else) return;
+    char canon[128];
+    int r = sl_socket_canonical(b->pattern, canon, sizeof canon);
+    if (r < 0) {
+        sl_errs_add(lc->errs, b->file, b->line, "$SERVER[\"socket\"] \"%s\": %s", b->pattern,
+                    r == -EINVAL
+                        ? "not a socket address (want \":port\", \"ip:port\" or \"[ip6]:port\")"
+                        : "cannot resolve");
+        return;
+    }
+    if (strlen(b->pattern) >= sizeof cs->listen[0].literal) {
+        sl_errs_add(lc->errs, b->file, b->line, "$SERVER[\"socket\"] value too long");
+        return;
+    }
+    for (size_t i = 1; i < cs->n_listen; i++) {
+        if (!strcmp(cs->listen[i].canon, canon)) {
+            if (strcmp(cs->listen[i].literal, b->pattern))
+                sl_errs_add(lc->errs, b->file, b->line,
+                            "$SERVER[\"socket\"] \"%s\" names the same socket as \"%s\"; write it "
+                            "one way",
+                            b->pattern, cs->listen[i].literal);
+            return;
+        }
+    }
+    if (cs->n_listen == SL_MAX_LISTENERS) {
+        sl_errs_add(lc->errs, b->file, b->line, "too many distinct $SERVER[\"socket\"] values");
+        return;
+    }
+    snprintf(cs->listen[cs->n_listen].canon, sizeof cs->listen[0].canon, "%s", canon);
+    snprintf(cs->listen[cs->n_listen].literal, sizeof cs->listen[0].literal, "%s", b->pattern);
+    cs->n_listen++;
+}
+
+static void walk(load_ctx *lc, sl_cblock *b, bool *only_socket)
+{
+    collect_socket(lc, b);
+    if (b->field != SL_COND_NONE && b->field != SL_COND_SOCKET) *only_socket = false;
+    compile_block(lc, b);
+    for (size_t i = 0; i < b->n_children; i++)
+        for (sl_cblock *x = b->children[i]; x; x = x->else_next) walk(lc, x, only_socket);
+}
+
+/* server.modules: which modules load, and in which order their hooks run. */
+static void pick_modules(load_ctx *lc)
+{
+    sl_conf_set *cs = lc->cs;
+    const sl_cassign *list = NULL;
+    const sl_cblock *root = cs->tree->root;
+    for (size_t i = 0; i < root->n_assigns; i++)
+        if (!strcmp(root->assigns[i].key, "server.modules")) list = &root->assigns[i];
+    size_t order[SL_MAX_MODULES], n = 0;
+    bool listed[SL_MAX_MODULES] = {false};
+    order[n++] = 0; /* the core */
+    listed[0] = true;
+    if (list) {
+        const sl_cval *v = list->val;
+        bool ok = v->type == SL_CV_ARRAY;
+        for (size_t i = 0; ok && i < v->n_items; i++)
+            ok = !v->items[i].key && v->items[i].val->type == SL_CV_STRING;
+        if (!ok) {
+            sl_errs_add(lc->errs, list->file, list->line,
+                        "'server.modules' must be an array of module names");
+        } else {
+            for (size_t i = 0; i < v->n_items; i++) {
+                const char *name = v->items[i].val->str;
+                size_t found = SIZE_MAX;
+                for (size_t m = 0; lc->builtin[m] && found == SIZE_MAX; m++) {
+                    const sl_module *mod = lc->builtin[m];
+                    if (!strcmp(mod->name, name)) found = m;
+                    for (size_t a = 0; mod->aliases && mod->aliases[a] && found == SIZE_MAX; a++)
+                        if (!strcmp(mod->aliases[a], name)) found = m;
+                }
+                if (found == SIZE_MAX) {
+                    char have[1024] = "";
+                    for (size_t m = 1; lc->builtin[m]; m++)
+                        for (size_t a = 0; lc->builtin[m]->aliases && lc->builtin[m]->aliases[a]; a++)
+                            snprintf(have + strlen(have), sizeof have - strlen(have), "%s%s",
+                                     have[0] ? ", " : "", lc->builtin[m]->aliases[a]);
+                    sl_errs_add(lc->errs, list->file, list->line,
+                                "server.modules: \"%s\" is not a module of seekless (it has: %s)",
+                                name, have);
+                    continue;
+                }
+                if (!listed[found] && n < SL_MAX_MODULES) {
+                    listed[found] = true;
+                    order[n++] = found;
+                }
+            }
+        }
+    }
+    /* Without server.modules every module is loaded; with it, the listed ones and those
+     * lighttpd loads anyway. */
+    for (size_t m = 1; lc->builtin[m] && n < SL_MAX_MODULES; m++) {
+        if (listed[m] || (list && !lc->builtin[m]->always)) continue;
+        listed[m] = true;
+        order[n++] = m;
+    }
+    /* Fallback handlers last, in their relative order. */
+    size_t sorted[SL_MAX_MODULES], k = 0;
+    for (size_t i = 0; i < n; i++)
+        if (!lc->builtin[order[i]]->fallback) sorted[k++] = order[i];
+    for (size_t i = 0; i < n; i++)
+        if (lc->builtin[order[i]]->fallback) sorted[k++] = order[i];
+    size_t off = 0;
+    for (size_t i = 0; i < n; i++) {
+        sl_module *m = lc->builtin[sorted[i]];
+        lc->loaded[sorted[i]] = true;
+        m->index = (unsigned)i;
+        m->conf_off = off;
+        off += (m->conf_size + 15) & ~(size_t)15;
+        cs->mods[cs->n_mods++] = m;
+    }
+    cs->block_size = off ? off : 16;
+}
+
+static void defaults_into(const sl_conf_set *cs, sl_conf *block)
+{
+    memset(block, 0, cs->block_size);
+    for (size_t i = 0; i < cs->n_mods; i++)
+        if (cs->mods[i]->defaults) cs->mods[i]->defaults((char *)block + cs->mods[i]->conf_off);
+}
+
+static sl_conf_set *load_tree(sl_config_tree *t, const char *basedir, sl_module *const *builtin,
+                              bool check_system, sl_errs *errs)
+{
+    sl_conf_set *cs = calloc(1, sizeof *cs);
+    struct sl_conf_priv *pv = calloc(1, sizeof *pv);
+    if (!cs || !pv) {
+        free(cs);
+        free(pv);
+        sl_config_tree_free(t);
+        sl_errs_add(errs, NULL, 0, "out of memory");
+        return NULL;
+    }
+    cs->tree = t;
+    cs->priv = pv;
+    cs->basedir = basedir ? strdup(basedir) : NULL;
+    cs->n_listen = 1; /* [0]: the core's server.bind:server.port */
+    load_ctx lc = {.cs = cs, .builtin = builtin, .check_system = check_system, .errs = errs};
+    unsigned before = errs->n;
+    pick_modules(&lc);
+    bool only_socket = true;
+    walk(&lc, t->root, &only_socket);
+    cs->global = own(cs, malloc(cs->block_size), NULL);
+    if (pv->failed_oom || !cs->global) sl_errs_add(errs, NULL, 0, "out of memory");
+    if (errs->n != before) {
+        sl_conf_free(cs);
+        return NULL;
+    }
+    defaults_into(cs, cs->global);
+    apply_ops(cs->global, t->root->ext);
+    cs->only_socket = only_socket;
+    return cs;
+}
+
+sl_conf_set *sl_conf_load_string(const char *text, size_t len, const char *name,
+                                 const char *basedir, sl_module *const *builtin,
+                                 bool check_system, sl_errs *errs)
+{
+    char err[1024];
+    sl_config_tree *t = sl_config_parse_string(text, len, name, basedir, err, sizeof err);
+    if (!t) {
+        sl_errs_add(errs, NULL, 0, "%s", err);
+        return NULL;
+    }
+    return load_tree(t, basedir, builtin, check_system, errs);
+}
+
+sl_conf_set *sl_conf_load(const char *path, sl_module *const *builtin, bool check_system,
+                          sl_errs *errs)
+{
+    char err[1024];
+    char real[PATH_MAX];
+    if (!realpath(path, real)) {
+        sl_errs_add(errs, NULL, 0, "%s: %s", path, strerror(errno));
+        return NULL;
+    }
+    sl_config_tree *t = sl_config_parse_file(path, err, sizeof err);
+    if (!t) {
+        sl_errs_add(errs, NULL, 0, "%s", err);
+        return NULL;
+    }
+    return load_tree(t, dirname(real), builtin, check_system, errs);
+}
+
+void sl_conf_free(sl_conf_set *cs)
+{
+    if (!cs) return;
+    struct sl_conf_priv *pv = cs->priv;
+    for (size_t i = pv ? pv->n_own : 0; i-- > 0;) {
+        if (pv->own[i].release)
+            pv->own[i].release(pv->own[i].p);
+        else
+            free(pv->own[i].p);
+    }
+    if (pv) free(pv->own);
+    free(pv);
+    free(cs->basedir);
+    sl_config_tree_free(cs->tree);
+    free(cs);
+}
+
+bool sl_conf_has_module(const sl_conf_set *cs, const sl_module *m)
+{
+    for (size_t i = 0; i < cs->n_mods; i++)
+        if (cs->mods[i] == m) return true;
+    return false;
+}
+
+/* ---- per request ---- */
+
+static void eval(const sl_cblock *b, const sl_cond_input *in, sl_conf *out)
+{
+    apply_ops(out, b->ext);
+    for (size_t i = 0; i < b->n_children; i++) {
+        for (const sl_cblock *x = b->children[i]; x; x = x->else_next) {
+            if (sl_cond_match(x, in)) {
+                eval(x, in, out);
+                break;
+            }
+        }
+    }
+}
+
+const sl_conf *sl_conf_for_request(const sl_conf_set *cs, unsigned listener,
+                                   const sl_cond_input *in, sl_conf *buf)
+{
+    const sl_cblock *root = cs->tree->root;
+    if (root->n_children == 0) return cs->global; /* no conditions at all */
+    if (cs->per_listener && listener < cs->n_listen && cs->per_listener[listener])
+        return cs->per_listener[listener];
+    memcpy(buf, cs->global, cs->block_size);
+    for (size_t i = 0; i < root->n_children; i++)
+        for (const sl_cblock *x = root->children[i]; x; x = x->else_next)
+            if (sl_cond_match(x, in)) {
+                eval(x, in, buf);
+                break;
+            }
+    return buf;
+}
+
+int sl_conf_listeners_done(sl_conf_set *cs)
+{
+    const sl_cblock *root = cs->tree->root;
+    if (!cs->only_socket || root->n_children == 0) return 0;
+    sl_conf **pl = own(cs, calloc(cs->n_listen, sizeof *pl), NULL);
+    if (!pl) return -ENOMEM;
+    for (size_t l = 0; l < cs->n_listen; l++) {
+        if (!(pl[l] = own(cs, malloc(cs->block_size), NULL))) return -ENOMEM;
+        memcpy(pl[l], cs->global, cs->block_size);
+        sl_cond_input in = {.socket = cs->listen[l].literal};
+        for (size_t i = 0; i < root->n_children; i++)
+            for (const sl_cblock *x = root->children[i]; x; x = x->else_next)
+                if (sl_cond_match(x, &in)) {
+                    eval(x, &in, pl[l]);
+                    break;
+                }
+    }
+    cs->per_listener = pl;
+    return 0;
+}

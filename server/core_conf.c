@@ -1,0 +1,235 @@
+/* The core's keys: the server.* settings and mimetype.assign.
+ *
+ * Declared in one table like any module's; values that need work at start-up (the document root
+ * opened as a directory, the mime table built) are made by their prepare() once, and requests
+ * read a pointer. lighttpd's defaults where lighttpd has one.
+ */
+#include "core_conf.h"
+
+#include <errno.h>
+#include <event2/event.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <pwd.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define PCRE2_CODE_UNIT_WIDTH 8
+#include <pcre2.h>
+
+#include "netback.h"
+
+#define OFF(f) offsetof(sl_core_conf, f)
+
+static void core_defaults(void *p)
+{
+    sl_core_conf *s = p;
+    s->bind = NULL; /* all IPv4 addresses */
+    s->port = 80;
+    s->max_connections = 1024;
+    s->workers = 0; /* one loop per core */
+    s->reuse_port = true;
+    s->event_handler = "linux-sysepoll";
+    s->network_backend = SL_NETBACK_DEFAULT;
+    s->max_read_threads = 16;
+    s->max_stat_threads = 4;
+    s->block_size = 512 * 1024;
+    s->graceful_shutdown_timeout = 30;
+    s->max_keep_alive_requests = 1000;
+    s->max_keep_alive_idle = 5;
+    s->max_read_idle = 60;
+    s->max_write_idle = 360;
+    s->max_request_size = 2 * 1024 * 1024; /* KiB: 2 GiB */
+    s->max_request_field_size = 8192;
+    s->range_requests = true;
+    s->follow_symlink = true;
+    s->mime = sl_mime_default();
+}
+
+static void dir_release(void *p)
+{
+    sl_dir *d = p;
+    if (d->fd >= 0) close(d->fd);
+    free(d->path);
+    free(d);
+}
+
+static int prep_docroot(const sl_cval *v, const sl_key_ctx *ctx, void **out)
+{
+    sl_dir *d = calloc(1, sizeof *d);
+    if (!d) return snprintf(ctx->err, ctx->errlen, "out of memory"), -1;
+    if (v->str[0] == '/' || !ctx->basedir) {
+        d->path = strdup(v->str);
+    } else if ((d->path = malloc(strlen(ctx->basedir) + strlen(v->str) + 2))) {
+        sprintf(d->path, "%s/%s", ctx->basedir, v->str);
+    }
+    d->fd = d->path ? open(d->path, O_PATH | O_DIRECTORY | O_CLOEXEC) : -1;
+    if (d->fd < 0) {
+        snprintf(ctx->err, ctx->errlen, "server.document-root \"%s\": %s",
+                 d->path ? d->path : v->str, d->path ? strerror(errno) : "out of memory");
+        dir_release(d);
+        return -1;
+    }
+    *out = d;
+    return 0;
+}
+
+static int prep_mime(const sl_cval *v, const sl_key_ctx *ctx, void **out)
+{
+    bool ok = v->type == SL_CV_ARRAY;
+    for (size_t i = 0; ok && i < v->n_items; i++)
+        ok = v->items[i].key && v->items[i].val->type == SL_CV_STRING;
+    if (!ok) {
+        snprintf(ctx->err, ctx->errlen,
+                 "'mimetype.assign' must be an array of \".ext\" => \"type\" pairs");
+        return -1;
+    }
+    const char **sfx = calloc(v->n_items + 1, sizeof *sfx);
+    const char **typ = calloc(v->n_items + 1, sizeof *typ);
+    sl_mime_table *t = NULL;
+    if (sfx && typ) {
+        for (size_t i = 0; i < v->n_items; i++) {
+            sfx[i] = v->items[i].key;
+            typ[i] = v->items[i].val->str;
+        }
+        t = sl_mime_table_new(sfx, typ, v->n_items);
+    }
+    free(sfx);
+    free(typ);
+    if (!t) return snprintf(ctx->err, ctx->errlen, "out of memory"), -1;
+    *out = t;
+    return 0;
+}
+
+static void mime_release(void *p)
+{
+    sl_mime_table_free(p);
+}
+
+static int prep_event_handler(const sl_cval *v, const sl_key_ctx *ctx, void **out)
+{
+    if (!strcmp(v->str, "linux-sysepoll")) return 0;
+    if (!strcmp(v->str, "poll") || !strcmp(v->str, "select")) {
+        snprintf(ctx->err, ctx->errlen,
+                 "server.event-handler \"%s\" is not supported: seekless registers each "
+                 "connection once, edge-triggered, which only epoll can do (use "
+                 "\"linux-sysepoll\", the default)",
+                 v->str);
+        return -1;
+    }
+    static const char *const ok[] = {"linux-sysepoll", NULL};
+    return sl_key_choice("server.event-handler", v, ctx, ok);
+}
+
+static int prep_network_backend(const sl_cval *v, const sl_key_ctx *ctx, void **out)
+{
+    if (sl_netback_find(v->str)) return 0;
+    char names[256] = "";
+    for (size_t i = 0; sl_netbackends[i]; i++)
+        snprintf(names + strlen(names), sizeof names - strlen(names), "%s\"%s\"", i ? ", " : "",
+                 sl_netbackends[i]->name);
+    snprintf(ctx->err, ctx->errlen,
+             "server.network-backend \"%s\" is not compiled into this seekless (available: %s)",
+             v->str, names);
+    return -1;
+}
+
+static int prep_block_size(const sl_cval *v, const sl_key_ctx *ctx, void **out)
+{
+    if (v->num >= 4096 && v->num <= 16 * 1024 * 1024 && v->num % 4096 == 0) return 0;
+    snprintf(ctx->err, ctx->errlen,
+             "server.network-backend-block-size must be a multiple of 4096 between 4096 and "
+             "16777216 bytes, not %lld",
+             v->num);
+    return -1;
+}
+
+static int prep_read_threads(const sl_cval *v, const sl_key_ctx *ctx, void **out)
+{
+    return sl_key_range("server.max-read-threads", v, ctx, 1, 1024);
+}
+
+static int prep_stat_threads(const sl_cval *v, const sl_key_ctx *ctx, void **out)
+{
+    return sl_key_range("server.max-stat-threads", v, ctx, 0, 1024);
+}
+
+static int prep_port(const sl_cval *v, const sl_key_ctx *ctx, void **out)
+{
+    if (v->num >= 1 && v->num <= 65535) return 0;
+    snprintf(ctx->err, ctx->errlen, "server.port %lld is out of range", v->num);
+    return -1;
+}
+
+static int prep_workers(const sl_cval *v, const sl_key_ctx *ctx, void **out)
+{
+    return sl_key_range("server.max-worker", v, ctx, 0, 1024);
+}
+
+static int prep_username(const sl_cval *v, const sl_key_ctx *ctx, void **out)
+{
+    if (!ctx->check_system || getpwnam(v->str)) return 0;
+    snprintf(ctx->err, ctx->errlen, "server.username \"%s\": no such user", v->str);
+    return -1;
+}
+
+static int prep_groupname(const sl_cval *v, const sl_key_ctx *ctx, void **out)
+{
+    if (!ctx->check_system || getgrnam(v->str)) return 0;
+    snprintf(ctx->err, ctx->errlen, "server.groupname \"%s\": no such group", v->str);
+    return -1;
+}
+
+static const sl_key core_keys[] = {
+    {"mimetype.assign", SL_KEY_VALUE, 0, OFF(mime), prep_mime, mime_release},
+    {"server.bind", SL_KEY_STRING, SL_KEY_GLOBAL, OFF(bind), NULL, NULL},
+    {"server.document-root", SL_KEY_VALUE, 0, OFF(docroot), prep_docroot, dir_release},
+    {"server.errorlog", SL_KEY_PATH, SL_KEY_GLOBAL, OFF(errorlog), NULL, NULL},
+    {"server.event-handler", SL_KEY_STRING, SL_KEY_GLOBAL, OFF(event_handler), prep_event_handler, NULL},
+    {"server.follow-symlink", SL_KEY_BOOL, 0, OFF(follow_symlink), NULL, NULL},
+    {"server.graceful-shutdown-timeout", SL_KEY_INT, SL_KEY_GLOBAL, OFF(graceful_shutdown_timeout), NULL, NULL},
+    {"server.groupname", SL_KEY_STRING, SL_KEY_GLOBAL, OFF(groupname), prep_groupname, NULL},
+    {"server.max-connections", SL_KEY_INT, SL_KEY_GLOBAL, OFF(max_connections), NULL, NULL},
+    {"server.max-keep-alive-idle", SL_KEY_INT, 0, OFF(max_keep_alive_idle), NULL, NULL},
+    {"server.max-keep-alive-requests", SL_KEY_INT, 0, OFF(max_keep_alive_requests), NULL, NULL},
+    {"server.max-read-idle", SL_KEY_INT, 0, OFF(max_read_idle), NULL, NULL},
+    {"server.max-read-threads", SL_KEY_INT, SL_KEY_GLOBAL, OFF(max_read_threads), prep_read_threads, NULL},
+    {"server.max-request-field-size", SL_KEY_INT, 0, OFF(max_request_field_size), NULL, NULL},
+    {"server.max-request-size", SL_KEY_INT, 0, OFF(max_request_size), NULL, NULL},
+    {"server.max-stat-threads", SL_KEY_INT, SL_KEY_GLOBAL, OFF(max_stat_threads), prep_stat_threads, NULL},
+    {"server.max-worker", SL_KEY_INT, SL_KEY_GLOBAL, OFF(workers), prep_workers, NULL},
+    {"server.max-write-idle", SL_KEY_INT, 0, OFF(max_write_idle), NULL, NULL},
+    {"server.network-backend", SL_KEY_STRING, SL_KEY_GLOBAL, OFF(network_backend), prep_network_backend, NULL},
+    {"server.network-backend-block-size", SL_KEY_INT, SL_KEY_GLOBAL, OFF(block_size), prep_block_size, NULL},
+    {"server.pid-file", SL_KEY_PATH, SL_KEY_GLOBAL, OFF(pid_file), NULL, NULL},
+    {"server.port", SL_KEY_INT, SL_KEY_GLOBAL, OFF(port), prep_port, NULL},
+    {"server.range-requests", SL_KEY_BOOL, 0, OFF(range_requests), NULL, NULL},
+    {"server.reuse-port", SL_KEY_BOOL, SL_KEY_GLOBAL, OFF(reuse_port), NULL, NULL},
+    {"server.use-noatime", SL_KEY_BOOL, SL_KEY_GLOBAL, OFF(use_noatime), NULL, NULL},
+    {"server.username", SL_KEY_STRING, SL_KEY_GLOBAL, OFF(username), prep_username, NULL},
+    {NULL},
+};
+
+sl_module sl_mod_core = {
+    .name = "core",
+    .always = true,
+    .keys = core_keys,
+    .conf_size = sizeof(sl_core_conf),
+    .defaults = core_defaults,
+};
+
+void sl_core_print_features(void)
+{
+    for (size_t i = 0; sl_netbackends[i]; i++)
+        printf("network-backend: %s%s\n", sl_netbackends[i]->name, i == 0 ? " (default)" : "");
+    const char **m = event_get_supported_methods();
+    for (size_t i = 0; m && m[i]; i++)
+        if (!strcmp(m[i], "epoll")) printf("event-handler: linux-sysepoll\n");
+    char pv[32] = "";
+    pcre2_config(PCRE2_CONFIG_VERSION, pv);
+    printf("regex-conditions: pcre2 %s\n", pv);
+    printf("libevent: %s\n", event_get_version());
+}

@@ -1,0 +1,66 @@
+/* The core's settings: the server.* keys (and mimetype.assign), declared like any module's. */
+#ifndef SL_CORE_CONF_H
+#define SL_CORE_CONF_H
+
+#include <stdbool.h>
+
+#include "conf.h"
+#include "mime.h"
+#include "module.h"
+
+/* A directory opened at start-up (server.document-root): its absolute path and an O_PATH fd. */
+typedef struct sl_dir {
+    char *path;
+    int fd;
+} sl_dir;
+
+/* The core's part of a conf block (always first in it). Strings point into the config or into
+ * what was prepared for it and live as long as the loaded config. */
+typedef struct sl_core_conf {
+    /* process-wide (top level only) */
+    const char *bind;           /* server.bind; NULL: all IPv4 addresses */
+    long port;                  /* server.port */
+    const char *errorlog;       /* server.errorlog; NULL: stderr */
+    const char *pid_file;
+    const char *username, *groupname;
+    long max_connections;       /* per process */
+    long workers;               /* server.max-worker / server.workers; 0: one per core */
+    bool reuse_port;            /* a listening socket per loop (SO_REUSEPORT) */
+    const char *event_handler;
+    const char *network_backend;
+    long max_stat_threads;
+    long max_read_threads;
+    long block_size;            /* server.network-backend-block-size, bytes */
+    bool use_noatime;
+    long graceful_shutdown_timeout;
+    /* per request: may be overridden inside conditions */
+    const sl_dir *docroot;      /* server.document-root; NULL until set */
+    long max_keep_alive_requests;
+    long max_keep_alive_idle;
+    long max_read_idle;
+    long max_write_idle;
+    long max_request_size;      /* KiB, as lighttpd */
+    long max_request_field_size;
+    bool range_requests;
+    bool follow_symlink;
+    const sl_mime_table *mime;  /* mimetype.assign */
+} sl_core_conf;
+
+/* A conf block: the core's settings, then every loaded module's at its offset. */
+struct sl_conf {
+    sl_core_conf core;
+};
+
+/* The core's settings in a conf block. */
+static inline const sl_core_conf *sl_core(const sl_conf *b)
+{
+    return &b->core;
+}
+
+/* The core's key table, loaded first and always. */
+extern sl_module sl_mod_core;
+
+/* Lines for `seekless -V`: the compiled-in network backends and features. */
+void sl_core_print_features(void);
+
+#endif

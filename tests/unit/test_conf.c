@@ -1,0 +1,472 @@
+/* Unit tests for the config layer (server/conf.c) and the core's keys (server/core_conf.c): key
+ * checks at start-up with every error reported, server.modules, module key tables, and
+ * per-request condition overrides. Socket addresses and networks: server/addr.c. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <fcntl.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "addr.h"
+#include "conf.h"
+#include "core_conf.h"
+#include "mod_proxy.h"
+#include "mod_static.h"
+#include "mod_status.h"
+
+static char dir[] = "/tmp/sl_conf_XXXXXX";
+
+/* A module of the test's own, to see the interface from a module's side. */
+typedef struct demo_conf {
+    const char *greeting;
+    long count;
+    bool loud;
+    sl_strlist names;
+    sl_kvlist map;
+    const char *checked; /* SL_KEY_VALUE: what prepare made */
+} demo_conf;
+
+static int demo_released;
+
+static int prep_checked(const sl_cval *v, const sl_key_ctx *ctx, void **out)
+{
+    if (v->type != SL_CV_STRING || strncmp(v->str, "ok-", 3)) {
+        snprintf(ctx->err, ctx->errlen, "demo.checked must start with ok-");
+        return -1;
+    }
+    *out = strdup(v->str + 3);
+    return 0;
+}
+
+static void release_checked(void *p)
+{
+    demo_released++;
+    free(p);
+}
+
+static void demo_defaults(void *p)
+{
+    demo_conf *d = p;
+    d->greeting = "hello";
+    d->count = 3;
+}
+
+static const sl_key demo_keys[] = {
+    {"demo.greeting", SL_KEY_STRING, 0, offsetof(demo_conf, greeting), NULL, NULL},
+    {"demo.count", SL_KEY_INT, SL_KEY_GLOBAL, offsetof(demo_conf, count), NULL, NULL},
+    {"demo.loud", SL_KEY_BOOL, 0, offsetof(demo_conf, loud), NULL, NULL},
+    {"demo.names", SL_KEY_STRLIST, 0, offsetof(demo_conf, names), NULL, NULL},
+    {"demo.map", SL_KEY_KVLIST, 0, offsetof(demo_conf, map), NULL, NULL},
+    {"demo.checked", SL_KEY_VALUE, 0, offsetof(demo_conf, checked), prep_checked,
+     release_checked},
+    {NULL},
+};
+
+static const char *const demo_aliases[] = {"mod_demo", NULL};
+static sl_module mod_demo = {
+    .name = "demo",
+    .aliases = demo_aliases,
+    .keys = demo_keys,
+    .conf_size = sizeof(demo_conf),
+    .defaults = demo_defaults,
+};
+
+static sl_module *const mods[] = {&sl_mod_core, &sl_mod_status, &mod_demo, &sl_mod_proxy,
+                                  &sl_mod_static, NULL};
+
+#define DEMO(b) SL_MODCONF(b, mod_demo, demo_conf)
+#define STATIC(b) SL_MODCONF(b, sl_mod_static, sl_static_conf)
+#define PROXY(b) SL_MODCONF(b, sl_mod_proxy, sl_proxy_conf)
+
+static int setup(void **state)
+{
+    assert_non_null(mkdtemp(dir));
+    char p[256];
+    snprintf(p, sizeof p, "%s/a", dir);
+    mkdir(p, 0755);
+    snprintf(p, sizeof p, "%s/b", dir);
+    mkdir(p, 0755);
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    char p[256];
+    snprintf(p, sizeof p, "%s/a", dir);
+    rmdir(p);
+    snprintf(p, sizeof p, "%s/b", dir);
+    rmdir(p);
+    rmdir(dir);
+    return 0;
+}
+
+typedef struct fixture {
+    sl_conf_set *cs;
+    sl_errs errs;
+} fixture;
+
+static sl_conf_set *load(fixture *f, const char *text)
+{
+    memset(f, 0, sizeof *f);
+    f->cs = sl_conf_load_string(text, strlen(text), "t.conf", dir, mods, false, &f->errs);
+    return f->cs;
+}
+
+static void done(fixture *f)
+{
+    sl_conf_free(f->cs);
+    sl_errs_free(&f->errs);
+}
+
+static const sl_core_conf *G(fixture *f)
+{
+    return sl_core(f->cs->global);
+}
+
+static void expect_error(const char *text, const char *needle)
+{
+    fixture f;
+    assert_null(load(&f, text));
+    if (!f.errs.text || !strstr(f.errs.text, needle))
+        fail_msg("errors '%s' lack '%s'", f.errs.text ? f.errs.text : "", needle);
+    done(&f);
+}
+
+static void test_defaults_and_relative_docroot(void **state)
+{
+    fixture f;
+    assert_non_null(load(&f, "server.document-root = \"a\"\nserver.port = 8080\n"));
+    char want[256];
+    snprintf(want, sizeof want, "%s/a", dir);
+    assert_string_equal(G(&f)->docroot->path, want);
+    assert_true(G(&f)->docroot->fd >= 0);
+    assert_int_equal(G(&f)->port, 8080);
+    assert_int_equal(G(&f)->max_keep_alive_requests, 1000);
+    assert_int_equal(G(&f)->max_request_field_size, 8192);
+    assert_true(G(&f)->range_requests && G(&f)->follow_symlink);
+    assert_true(STATIC(f.cs->global)->etags);
+    assert_int_equal(f.cs->n_listen, 1); /* [0] is filled in by the core from bind/port */
+    done(&f);
+}
+
+static void test_errors_name_file_and_line(void **state)
+{
+    expect_error("server.document-root = \"a\"\nserver.bogus = 1\n",
+                 "t.conf:2: unknown config key 'server.bogus'");
+    expect_error("server.document-root = \"a\"\nserver.port = \"80\"\n",
+                 "t.conf:2: 'server.port' must be an integer, not string");
+    expect_error("server.document-root = \"a\"\nserver.range-requests = \"yes\"\n",
+                 "t.conf:2: 'server.range-requests' must be \"enable\" or \"disable\"");
+    expect_error("server.document-root = \"a\"\n$HTTP[\"host\"] == \"x\" {\n server.port = 81\n}\n",
+                 "t.conf:3: 'server.port' can only be set at the top level");
+    expect_error("server.document-root = \"missing\"\n", "t.conf:1: server.document-root");
+    expect_error("server.document-root = \"a\"\nserver.port = 70000\n", "out of range");
+    expect_error("server.document-root = \"a\"\nserver.event-handler = \"kqueue\"\n",
+                 "not supported");
+    expect_error("server.document-root = \"a\"\nserver.max-keep-alive-idle = -1\n",
+                 "t.conf:2: 'server.max-keep-alive-idle' must not be negative");
+}
+
+static void test_every_error_in_one_run(void **state)
+{
+    fixture f;
+    assert_null(load(&f, "server.document-root = \"a\"\n"
+                         "server.bogus = 1\n"
+                         "server.port = \"x\"\n"
+                         "demo.checked = \"nope\"\n"
+                         "$HTTP[\"url\"] =~ \"^/\" {\n"
+                         "  demo.count = 2\n"
+                         "  another.bogus = 3\n"
+                         "}\n"));
+    assert_int_equal(f.errs.n, 5);
+    const char *want[] = {"t.conf:2: unknown config key 'server.bogus'",
+                          "t.conf:3: 'server.port' must be an integer",
+                          "t.conf:4: demo.checked must start with ok-",
+                          "t.conf:6: 'demo.count' can only be set at the top level",
+                          "t.conf:7: unknown config key 'another.bogus'"};
+    for (size_t i = 0; i < 5; i++)
+        if (!strstr(f.errs.text, want[i])) fail_msg("'%s' lacks '%s'", f.errs.text, want[i]);
+    done(&f);
+}
+
+static void test_module_keys_types_and_prepare(void **state)
+{
+    fixture f;
+    demo_released = 0;
+    assert_non_null(load(&f, "server.document-root = \"a\"\n"
+                             "demo.count = 7\ndemo.loud = \"on\"\n"
+                             "demo.names = ( \"x\", \"y\" )\n"
+                             "demo.map = ( \"k1\" => \"v1\", \"k2\" => \"v2\" )\n"
+                             "demo.checked = \"ok-fine\"\n"));
+    const demo_conf *d = DEMO(f.cs->global);
+    assert_string_equal(d->greeting, "hello"); /* default */
+    assert_int_equal(d->count, 7);
+    assert_true(d->loud);
+    assert_int_equal(d->names.n, 2);
+    assert_string_equal(d->names.v[1], "y");
+    assert_int_equal(d->map.n, 2);
+    assert_string_equal(d->map.k[1], "k2");
+    assert_string_equal(d->map.v[1], "v2");
+    assert_string_equal(d->checked, "fine");
+    done(&f);
+    assert_int_equal(demo_released, 1); /* what prepare made is released with the config */
+    expect_error("server.document-root = \"a\"\ndemo.map = ( \"a\", \"b\" )\n",
+                 "t.conf:2: 'demo.map' must be an array of \"key\" => \"value\" pairs");
+    expect_error("server.document-root = \"a\"\ndemo.names = \"x\"\n",
+                 "t.conf:2: 'demo.names' must be an array of strings, not string");
+}
+
+static void test_server_modules(void **state)
+{
+    fixture f;
+    /* Listed modules load (by lighttpd name or own name) in the listed order; the core and
+     * the modules lighttpd always loads (static files) load anyway, fallback handlers last. */
+    assert_non_null(load(&f, "server.modules = ( \"mod_staticfile\", \"demo\", \"mod_status\" )\n"
+                             "server.document-root = \"a\"\n"));
+    assert_int_equal(f.cs->n_mods, 4);
+    assert_ptr_equal(f.cs->mods[0], &sl_mod_core);
+    assert_ptr_equal(f.cs->mods[1], &mod_demo);
+    assert_ptr_equal(f.cs->mods[2], &sl_mod_status);
+    assert_ptr_equal(f.cs->mods[3], &sl_mod_static);
+    assert_false(sl_conf_has_module(f.cs, &sl_mod_proxy));
+    done(&f);
+    /* A key of a module that is not loaded is refused, naming the module to add. */
+    expect_error("server.modules = ( \"mod_demo\" )\nserver.document-root = \"a\"\n"
+                 "status.status-url = \"/s\"\n",
+                 "t.conf:3: 'status.status-url' belongs to mod_status, which server.modules does "
+                 "not load (add \"mod_status\" to it)");
+    expect_error("server.modules = ( \"mod_rainbow\" )\nserver.document-root = \"a\"\n",
+                 "t.conf:1: server.modules: \"mod_rainbow\" is not a module of seekless");
+    /* Without server.modules every module is there. */
+    assert_non_null(load(&f, "server.document-root = \"a\"\n"));
+    assert_int_equal(f.cs->n_mods, 5);
+    assert_ptr_equal(f.cs->mods[4], &sl_mod_static);
+    done(&f);
+}
+
+static void test_cidr(void **state)
+{
+    struct sockaddr_in a4 = {.sin_family = AF_INET};
+    inet_pton(AF_INET, "127.0.0.5", &a4.sin_addr);
+    struct sockaddr_in6 a6 = {.sin6_family = AF_INET6};
+    inet_pton(AF_INET6, "::ffff:10.1.2.3", &a6.sin6_addr);
+    struct sockaddr_in6 l6 = {.sin6_family = AF_INET6};
+    inet_pton(AF_INET6, "::1", &l6.sin6_addr);
+    assert_true(sl_cidr_match("127.0.0.0/8", (struct sockaddr *)&a4));
+    assert_false(sl_cidr_match("127.0.0.0/30", (struct sockaddr *)&a4));
+    assert_true(sl_cidr_match("127.0.0.5", (struct sockaddr *)&a4));
+    assert_true(sl_cidr_match("0.0.0.0/0", (struct sockaddr *)&a4));
+    assert_true(sl_cidr_match("10.0.0.0/8", (struct sockaddr *)&a6)); /* IPv4-mapped */
+    assert_false(sl_cidr_match("::1/128", (struct sockaddr *)&a4));
+    assert_true(sl_cidr_match("::1/128", (struct sockaddr *)&l6));
+    assert_false(sl_cidr_match("::2/128", (struct sockaddr *)&l6));
+    unsigned char net[16];
+    int fam, bits;
+    assert_int_equal(sl_cidr_parse("10.0.0.0/33", net, &fam, &bits), -EINVAL);
+    assert_int_equal(sl_cidr_parse("10.0.0.0/", net, &fam, &bits), -EINVAL);
+    assert_int_equal(sl_cidr_parse("nope", net, &fam, &bits), -EINVAL);
+    assert_int_equal(sl_cidr_parse("fe80::/10", net, &fam, &bits), 0);
+    assert_int_equal(bits, 10);
+    expect_error("server.document-root = \"a\"\nstatus.allow-networks = ( \"1.2.3.4/99\" )\n",
+                 "t.conf:2: status.allow-networks: \"1.2.3.4/99\" is not a network");
+    expect_error("server.document-root = \"a\"\nstatus.status-url = \"status\"\n",
+                 "t.conf:2: status.status-url must start with '/'");
+}
+
+static void test_proxy_core_keys(void **state)
+{
+    fixture f;
+    assert_non_null(load(&f, "server.document-root = \"a\"\n"
+                             "$HTTP[\"url\"] =~ \"^/x/\" {\n"
+                             " proxy-core.backends = ( \"127.0.0.1:1029\", \"[::1]:80\","
+                             " \"unix:/tmp/s.sock\" )\n"
+                             " proxy-core.protocol = \"fastcgi\"\n"
+                             " proxy-core.balancer = \"carp\"\n"
+                             " proxy-core.allow-x-sendfile = \"enable\"\n"
+                             " proxy-core.x-sendfile-docroot = ( \"a/\" )\n}\n"));
+    /* Outside the condition nothing is proxied; the defaults are lighttpd-like. */
+    assert_null(PROXY(f.cs->global)->backends);
+    assert_string_equal(PROXY(f.cs->global)->protocol, "http");
+    assert_string_equal(PROXY(f.cs->global)->balancer, "sqf");
+    sl_conf *buf = malloc(f.cs->block_size);
+    sl_cond_input in = {.socket = "0.0.0.0:80", .url = "/x/y", .host = "", .query = ""};
+    const sl_conf *r = sl_conf_for_request(f.cs, 0, &in, buf);
+    const sl_proxy_conf *p = PROXY(r);
+    assert_int_equal(p->backends->n, 3);
+    assert_string_equal(p->backends->v[0], "127.0.0.1:1029");
+    assert_string_equal(p->backends->v[1], "[::1]:80");
+    assert_string_equal(p->backends->v[2], "unix:/tmp/s.sock");
+    assert_string_equal(p->protocol, "fastcgi");
+    assert_true(p->allow_x_sendfile);
+    assert_int_equal(p->xsendfile_roots->n, 1);
+    char want[600];
+    snprintf(want, sizeof want, "%s/a", dir);
+    assert_string_equal(p->xsendfile_roots->path[0], want); /* absolute, no trailing slash */
+    assert_true(p->xsendfile_roots->fd[0] >= 0);
+    free(buf);
+    done(&f);
+    expect_error("server.document-root = \"a\"\nproxy-core.protocol = \"scgi\"\n",
+                 "t.conf:2: proxy-core.protocol \"scgi\" is not supported");
+    expect_error("server.document-root = \"a\"\nproxy-core.balancer = \"fair\"\n",
+                 "t.conf:2: proxy-core.balancer \"fair\" is not supported");
+    expect_error("server.document-root = \"a\"\nproxy-core.backends = ( \"nocolon\" )\n",
+                 "t.conf:2: proxy-core.backends: \"nocolon\": not");
+    expect_error("server.document-root = \"a\"\nproxy-core.backends = ( \"unix:/"
+                 "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+                 "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\" )\n",
+                 "unix socket path too long");
+    expect_error("server.document-root = \"a\"\nproxy-core.backends = ( \"1.2.3.4:99999\" )\n",
+                 "t.conf:2: proxy-core.backends:");
+    expect_error("server.document-root = \"a\"\nproxy-core.x-sendfile-docroot = ( \"nope\" )\n",
+                 "t.conf:2: proxy-core.x-sendfile-docroot");
+}
+
+static void test_backend_keys(void **state)
+{
+    fixture f;
+    assert_non_null(load(&f, "server.document-root = \"a\"\n"));
+    assert_string_equal(G(&f)->network_backend, "hybrid");
+    assert_int_equal(G(&f)->max_read_threads, 16);
+    assert_int_equal(G(&f)->max_stat_threads, 4);
+    assert_int_equal(G(&f)->block_size, 512 * 1024);
+    assert_false(G(&f)->use_noatime);
+    done(&f);
+    assert_non_null(load(&f, "server.document-root = \"a\"\n"
+                             "server.network-backend = \"gthread-aio\"\n"
+                             "server.max-stat-threads = 0\nserver.max-read-threads = 64\n"
+                             "server.network-backend-block-size = 262144\n"
+                             "server.use-noatime = \"enable\"\nserver.max-worker = 3\n"));
+    assert_string_equal(G(&f)->network_backend, "gthread-aio");
+    assert_int_equal(G(&f)->max_stat_threads, 0);
+    assert_int_equal(G(&f)->max_read_threads, 64);
+    assert_int_equal(G(&f)->block_size, 262144);
+    assert_true(G(&f)->use_noatime);
+    assert_int_equal(G(&f)->workers, 3);
+    done(&f);
+    expect_error("server.document-root = \"a\"\nserver.network-backend = \"carrier-pigeon\"\n",
+                 "t.conf:2: server.network-backend \"carrier-pigeon\" is not compiled into this "
+                 "seekless (available: \"hybrid\", \"linux-sendfile\"");
+    expect_error("server.document-root = \"a\"\nserver.network-backend-block-size = 1000\n",
+                 "t.conf:2: server.network-backend-block-size must be a multiple of 4096");
+    expect_error("server.document-root = \"a\"\nserver.max-read-threads = 0\n",
+                 "t.conf:2: 'server.max-read-threads' 0 is out of range (1..1024)");
+    expect_error("server.document-root = \"a\"\nserver.max-stat-threads = 5000\n",
+                 "out of range (0..1024)");
+    expect_error("server.document-root = \"a\"\n$HTTP[\"url\"] =~ \"^/x/\" {\n"
+                 " server.network-backend = \"writev\"\n}\n",
+                 "t.conf:3: 'server.network-backend' can only be set at the top level");
+}
+
+static void test_conditions_override_per_request(void **state)
+{
+    fixture f;
+    assert_non_null(load(&f, "server.document-root = \"a\"\nserver.port = 8080\n"
+                             "$HTTP[\"host\"] == \"b.example\" { server.document-root = \"b\" }\n"
+                             "else $HTTP[\"url\"] =~ \"^/nokeep/\" {\n"
+                             "  server.max-keep-alive-requests = 0\n"
+                             "  url.access-deny = ( \".secret\" )\n}\n"
+                             "$SERVER[\"socket\"] == \"127.0.0.1:9090\" { static-file.etags = "
+                             "\"disable\" }\n"));
+    assert_int_equal(f.cs->n_listen, 2);
+    assert_string_equal(f.cs->listen[1].literal, "127.0.0.1:9090");
+    assert_null(f.cs->per_listener); /* url and host conditions: computed per request */
+    sl_conf *buf = malloc(f.cs->block_size);
+    sl_cond_input in = {.socket = "0.0.0.0:8080", .url = "/x", .host = "b.example"};
+    const sl_conf *r = sl_conf_for_request(f.cs, 0, &in, buf);
+    assert_non_null(strstr(sl_core(r)->docroot->path, "/b"));
+    assert_int_not_equal(sl_core(r)->docroot->fd, G(&f)->docroot->fd);
+    assert_true(STATIC(r)->etags);
+    in.host = "other";
+    in.url = "/nokeep/y";
+    r = sl_conf_for_request(f.cs, 0, &in, buf);
+    assert_non_null(strstr(sl_core(r)->docroot->path, "/a"));
+    assert_int_equal(sl_core(r)->max_keep_alive_requests, 0);
+    assert_int_equal(STATIC(r)->access_deny.n, 1);
+    assert_string_equal(STATIC(r)->access_deny.v[0], ".secret");
+    in.socket = f.cs->listen[1].literal;
+    in.url = "/";
+    r = sl_conf_for_request(f.cs, 1, &in, buf);
+    assert_false(STATIC(r)->etags);
+    assert_int_equal(STATIC(r)->access_deny.n, 0);
+    free(buf);
+    done(&f);
+}
+
+static void test_socket_only_conditions_are_precomputed(void **state)
+{
+    fixture f;
+    assert_non_null(load(&f, "server.document-root = \"a\"\nserver.port = 1025\n"
+                             "$SERVER[\"socket\"] == \"127.0.0.1:9091\" { server.max-read-idle = 7 "
+                             "}\n"));
+    snprintf(f.cs->listen[0].canon, sizeof f.cs->listen[0].canon, "0.0.0.0:1025");
+    snprintf(f.cs->listen[0].literal, sizeof f.cs->listen[0].literal, "0.0.0.0:1025");
+    assert_int_equal(sl_conf_listeners_done(f.cs), 0);
+    assert_non_null(f.cs->per_listener);
+    sl_cond_input in = {.socket = f.cs->listen[1].literal, .url = "/"};
+    const sl_conf *r = sl_conf_for_request(f.cs, 1, &in, NULL); /* no buffer needed */
+    assert_int_equal(sl_core(r)->max_read_idle, 7);
+    r = sl_conf_for_request(f.cs, 0, &in, NULL);
+    assert_int_equal(sl_core(r)->max_read_idle, 60);
+    done(&f);
+    expect_error("server.document-root = \"a\"\n$SERVER[\"socket\"] == \":1026\" {}\n"
+                 "$SERVER[\"socket\"] == \"0.0.0.0:1026\" {}\n",
+                 "t.conf:3: $SERVER[\"socket\"] \"0.0.0.0:1026\" names the same socket");
+    expect_error("server.document-root = \"a\"\n$SERVER[\"socket\"] == \"nonsense\" {}\n",
+                 "t.conf:2: $SERVER[\"socket\"] \"nonsense\"");
+}
+
+static void test_mimetype_assign_replaces_the_default(void **state)
+{
+    fixture f;
+    assert_non_null(load(&f, "server.document-root = \"a\"\n"
+                             "mimetype.assign = ( \".foo\" => \"application/x-foo\" )\n"));
+    assert_string_equal(sl_mime_lookup(G(&f)->mime, "/x.foo", 6), "application/x-foo");
+    assert_string_equal(sl_mime_lookup(G(&f)->mime, "/x.html", 7), "application/octet-stream");
+    done(&f);
+    expect_error("server.document-root = \"a\"\nmimetype.assign = ( \"text/html\" )\n",
+                 "t.conf:2: 'mimetype.assign' must be an array of \".ext\" => \"type\" pairs");
+}
+
+static void test_socket_canonical(void **state)
+{
+    char out[128];
+    assert_int_equal(sl_socket_canonical(":80", out, sizeof out), 0);
+    assert_string_equal(out, "0.0.0.0:80");
+    assert_int_equal(sl_socket_canonical("127.0.0.1:8080", out, sizeof out), 0);
+    assert_string_equal(out, "127.0.0.1:8080");
+    assert_int_equal(sl_socket_canonical("[::1]:8080", out, sizeof out), 0);
+    assert_string_equal(out, "[::1]:8080");
+    assert_int_equal(sl_socket_canonical("::1:80", out, sizeof out), -EINVAL);
+    assert_int_equal(sl_socket_canonical("127.0.0.1", out, sizeof out), -EINVAL);
+    assert_int_equal(sl_socket_canonical(":0", out, sizeof out), -EINVAL);
+    assert_int_equal(sl_socket_canonical(":99999", out, sizeof out), -EINVAL);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_defaults_and_relative_docroot),
+        cmocka_unit_test(test_errors_name_file_and_line),
+        cmocka_unit_test(test_every_error_in_one_run),
+        cmocka_unit_test(test_module_keys_types_and_prepare),
+        cmocka_unit_test(test_server_modules),
+        cmocka_unit_test(test_proxy_core_keys),
+        cmocka_unit_test(test_cidr),
+        cmocka_unit_test(test_backend_keys),
+        cmocka_unit_test(test_conditions_override_per_request),
+        cmocka_unit_test(test_socket_only_conditions_are_precomputed),
+        cmocka_unit_test(test_mimetype_assign_replaces_the_default),
+        cmocka_unit_test(test_socket_canonical),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
