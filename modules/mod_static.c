@@ -22,6 +22,7 @@
 
 #include "connection.h"
 #include "core_conf.h"
+#include "fdcache.h"
 #include "http_date.h"
 #include "log.h"
 #include "loop.h"
@@ -62,13 +63,11 @@ void sl_static_open_how(const sl_conf *conf, struct open_how *how)
 }
 
 static int resolve(const sl_conf *conf, int dirfd, const sl_http_request *req, const char *path,
-                   size_t path_len, unsigned flags, int prefd, sl_static_result *out);
+                   size_t path_len, unsigned flags, int prefd, const sl_fdc_entry *ent,
+                   sl_static_result *out);
 
-int sl_static_resolve(const sl_conf *conf, int dirfd, const sl_http_request *req,
-                      const char *path, size_t path_len, unsigned flags, int prefd,
-                      sl_static_result *out)
+static void report(const char *path, unsigned flags, sl_static_result *out)
 {
-    int r = resolve(conf, dirfd, req, path, path_len, flags, prefd, out);
     if ((flags & SL_RESOLVE_FROM_BACKEND) && out->status >= 400) {
         /* A path a backend named (X-Sendfile): a refusal or a missing file is the answer, any
          * other failure is the backend's (502). Each is logged with the path. */
@@ -76,13 +75,29 @@ int sl_static_resolve(const sl_conf *conf, int dirfd, const sl_http_request *req
         sl_log("X-Sendfile %s: %s -> %d", path,
                out->err ? strerror(-out->err) : "not a regular file or refused", out->status);
     }
+}
+
+int sl_static_resolve(const sl_conf *conf, int dirfd, const sl_http_request *req,
+                      const char *path, size_t path_len, unsigned flags, int prefd,
+                      sl_static_result *out)
+{
+    int r = resolve(conf, dirfd, req, path, path_len, flags, prefd, NULL, out);
+    report(path, flags, out);
     return r;
 }
 
+/* Close fd unless it is borrowed from the open-file cache. */
+static void drop(int fd, bool borrowed)
+{
+    if (fd >= 0 && !borrowed) close(fd);
+}
+
 static int resolve(const sl_conf *conf, int dirfd, const sl_http_request *req, const char *path,
-                   size_t path_len, unsigned flags, int prefd, sl_static_result *out)
+                   size_t path_len, unsigned flags, int prefd, const sl_fdc_entry *ent,
+                   sl_static_result *out)
 {
     const bool cached = flags & SL_RESOLVE_CACHED;
+    const bool borrowed = ent != NULL;
     const sl_static_conf *s = SCONF(conf);
     const sl_core_conf *core = sl_core(conf);
     memset(out, 0, sizeof *out);
@@ -101,18 +116,30 @@ static int resolve(const sl_conf *conf, int dirfd, const sl_http_request *req, c
     }
     const int oflags = sl_static_open_flags(conf);
     const char *rel = path_len > 1 ? path + 1 : ".";
-    int fd = flags & SL_RESOLVE_PREOPENED
-                 ? prefd
-                 : sl_open_beneath_ex(dirfd, rel, oflags, core->follow_symlink, cached);
+    /* The name that access-deny, exclude-extensions and the mime table look at. */
+    char namebuf[4096];
+    const char *name = path;
+    size_t name_len = path_len;
+    int fd;
+    if (ent) {
+        /* Kept open by the cache, a regular file: its stat and its name are known. */
+        fd = ent->fd;
+        out->st = ent->st;
+        int n = snprintf(namebuf, sizeof namebuf, "/%s", ent->file);
+        if (n > 0 && (size_t)n < sizeof namebuf) {
+            name = namebuf;
+            name_len = (size_t)n;
+        }
+        goto regular;
+    }
+    fd = flags & SL_RESOLVE_PREOPENED
+             ? prefd
+             : sl_open_beneath_ex(dirfd, rel, oflags, core->follow_symlink, cached);
     if (fd < 0) goto fail_errno;
     if (fstat(fd, &out->st) < 0) {
         fd = -errno;
         goto fail_errno;
     }
-    /* The name that access-deny, exclude-extensions and the mime table look at. */
-    char namebuf[4096];
-    const char *name = path;
-    size_t name_len = path_len;
     if (S_ISDIR(out->st.st_mode) && (flags & SL_RESOLVE_FILE_ONLY)) {
         close(fd);
         out->status = 403;
@@ -141,6 +168,7 @@ static int resolve(const sl_conf *conf, int dirfd, const sl_http_request *req, c
             fd = f;
             name = namebuf;
             name_len = (size_t)n;
+            out->index_name = s->index_files.v[i];
         }
         if (fd < 0) {
             out->status = 403; /* a directory without an index; no listings */
@@ -151,9 +179,10 @@ static int resolve(const sl_conf *conf, int dirfd, const sl_http_request *req, c
         out->status = 403;
         return 0;
     }
+regular:
     if (suffix_in(&s->access_deny, name, name_len) ||
         suffix_in(&s->exclude_extensions, name, name_len)) {
-        close(fd);
+        drop(fd, borrowed);
         out->status = 403;
         return 0;
     }
@@ -179,7 +208,7 @@ static int resolve(const sl_conf *conf, int dirfd, const sl_http_request *req, c
         header_date(req->if_unmodified_since, &pin.if_unmodified_since);
     sl_precond_result pr = sl_precond_eval(&pin, etag, mtime);
     if (pr != SL_PRECOND_PASS) {
-        close(fd);
+        drop(fd, borrowed);
         out->status = (int)pr;
         return 0;
     }
@@ -197,7 +226,7 @@ static int resolve(const sl_conf *conf, int dirfd, const sl_http_request *req, c
                                         SL_STATIC_MAX_RANGES, &out->n_ranges);
     if (rr == SL_RANGE_OK) out->status = 206;
     if (rr == SL_RANGE_UNSATISFIABLE) {
-        close(fd);
+        drop(fd, borrowed);
         out->fd = -1;
         out->status = 416;
     }
@@ -218,8 +247,24 @@ fail_errno:
     return 0;
 }
 
+/* Last-Modified and ETag. A file kept open by the cache keeps both strings made once. */
 static void validators(sl_conn *c, const sl_static_result *r)
 {
+    sl_fdc_entry *e = c->file_ent;
+    if (e && e->fd == r->fd) {
+        if (!e->user_set) {
+            /* The entry is the holders' to read; the first holder writes under the same
+             * values any other would, before it could be read through user_set. */
+            sl_http_date_format(r->st.st_mtim.tv_sec, e->user);
+            snprintf(e->user + SL_HTTP_DATE_LEN + 1, SL_FDC_USER - SL_HTTP_DATE_LEN - 1, "%s",
+                     r->etag);
+            __atomic_store_n(&e->user_set, true, __ATOMIC_RELEASE);
+        }
+        const char *etag = e->user + SL_HTTP_DATE_LEN + 1;
+        sl_resp_header_static(c, "Last-Modified", 13, e->user, SL_HTTP_DATE_LEN);
+        if (r->etag[0]) sl_resp_header_static(c, "ETag", 4, etag, strlen(etag));
+        return;
+    }
     char date[SL_HTTP_DATE_LEN + 1];
     sl_http_date_format(r->st.st_mtim.tv_sec, date);
     sl_resp_header(c, "Last-Modified", date);
@@ -301,7 +346,7 @@ sl_hresult sl_static_respond(sl_conn *c, const sl_static_result *r)
     switch (r->status) {
     case 200:
     case 206:
-        if (c->file_fd >= 0 && c->file_fd != r->fd) close(c->file_fd);
+        if (c->file_fd >= 0 && c->file_fd != r->fd && !c->file_ent) close(c->file_fd);
         c->file_fd = r->fd; /* closed by the core when the request ends */
         sl_conn_mark(c, &c->t.open);
         if (r->status == 206 && r->n_ranges > 1) {
@@ -309,8 +354,8 @@ sl_hresult sl_static_respond(sl_conn *c, const sl_static_result *r)
             return SL_FINISHED;
         }
         sl_resp_begin(c, r->status);
-        sl_resp_header(c, "Content-Type", r->content_type);
-        sl_resp_header(c, "Accept-Ranges", "bytes");
+        sl_resp_header_static(c, "Content-Type", 12, r->content_type, strlen(r->content_type));
+        sl_resp_header_static(c, "Accept-Ranges", 13, "bytes", 5);
         validators(c, r);
         uint64_t first = 0, len = (uint64_t)r->st.st_size;
         if (r->status == 206) {
@@ -343,6 +388,36 @@ sl_hresult sl_static_respond(sl_conn *c, const sl_static_result *r)
     }
 }
 
+/* What the open-file cache tells apart: the directory, the open flags and rules, and whether a
+ * directory may be answered with an index file. */
+static unsigned cache_key(const sl_conf *conf, unsigned flags)
+{
+    return (unsigned)sl_static_open_flags(conf) ^ (sl_core(conf)->follow_symlink ? 1u << 30 : 0) ^
+           (flags & SL_RESOLVE_FILE_ONLY ? 1u << 29 : 0);
+}
+
+/* A file just opened for a 200/206: offer it to the open-file cache, which then holds it for
+ * the request (the core gives it back when the request ends instead of closing the fd). Not a
+ * file reached through a symlink: a change at the link's target would go unseen. */
+static void keep_open(sl_conn *c, int dirfd, const char *dirpath, const char *path, size_t len,
+                      unsigned flags, const sl_static_result *r)
+{
+    sl_fdc *fdc = c->loop->srv->fdc;
+    if (!fdc || c->file_ent || (r->status != 200 && r->status != 206) || r->fd < 0) return;
+    char file[4200];
+    int n = snprintf(file, sizeof file, "%.*s%s", (int)(len > 1 ? len - 1 : 0), path + 1,
+                     r->index_name ? r->index_name : "");
+    if (n <= 0 || (size_t)n >= sizeof file) return;
+    if (sl_core(c->conf)->follow_symlink) {
+        int f = sl_open_beneath_ex(dirfd, file, O_PATH | O_CLOEXEC, false, true);
+        if (f < 0) return;
+        close(f);
+    }
+    sl_fdc_entry *e = sl_fdc_put(fdc, dirfd, dirpath, cache_key(c->conf, flags), path, len, file,
+                                 r->fd, &r->st, c->loop->now);
+    if (e) c->file_ent = e;
+}
+
 /* A stat that may wait for the disk, run on a stat thread. */
 /* What to resolve, carried by a job: the request's conf (it outlives the job: the connection is
  * kept while the job is out), the directory the path is opened beneath, and the path, owned by
@@ -350,16 +425,18 @@ sl_hresult sl_static_respond(sl_conn *c, const sl_static_result *r)
 typedef struct target {
     const sl_conf *conf;
     int dirfd;
+    const char *dirpath;
     char *path;
     size_t len;
     unsigned flags;
 } target;
 
-static int target_set(target *t, const sl_conf *conf, int dirfd, const char *path, size_t len,
-                      unsigned flags)
+static int target_set(target *t, const sl_conf *conf, int dirfd, const char *dirpath,
+                      const char *path, size_t len, unsigned flags)
 {
     t->conf = conf;
     t->dirfd = dirfd;
+    t->dirpath = dirpath;
     t->len = len;
     t->flags = flags;
     t->path = malloc(len + 1);
@@ -447,6 +524,7 @@ static void stat_done(sl_job *job)
         sl_conn_release(c);
         return;
     }
+    keep_open(c, j->t.dirfd, j->t.dirpath, j->t.path, j->t.len, j->t.flags, &j->r);
     sl_hresult r = sl_static_respond(c, &j->r);
     if (j->buf) sl_xfer_adopt(&c->xfer, j->r.fd, j->buf, j->cap, j->boff, (size_t)j->got);
     free(j);
@@ -484,9 +562,10 @@ static void ring_done(sl_openreq *op)
     sl_static_resolve(j->t.conf, j->t.dirfd, &c->req, j->t.path, j->t.len,
                       SL_RESOLVE_PREOPENED | j->t.flags, res, &r);
     if (r.status == 0 && r.err == -EPERM && !retried_flags && ring_open(c, j, false) == 0) return;
+    if (r.status == 0) r.status = sl_errno_to_status(r.err);
+    keep_open(c, j->t.dirfd, j->t.dirpath, j->t.path, j->t.len, j->t.flags, &r);
     free(j->t.path);
     free(j);
-    if (r.status == 0) r.status = sl_errno_to_status(r.err);
     sl_conn_handled(c, sl_static_respond(c, &r));
 }
 
@@ -506,31 +585,47 @@ static int ring_open(sl_conn *c, ring_job *j, bool noatime)
     return 0;
 }
 
-sl_hresult sl_static_serve(sl_conn *c, int dirfd, const char *path, size_t len, unsigned flags)
+sl_hresult sl_static_serve(sl_conn *c, int dirfd, const char *dirpath, const char *path,
+                           size_t len, unsigned flags)
 {
     sl_static_result r;
     sl_server *srv = c->loop->srv;
     sl_tpool *pool = srv->stat_pool;
     const sl_conf *conf = c->conf;
     const sl_netbackend *nb = srv->nb;
+    /* Kept open from an earlier request: no lookup, no open, no fstat. */
+    sl_fdc_entry *e = sl_fdc_get(srv->fdc, dirfd, cache_key(conf, flags), path, len, c->loop->now);
+    if (e) {
+        resolve(conf, dirfd, &c->req, path, len, flags, -1, e, &r);
+        report(path, flags, &r);
+        if (r.status == 200 || r.status == 206)
+            c->file_ent = e; /* held until the request ends */
+        else
+            sl_fdc_release(srv->fdc, e);
+        return sl_static_respond(c, &r);
+    }
     if (!pool && !nb->open_submit) {
         sl_static_resolve(conf, dirfd, &c->req, path, len, flags, -1, &r);
+        keep_open(c, dirfd, dirpath, path, len, flags, &r);
         return sl_static_respond(c, &r);
     }
     /* Whatever the dentry and inode caches already hold is answered now, on the loop; only a
      * lookup that would read the disk goes to the ring or a stat thread. */
     sl_static_resolve(conf, dirfd, &c->req, path, len, flags | SL_RESOLVE_CACHED, -1, &r);
-    if (r.err != -EAGAIN) return sl_static_respond(c, &r);
+    if (r.err != -EAGAIN) {
+        keep_open(c, dirfd, dirpath, path, len, flags, &r);
+        return sl_static_respond(c, &r);
+    }
     if (nb->open_submit) {
         ring_job *rj = calloc(1, sizeof *rj);
-        if (rj && target_set(&rj->t, conf, dirfd, path, len, flags) == 0) {
+        if (rj && target_set(&rj->t, conf, dirfd, dirpath, path, len, flags) == 0) {
             if (ring_open(c, rj, true) == 0) return SL_WAIT;
             free(rj->t.path);
         }
         free(rj);
     }
     stat_job *j = pool ? malloc(sizeof *j) : NULL;
-    if (j && target_set(&j->t, conf, dirfd, path, len, flags) == 0) {
+    if (j && target_set(&j->t, conf, dirfd, dirpath, path, len, flags) == 0) {
         j->job.work = stat_work;
         j->job.done = stat_done;
         j->conn = c;
@@ -548,13 +643,14 @@ sl_hresult sl_static_serve(sl_conn *c, int dirfd, const char *path, size_t len, 
     free(j);
     /* Queue full or no memory: a slow answer beats none. */
     sl_static_resolve(conf, dirfd, &c->req, path, len, flags, -1, &r);
+    keep_open(c, dirfd, dirpath, path, len, flags, &r);
     return sl_static_respond(c, &r);
 }
 
 static sl_hresult static_handle(sl_conn *c)
 {
     const sl_dir *root = sl_core(c->conf)->docroot;
-    return sl_static_serve(c, root->fd, c->path, c->path_len, 0);
+    return sl_static_serve(c, root->fd, root->path, c->path, c->path_len, 0);
 }
 
 static void static_defaults(void *p)

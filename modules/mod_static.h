@@ -30,6 +30,7 @@ typedef struct sl_static_result {
     struct stat st;          /* of the file (200, 206, 304, 412, 416) */
     const char *content_type;
     char etag[SL_ETAG_MAX];  /* "" when static-file.etags is disabled */
+    const char *index_name;  /* the index file a directory path was answered with, or NULL */
     sl_byte_range ranges[SL_STATIC_MAX_RANGES];
     size_t n_ranges;         /* 206: one or more ranges */
 } sl_static_result;
@@ -61,12 +62,14 @@ struct sl_conn;
  * the request ends). Used by the static handler and by proxy-core for X-Sendfile. */
 sl_hresult sl_static_respond(struct sl_conn *c, const sl_static_result *r);
 
-/* Serve path (normalized, starting with '/') opened beneath dirfd with the request's policy:
+/* Serve path (normalized, starting with '/') opened beneath dirfd (whose absolute path is
+ * dirpath) with the request's policy; a file kept open by the open-file cache is answered with
+ * no system call:
  * answered at once when the dentry and inode caches hold the lookup, otherwise on the ring
  * (io-uring) or a stat thread, so the loop never waits for the disk. SL_WAIT means the response
  * follows through sl_conn_handled. flags: SL_RESOLVE_FILE_ONLY, SL_RESOLVE_FROM_BACKEND. */
-sl_hresult sl_static_serve(struct sl_conn *c, int dirfd, const char *path, size_t len,
-                           unsigned flags);
+sl_hresult sl_static_serve(struct sl_conn *c, int dirfd, const char *dirpath, const char *path,
+                           size_t len, unsigned flags);
 
 /* The module table. */
 extern sl_module sl_mod_static;

@@ -19,6 +19,7 @@
 
 #include "addr.h"
 #include "connection.h"
+#include "fdcache.h"
 #include "loop.h"
 #include "server.h"
 #include "status.h"
@@ -125,6 +126,26 @@ static void pools(sl_status_out *o, sl_server *srv)
     sl_status_list_end(o);
 }
 
+static void open_files(sl_status_out *o, sl_server *srv)
+{
+    sl_status_list(o, "caches", "cache");
+    if (srv->fdc) {
+        sl_fdc_stats st;
+        sl_fdc_get_stats(srv->fdc, &st);
+        sl_status_item(o, sl_fdc_mode_of(srv->fdc) == SL_FDC_INOTIFY ? "open-files-inotify"
+                                                                     : "open-files-simple");
+        sl_status_num(o, "entries", st.entries, false);
+        sl_status_num(o, "watches", st.watches, false);
+        sl_status_num(o, "hits", st.hits, true);
+        sl_status_num(o, "misses", st.misses, true);
+        sl_status_num(o, "inserts", st.inserts, true);
+        sl_status_num(o, "invalidations", st.invalidations, true);
+        sl_status_num(o, "evictions", st.evictions, true);
+        sl_status_item_end(o);
+    }
+    sl_status_list_end(o);
+}
+
 static void loops(sl_status_out *o, sl_loop *me)
 {
     sl_server *srv = me->srv;
@@ -176,6 +197,7 @@ static void render(sl_loop *me, sl_status_out *o)
         sl_status_printf(o, "network-backend %s, reads in flight %u of %u\n", nb, t.reads_inflight,
                          t.max_reads);
         pools(o, srv);
+        open_files(o, srv);
         loops(o, me);
         modules(o, srv);
         return;
@@ -195,6 +217,7 @@ static void render(sl_loop *me, sl_status_out *o)
                          nb, t.reads_inflight, t.max_reads);
         o->n_top = 1;
         pools(o, srv);
+        open_files(o, srv);
         loops(o, me);
         modules(o, srv);
         sl_status_printf(o, "}\n");
@@ -219,6 +242,7 @@ static void render(sl_loop *me, sl_status_out *o)
                          t.reads_inflight);
         sl_status_printf(o, "seekless_uptime_seconds %ld\n", uptime);
         pools(o, srv);
+        open_files(o, srv);
         loops(o, me);
         modules(o, srv);
         return;

@@ -753,7 +753,7 @@ static void serve_file(proxy_req *pr, const sl_upstream_field *xf)
      * out), answered at once from the caches (the accelerator that sent the header has just
      * looked the file up) or through the ring or a stat thread, never blocking the loop. */
     pr->sent_head = true;
-    sl_hresult h = sl_static_serve(c, fds[i], rel - 1, strlen(rel - 1),
+    sl_hresult h = sl_static_serve(c, fds[i], roots[i], rel - 1, strlen(rel - 1),
                                    SL_RESOLVE_FILE_ONLY | SL_RESOLVE_FROM_BACKEND);
     if (h != SL_WAIT) sl_conn_handled(c, h);
 }

@@ -30,6 +30,7 @@
 #include <unistd.h>
 
 #include "core_conf.h"
+#include "fdcache.h"
 #include "log.h"
 #include "loop.h"
 #include "path.h"
@@ -483,9 +484,14 @@ static void request_reset(sl_conn *c)
         if (cs->mods[i]->request_done) cs->mods[i]->request_done(c);
     sl_chunkq_clear(&c->out);
     sl_xfer_reset_if_idle(&c->xfer);
-    if (c->file_fd >= 0 && !c->xfer.inflight) {
-        /* A read in flight still uses it: the completion's own reset comes back here. */
-        close(c->file_fd);
+    if (!c->xfer.inflight) {
+        /* A read in flight still uses the file: the completion's own reset comes back here. */
+        if (c->file_ent) {
+            sl_fdc_release(srv_of(c)->fdc, c->file_ent); /* the cache keeps it open */
+            c->file_ent = NULL;
+        } else if (c->file_fd >= 0) {
+            close(c->file_fd);
+        }
         c->file_fd = -1;
     }
     arena_reset(c);

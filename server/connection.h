@@ -110,6 +110,7 @@ typedef struct sl_conn {
     int error;                     /* negative errno behind an error status, for the log */
     sl_resp resp;
     int file_fd;                   /* the file the response sends, closed when the request ends */
+    struct sl_fdc_entry *file_ent; /* or the open-file cache's entry for it, given back then */
     sl_chunkq out;
     uint64_t bytes_out;
     size_t hdr_bytes;              /* bytes of the response head (access log %b) */

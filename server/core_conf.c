@@ -38,6 +38,7 @@ static void core_defaults(void *p)
     s->max_stat_threads = 4;
     s->block_size = 512 * 1024;
     s->graceful_shutdown_timeout = 30;
+    s->stat_cache_engine = "inotify";
     s->max_keep_alive_requests = 1000;
     s->max_keep_alive_idle = 5;
     s->max_read_idle = 60;
@@ -157,6 +158,18 @@ static int prep_stat_threads(const sl_cval *v, const sl_key_ctx *ctx, void **out
     return sl_key_range("server.max-stat-threads", v, ctx, 0, 1024);
 }
 
+static int prep_stat_cache(const sl_cval *v, const sl_key_ctx *ctx, void **out)
+{
+    if (!strcmp(v->str, "fam")) {
+        snprintf(ctx->err, ctx->errlen,
+                 "server.stat-cache-engine \"fam\" is not supported: seekless watches files "
+                 "with inotify (use \"inotify\", the default, \"simple\" or \"disable\")");
+        return -1;
+    }
+    static const char *const ok[] = {"inotify", "simple", "disable", NULL};
+    return sl_key_choice("server.stat-cache-engine", v, ctx, ok);
+}
+
 static int prep_port(const sl_cval *v, const sl_key_ctx *ctx, void **out)
 {
     if (v->num >= 1 && v->num <= 65535) return 0;
@@ -208,6 +221,7 @@ static const sl_key core_keys[] = {
     {"server.port", SL_KEY_INT, SL_KEY_GLOBAL, OFF(port), prep_port, NULL},
     {"server.range-requests", SL_KEY_BOOL, 0, OFF(range_requests), NULL, NULL},
     {"server.reuse-port", SL_KEY_BOOL, SL_KEY_GLOBAL, OFF(reuse_port), NULL, NULL},
+    {"server.stat-cache-engine", SL_KEY_STRING, SL_KEY_GLOBAL, OFF(stat_cache_engine), prep_stat_cache, NULL},
     {"server.use-noatime", SL_KEY_BOOL, SL_KEY_GLOBAL, OFF(use_noatime), NULL, NULL},
     {"server.username", SL_KEY_STRING, SL_KEY_GLOBAL, OFF(username), prep_username, NULL},
     {NULL},

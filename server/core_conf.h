@@ -33,6 +33,7 @@ typedef struct sl_core_conf {
     long block_size;            /* server.network-backend-block-size, bytes */
     bool use_noatime;
     long graceful_shutdown_timeout;
+    const char *stat_cache_engine; /* "inotify", "simple" or "disable" */
     /* per request: may be overridden inside conditions */
     const sl_dir *docroot;      /* server.document-root; NULL until set */
     long max_keep_alive_requests;

@@ -23,6 +23,7 @@
 
 #include "connection.h"
 #include "core_conf.h"
+#include "fdcache.h"
 #include "log.h"
 #include "server.h"
 
@@ -321,6 +322,8 @@ int sl_loop_init(sl_loop *loop)
         return snprintf(err, errlen, "server.event-handler \"%s\" is not available",
                         g->event_handler),
                -1;
+    /* Two priorities: the open-file cache's change notices (0) before everything else (1). */
+    event_base_priority_init(loop->base, 2);
     loop->now = time(NULL);
     loop->free_in = calloc(MAX_FREE_IN, sizeof *loop->free_in);
     loop->port = sl_tport_new(loop->base);
@@ -349,6 +352,7 @@ int sl_loop_init(sl_loop *loop)
         l->ev = event_new(loop->base, l->fd, EV_READ | EV_PERSIST, on_listen, l);
         if (!l->ev) return snprintf(err, errlen, "cannot watch %s", cs->listen[i].canon), -1;
     }
+    if (srv->fdc) loop->ev_fdc = sl_fdc_watch(srv->fdc, loop->base);
     accept_enable(loop, true);
     sl_io_config ic = {
         .nb = srv->nb,
@@ -382,7 +386,8 @@ void sl_loop_free(sl_loop *loop)
         loop->port = NULL;
         for (size_t i = srv->cs->n_mods; i-- > 0;)
             if (srv->cs->mods[i]->loop_fini) srv->cs->mods[i]->loop_fini(loop);
-        struct event *evs[] = {loop->ev_tick, loop->ev_resume, loop->ev_stop_timeout};
+        struct event *evs[] = {loop->ev_tick, loop->ev_resume, loop->ev_stop_timeout,
+                               loop->ev_fdc};
         for (size_t i = 0; i < sizeof evs / sizeof evs[0]; i++)
             if (evs[i]) event_free(evs[i]);
         event_base_free(loop->base);

@@ -77,6 +77,7 @@ typedef struct sl_loop {
     struct event *ev_tick;             /* the once-a-second sweep */
     struct event *ev_resume;           /* accept again after EMFILE */
     struct event *ev_stop_timeout;
+    struct event *ev_fdc;              /* the open-file cache's inotify queue */
     time_t now;                        /* wall clock seconds, refreshed by the sweep */
     time_t date_sec;
     char date[SL_HTTP_DATE_LEN + 1];   /* the Date header value of date_sec */

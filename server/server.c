@@ -19,11 +19,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include "addr.h"
 #include "connection.h"
+#include "fdcache.h"
 #include "log.h"
 
 #define LISTEN_BACKLOG 1024
@@ -179,6 +181,25 @@ int sl_server_start(sl_server *srv, char *err, size_t errlen)
                             strerror(errno)),
                    -1;
     }
+    if (strcmp(g->stat_cache_engine, "disable")) {
+        /* Files kept open are descriptors: leave room for the connections, each of which may
+         * hold a socket, a file and a backend connection. */
+        struct rlimit rl;
+        size_t cap = 0;
+        if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
+            rl.rlim_cur > (rlim_t)(4 * g->max_connections + 256))
+            cap = (size_t)(rl.rlim_cur - (rlim_t)(4 * g->max_connections + 256));
+        if (cap > 65536) cap = 65536;
+        if (cap >= 64) {
+            srv->fdc = sl_fdc_new(strcmp(g->stat_cache_engine, "simple") ? SL_FDC_INOTIFY
+                                                                          : SL_FDC_SIMPLE,
+                                  cap);
+            if (!srv->fdc) return snprintf(err, errlen, "out of memory"), -1;
+        } else {
+            sl_log("server.stat-cache-engine: too few descriptors (RLIMIT_NOFILE) to keep files "
+                   "open; not caching");
+        }
+    }
     srv->loops = calloc(srv->n_loops, sizeof *srv->loops);
     if (!srv->loops) return snprintf(err, errlen, "out of memory"), -1;
     pthread_mutex_init(&start.lock, NULL);
@@ -275,6 +296,8 @@ void sl_server_free(sl_server *srv)
     for (unsigned i = 0; srv->loops && i < srv->n_loops; i++) sl_loop_free(srv->loops[i]);
     free(srv->loops);
     srv->loops = NULL;
+    sl_fdc_free(srv->fdc);
+    srv->fdc = NULL;
     if (srv->listen_fd && srv->cs) {
         size_t n = (srv->global->reuse_port ? srv->n_loops : 1) * srv->cs->n_listen;
         for (size_t i = 0; i < n; i++)

@@ -37,6 +37,7 @@ typedef struct sl_server {
     const sl_netbackend *nb;
     sl_tpool *stat_pool;              /* server.max-stat-threads workers, NULL when 0 */
     sl_tpool *read_pool;              /* server.max-read-threads workers (thread backends) */
+    struct sl_fdc *fdc;               /* the open-file cache (server.stat-cache-engine), or NULL */
     time_t started;                   /* wall clock at start */
     unsigned long n_conns;            /* atomic: connections open (and accepts under way) */
     unsigned n_paused;                /* atomic: loops paused at server.max-connections */

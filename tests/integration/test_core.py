@@ -350,6 +350,111 @@ class Conditions(unittest.TestCase):
             self.assertEqual(srv.stop(), 0)
 
 
+class OpenFileCache(unittest.TestCase):
+    """server.stat-cache-engine: hot files are kept open, and no change to a file or a directory
+    above it is ever answered from the cache once it has happened (inotify), or after a second
+    (simple)."""
+
+    def get(self, srv, path, conn=None):
+        s = conn or srv.connect()
+        s.sendall(b"GET " + path + b" HTTP/1.1\r\nHost: t\r\n\r\n")
+        st, h, body, _ = read_response(s)
+        if not conn:
+            s.close()
+        return st, h, body
+
+    def status(self, srv):
+        import json
+        st, h, body = self.get(srv, b"/st?json")
+        return {c["name"]: c for c in json.loads(body)["caches"]}
+
+    def test_every_change_is_seen_at_once(self):
+        srv = Server('status.status-url = "/st"\n', {"d/e/f.txt": b"one", "d/g.txt": b"g"}).start()
+        f = os.path.join(srv.root, "d/e/f.txt")
+        try:
+            s = srv.connect()  # one connection: the same loop sees every step
+            self.assertEqual(self.get(srv, b"/d/e/f.txt", s)[2], b"one")
+            self.assertEqual(self.get(srv, b"/d/e/f.txt", s)[2], b"one")
+            c = self.status(srv)["open-files-inotify"]
+            self.assertGreaterEqual(c["hits"], 1)
+            self.assertGreaterEqual(c["entries"], 1)
+            with open(f, "wb") as fh:       # new content, same size
+                fh.write(b"two")
+            self.assertEqual(self.get(srv, b"/d/e/f.txt", s)[2], b"two")
+            with open(f, "ab") as fh:       # grows
+                fh.write(b"-more")
+            self.assertEqual(self.get(srv, b"/d/e/f.txt", s)[2], b"two-more")
+            tmp = os.path.join(srv.root, "d/e/new")
+            with open(tmp, "wb") as fh:     # replaced by a rename
+                fh.write(b"three")
+            os.rename(tmp, f)
+            self.assertEqual(self.get(srv, b"/d/e/f.txt", s)[2], b"three")
+            self.assertEqual(self.get(srv, b"/d/e/f.txt", s)[2], b"three")
+            # A directory above renamed: the path leads nowhere, at once.
+            os.rename(os.path.join(srv.root, "d/e"), os.path.join(srv.root, "d/x"))
+            self.assertEqual(self.get(srv, b"/d/e/f.txt", s)[0], 404)
+            self.assertEqual(self.get(srv, b"/d/x/f.txt", s)[2], b"three")
+            # Deleted: 404 at once.
+            os.unlink(os.path.join(srv.root, "d/x/f.txt"))
+            self.assertEqual(self.get(srv, b"/d/x/f.txt", s)[0], 404)
+            # Renamed away: the cached descriptor must not serve the old name.
+            g = os.path.join(srv.root, "d/g.txt")
+            self.assertEqual(self.get(srv, b"/d/g.txt", s)[0], 200)
+            os.rename(g, g + ".hidden")
+            self.assertEqual(self.get(srv, b"/d/g.txt", s)[0], 404)
+            s.close()
+        finally:
+            self.assertEqual(srv.stop(), 0)
+
+    def test_each_step_on_fresh_connections(self):
+        # Other loops too: every request on a new connection, which may land on any loop.
+        srv = Server("", {"a.txt": b"v0"}).start()
+        p = os.path.join(srv.root, "a.txt")
+        try:
+            for i in range(1, 30):
+                self.assertEqual(self.get(srv, b"/a.txt")[2], b"v%d" % (i - 1))
+                with open(p + ".tmp", "wb") as fh:
+                    fh.write(b"v%d" % i)
+                os.rename(p + ".tmp", p)
+        finally:
+            self.assertEqual(srv.stop(), 0)
+
+    def test_simple_sees_a_change_within_a_second(self):
+        srv = Server('server.stat-cache-engine = "simple"\n', {"a.txt": b"one"}).start()
+        p = os.path.join(srv.root, "a.txt")
+        try:
+            self.assertEqual(self.get(srv, b"/a.txt")[2], b"one")
+            with open(p, "wb") as fh:
+                fh.write(b"second")
+            time.sleep(2.1)
+            self.assertEqual(self.get(srv, b"/a.txt")[2], b"second")
+        finally:
+            self.assertEqual(srv.stop(), 0)
+
+    def test_symlinked_files_are_not_kept(self):
+        # A change at a link's target would go unseen by the watches: such files are opened
+        # each time.
+        srv = Server('status.status-url = "/st"\n', {"real/t.txt": b"one"})
+        os.symlink("real/t.txt", os.path.join(srv.root, "link.txt"))
+        srv.start()
+        try:
+            self.assertEqual(self.get(srv, b"/link.txt")[2], b"one")
+            with open(os.path.join(srv.root, "real/t.txt"), "wb") as fh:
+                fh.write(b"two")
+            self.assertEqual(self.get(srv, b"/link.txt")[2], b"two")
+        finally:
+            self.assertEqual(srv.stop(), 0)
+
+    def test_engine_values(self):
+        for v, ok in (("disable", True), ("simple", True), ("inotify", True), ("fam", False)):
+            srv = Server(f'server.stat-cache-engine = "{v}"\n')
+            r = subprocess.run([os.path.join(BUILD, "app", "seekless"), "-t", "-f", srv.conf],
+                               capture_output=True, text=True)
+            shutil.rmtree(srv.dir, ignore_errors=True)
+            self.assertEqual(r.returncode == 0, ok, r.stderr)
+        self.assertIn("seekless watches files with inotify", r.stderr)
+
+
 class Process(unittest.TestCase):
     def run_seekless(self, conf_text, *args):
         d = tempfile.mkdtemp(prefix="sl_cli_")

@@ -1,0 +1,90 @@
+/* The open-file cache (server.stat-cache-engine): files kept open, with their stat, so a hot
+ * file costs no open(), fstat() or close() per request.
+ *
+ * One cache for the process, shared by every loop, in shards that each have a lock, a hash table
+ * and an LRU list. An entry is found by the directory a path is opened beneath, the open flags
+ * and the path. A request holds the entry it uses (sl_fdc_release gives it back); an entry
+ * invalidated or evicted while held stays open until the last holder lets go.
+ *
+ * How long a change can go unseen (the bound):
+ *   inotify  every directory on a cached file's path is watched. A change to a file (write,
+ *            truncate, chmod, touch, rename over it, delete, create) invalidates the entries of
+ *            its directory; any change to a directory entry that is itself a directory (rename
+ *            or removal of a subtree), a watch lost or an event queue overflow invalidates every
+ *            entry. The kernel queues the event before the changing call returns, and each loop
+ *            reads the queue before it handles the connections of the same wake-up (the inotify
+ *            event has the highest priority): a request that arrives after a change completed is
+ *            answered from the new file. Only a request already being handled in the loop turn
+ *            during which the change happens can see the old one.
+ *   simple   lighttpd's: an entry is checked against the path (same inode, size, mtime, ctime)
+ *            when it is used more than a second after its last check: a change is seen within
+ *            one second.
+ *   disable  nothing is cached.
+ * A file reached through a symlink is never cached (a change to its target's directory would go
+ * unseen); the caller checks that before it offers a file.
+ */
+#ifndef SL_FDCACHE_H
+#define SL_FDCACHE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/stat.h>
+#include <time.h>
+
+struct event_base;
+struct event;
+
+typedef enum { SL_FDC_DISABLE, SL_FDC_SIMPLE, SL_FDC_INOTIFY } sl_fdc_mode;
+
+/* Bytes an entry keeps for its user (derived strings such as an ETag). */
+#define SL_FDC_USER 96
+
+/* A cached open file. fd and st are the caller's to read while it holds the entry. */
+typedef struct sl_fdc_entry {
+    int fd;
+    struct stat st;
+    const char *file;              /* the file's path, relative to the directory (no '/') */
+    char user[SL_FDC_USER];        /* for the holder's derived data; user_set says it is filled */
+    bool user_set;
+} sl_fdc_entry;
+
+typedef struct sl_fdc sl_fdc;
+
+/* A cache of at most `capacity` open files. INOTIFY falls back to SIMPLE when inotify is not
+ * available (logged). NULL on ENOMEM. */
+sl_fdc *sl_fdc_new(sl_fdc_mode mode, size_t capacity);
+/* Close every file (none may be held) and free the cache. */
+void sl_fdc_free(sl_fdc *c);
+/* The mode in effect. */
+sl_fdc_mode sl_fdc_mode_of(const sl_fdc *c);
+
+/* A loop's watch of the inotify queue, at the highest priority of base (which must have at
+ * least two priorities). NULL when there is nothing to watch; free with event_free. */
+struct event *sl_fdc_watch(sl_fdc *c, struct event_base *base);
+/* Read the inotify queue now (the watch's callback; tests). */
+void sl_fdc_drain(sl_fdc *c);
+
+/* The entry for path (relative to dirfd, no leading '/') opened with key (the open flags and
+ * resolve rules, as the caller chose them), held, or NULL. now: seconds (the loop's clock). */
+sl_fdc_entry *sl_fdc_get(sl_fdc *c, int dirfd, unsigned key, const char *path, size_t len,
+                         time_t now);
+/* Offer fd, a regular file the caller opened as path beneath dirfd (dirpath is dirfd's
+ * absolute path, for the watches; file is the path of the file actually opened, which differs
+ * from path for an index file), with its stat. On success the cache owns fd and the entry is
+ * returned held; NULL: not cached (full of held entries, a watch could not be added, the file
+ * changed meanwhile), fd stays the caller's. */
+sl_fdc_entry *sl_fdc_put(sl_fdc *c, int dirfd, const char *dirpath, unsigned key,
+                         const char *path, size_t len, const char *file, int fd,
+                         const struct stat *st, time_t now);
+/* Give an entry back. */
+void sl_fdc_release(sl_fdc *c, sl_fdc_entry *e);
+
+/* Counters for the status page. */
+typedef struct sl_fdc_stats {
+    uint64_t hits, misses, inserts, invalidations, evictions;
+    size_t entries, watches;
+} sl_fdc_stats;
+void sl_fdc_get_stats(sl_fdc *c, sl_fdc_stats *out);
+
+#endif
