@@ -44,6 +44,10 @@ class Server:
         with open(self.conf, "w") as f:
             f.write(f'server.document-root = "{self.root}"\nserver.bind = "127.0.0.1"\n'
                     f'server.port = {self.port}\nserver.errorlog = "{self.log}"\n{conf_body}\n')
+            # Every suite runs with one loop and with several (tests/meson.build sets it).
+            loops = os.environ.get("SEEKLESS_TEST_LOOPS")
+            if loops and "server.max-worker" not in conf_body:
+                f.write(f"server.max-worker = {int(loops)}\n")
         self.proc = None
 
     def start(self):
