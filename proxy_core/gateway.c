@@ -74,7 +74,10 @@ void sl_gw_shared_free(void)
     pthread_mutex_unlock(&shared_lock);
 }
 
-void (*sl_gw_broadcast_trim)(const sl_gw *from);
+void (*sl_gw_broadcast)(const sl_gw *from);
+
+/* Requests waiting for room, on every loop (atomic). */
+static unsigned waiting_total;
 
 bool sl_gw_disabled(const sl_gw_backend *be, time_t now)
 {
@@ -215,13 +218,26 @@ sl_gw_backend *sl_gw_pick(sl_gw_group *g, const char *balancer, const char *key,
 #undef USABLE
 }
 
+static void waiters_add(sl_gw_group *g, int d)
+{
+    for (size_t i = 0; i < g->n; i++) __atomic_add_fetch(&g->b[i].sh->waiters, (unsigned)d, __ATOMIC_RELAXED);
+}
+
+/* Requests of other loops wait for room in be's pool. */
+static bool others_wait(const sl_gw_backend *be)
+{
+    return A_GET(be->sh->waiters) > be->grp->n_waiting;
+}
+
 static void wake_one(sl_gw_group *g)
 {
     sl_gw_wait *w = g->wait_head;
     if (!w) return;
+    waiters_add(g, -1);
     g->wait_head = w->next;
     if (!g->wait_head) g->wait_tail = NULL;
     g->n_waiting--;
+    __atomic_sub_fetch(&waiting_total, 1, __ATOMIC_RELAXED);
     w->queued = false;
     w->next = NULL;
     w->wake(w);
@@ -238,6 +254,10 @@ int sl_gw_wait_add(sl_gw_group *g, sl_gw_wait *w, size_t max)
         g->wait_head = w;
     g->wait_tail = w;
     g->n_waiting++;
+    waiters_add(g, 1);
+    __atomic_add_fetch(&waiting_total, 1, __ATOMIC_RELAXED);
+    /* The room may be held by other loops' idle connections: they give them back. */
+    if (g->n_waiting == 1 && g->gw->share > 1 && sl_gw_broadcast) sl_gw_broadcast(g->gw);
     return 0;
 }
 
@@ -253,6 +273,8 @@ void sl_gw_wait_remove(sl_gw_group *g, sl_gw_wait *w)
         *pp = w->next;
         if (g->wait_tail == w) g->wait_tail = prev;
         g->n_waiting--;
+        waiters_add(g, -1);
+        __atomic_sub_fetch(&waiting_total, 1, __ATOMIC_RELAXED);
     }
     w->queued = false;
 }
@@ -344,11 +366,12 @@ static unsigned cap_share(const sl_gw_backend *be, uint64_t now_ms)
 
 bool sl_gw_may_open(sl_gw_backend *be, long pool_max, uint64_t now_ms)
 {
-    unsigned share = be->grp->gw->share;
-    long mine = (pool_max + (long)share - 1) / (long)share; /* this loop's share */
-    if ((long)be->n_conns >= mine) return false;
-    unsigned cap = cap_share(be, now_ms);
-    return !cap || be->n_conns < cap;
+    be->grp->pool_max = pool_max; /* for sl_gw_poke, which has no request to ask */
+    unsigned conns = A_GET(be->sh->conns);
+    if ((long)conns >= pool_max) return false;
+    unsigned cap = A_GET(be->sh->cap);
+    if (!cap || now_ms - A_GET(be->sh->cap_ms) >= SL_GW_CAP_MS) return true;
+    return conns < cap;
 }
 
 static void unwatch(sl_gw_conn *gc)
@@ -369,7 +392,11 @@ static void conn_free(sl_gw_conn *gc)
     close(gc->fd);
     be->n_conns--;
     A_SUB(be->sh->conns, 1);
+    sl_gw *gw = be->grp->gw;
     free(gc);
+    /* Room for a request another loop holds back. */
+    if (gw->share > 1 && sl_gw_broadcast && __atomic_load_n(&waiting_total, __ATOMIC_RELAXED))
+        sl_gw_broadcast(gw);
 }
 
 /* Take an idle connection off the idle stack and close it. */
@@ -472,7 +499,7 @@ static void stall_seen(sl_gw_backend *be, uint64_t now_ms)
         __atomic_store_n(&be->sh->cap_ms, now_ms, __ATOMIC_RELAXED);
     bool lower = workers != cap;
     __atomic_store_n(&be->sh->cap, workers, __ATOMIC_RELAXED);
-    if (lower && be->grp->gw->share > 1 && sl_gw_broadcast_trim) sl_gw_broadcast_trim(be->grp->gw);
+    if (lower && be->grp->gw->share > 1 && sl_gw_broadcast) sl_gw_broadcast(be->grp->gw);
     time_t now = time(NULL);
     if (now - be->stall_logged < 60) return;
     be->stall_logged = now;
@@ -524,7 +551,7 @@ static void stall_check(evutil_socket_t fd, short what, void *arg)
          * ends (sl_gw_release), or at once if idle (the trim message). */
         stall_seen(be, now);
         __atomic_store_n(&be->sh->want_ms, now, __ATOMIC_RELAXED);
-        if (sl_gw_broadcast_trim) sl_gw_broadcast_trim(be->grp->gw);
+        if (sl_gw_broadcast) sl_gw_broadcast(be->grp->gw);
         fresh_requeue(be, now);
     }
     stall_arm(be, now);
@@ -548,7 +575,7 @@ sl_gw_conn *sl_gw_take_idle(sl_gw_backend *be)
     return gc;
 }
 
-sl_gw_conn *sl_gw_connect(sl_gw_backend *be, bool *in_progress, int *err)
+sl_gw_conn *sl_gw_connect(sl_gw_backend *be, bool holds_worker, bool *in_progress, int *err)
 {
     int fd = socket(be->sa.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0) {
@@ -582,6 +609,9 @@ sl_gw_conn *sl_gw_connect(sl_gw_backend *be, bool *in_progress, int *err)
     A_ADD(be->sh->conns, 1);
     A_ADD(be->sh->inflight, 1);
     A_ADD(be->sh->requests, 1);
+    /* Its workers may all be held by kept connections of other loops: only a timer would
+     * notice (nothing here is released to look again). */
+    if (holds_worker) stall_arm(be, gc->sent_ms);
     return gc;
 }
 
@@ -604,7 +634,13 @@ void sl_gw_release(sl_gw_conn *gc, unsigned keep_max, bool holds_worker, uint64_
                   __atomic_compare_exchange_n(&be->sh->want_ms, &want, 0, false,
                                               __ATOMIC_RELAXED, __ATOMIC_RELAXED);
     unsigned cap = holds_worker ? cap_share(be, now_ms) : 0;
-    if (be->n_idle >= keep_max || stuck || wanted || (cap && be->n_conns - be->n_fresh > cap)) {
+    /* Fewer workers than loops: a kept connection would leave another loop without any, so
+     * none is kept (each request opens its own, as lighttpd 1.4 does). */
+    bool too_few = holds_worker && A_GET(be->sh->cap) &&
+                   now_ms - A_GET(be->sh->cap_ms) < SL_GW_CAP_MS &&
+                   A_GET(be->sh->cap) < be->grp->gw->share;
+    if (be->n_idle >= keep_max || stuck || wanted || too_few || others_wait(be) ||
+        (cap && be->n_conns - be->n_fresh > cap)) {
         conn_free(gc);
     } else {
         /* Idle: a read now means the backend closed it (conn_event). The read event is
@@ -631,7 +667,7 @@ void sl_gw_close(sl_gw_conn *gc)
     wake_one(be->grp);
 }
 
-void sl_gw_trim(sl_gw *gw)
+void sl_gw_poke(sl_gw *gw)
 {
     uint64_t now = sl_gw_now_ms();
     for (sl_gw_group *g = gw->groups; g; g = g->next) {
@@ -640,13 +676,19 @@ void sl_gw_trim(sl_gw *gw)
             unsigned cap = cap_share(be, now);
             uint64_t want = A_GET(be->sh->want_ms);
             /* Idle connections above our share go; one more if a loop waits for a worker. */
-            while (be->idle && cap && be->n_conns - be->n_fresh > cap) idle_drop(be->idle);
+            while (be->idle && ((cap && be->n_conns - be->n_fresh > cap) || others_wait(be)))
+                idle_drop(be->idle);
             if (be->idle && want && now - want < SL_GW_STALL_MS + 2 * be->lat_ms &&
                 __atomic_compare_exchange_n(&be->sh->want_ms, &want, 0, false, __ATOMIC_RELAXED,
                                             __ATOMIC_RELAXED))
                 idle_drop(be->idle);
-            wake_one(g);
         }
+        /* A waiting request tries again only if there is room now: with every connection busy
+         * the loops would otherwise wake each other in turn for nothing. */
+        bool room = false;
+        for (size_t i = 0; i < g->n && !room; i++)
+            room = g->b[i].idle || (g->pool_max && sl_gw_may_open(&g->b[i], g->pool_max, now));
+        if (room) wake_one(g);
     }
 }
 

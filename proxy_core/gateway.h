@@ -40,6 +40,8 @@ typedef struct sl_gw_shared {
     uint64_t cap_ms;              /* atomic: when cap was learned; forgotten SL_GW_CAP_MS later */
     uint64_t want_ms;             /* atomic: when a loop last had a new connection stuck and no
                                    * kept one of its own to close: other loops close one */
+    unsigned waiters;             /* atomic: requests of every loop waiting for room (the pool
+                                   * is full): a loop without waiters keeps no idle connection */
 } sl_gw_shared;
 
 /* One connection to a backend. */
@@ -106,6 +108,7 @@ typedef struct sl_gw_group {
     size_t rr;                    /* round-robin cursor */
     sl_gw_wait *wait_head, *wait_tail;
     size_t n_waiting;
+    long pool_max;                /* proxy-core.max-pool-size its requests last asked with */
 } sl_gw_group;
 
 /* One loop's gateway. */
@@ -115,12 +118,15 @@ typedef struct sl_gw {
     unsigned share;               /* loops sharing max-pool-size: each opens 1/share of it */
 } sl_gw;
 
-/* Set by the proxy module: ask every other loop to run sl_gw_trim on its gateway soon (a loop
- * learned that a backend has fewer workers than the loops' kept connections). NULL: nothing. */
-extern void (*sl_gw_broadcast_trim)(const sl_gw *from);
+/* Set by the proxy module: ask every other loop to run sl_gw_poke on its gateway soon (a loop
+ * waits for a connection the process's pool has no room for, a connection was freed while
+ * requests wait, or a backend was found to have fewer workers than kept connections). NULL:
+ * nothing (one loop). */
+extern void (*sl_gw_broadcast)(const sl_gw *from);
 
-/* Close idle connections above this loop's share of the workers learned for each backend. */
-void sl_gw_trim(sl_gw *gw);
+/* Another loop asked: close idle connections above this loop's share of each backend's learned
+ * workers, and one more when a loop waits for room; then let waiting requests try again. */
+void sl_gw_poke(sl_gw *gw);
 
 /* A loop's gateway on base (NULL: no events, for unit tests); share = the number of loops. */
 sl_gw *sl_gw_new(struct event_base *base, unsigned share);
@@ -143,8 +149,10 @@ sl_gw_backend *sl_gw_pick(sl_gw_group *g, const char *balancer, const char *key,
 sl_gw_conn *sl_gw_take_idle(sl_gw_backend *be);
 
 /* Start a non-blocking connect to be. Returns a connection (*in_progress tells whether to wait
- * for writability) or NULL with *err set (negative errno). */
-sl_gw_conn *sl_gw_connect(sl_gw_backend *be, bool *in_progress, int *err);
+ * for writability) or NULL with *err set (negative errno). holds_worker: the application ties a
+ * worker to each connection (see sl_gw_release): if kept connections, on any loop, hold the
+ * workers, watch whether this one gets answered. */
+sl_gw_conn *sl_gw_connect(sl_gw_backend *be, bool holds_worker, bool *in_progress, int *err);
 
 /* A monotonic clock in milliseconds, for the times the gateway compares. */
 uint64_t sl_gw_now_ms(void);
@@ -153,8 +161,8 @@ uint64_t sl_gw_now_ms(void);
  * This also times the answer (sl_gw_backend.lat_ms). */
 void sl_gw_answered(sl_gw_conn *gc, uint64_t now_ms);
 
-/* May a new connection to be be opened now? Below this loop's share of pool_max, and below the
- * worker count learned
+/* May a new connection to be be opened now? Below pool_max for the process (every loop's
+ * connections count), and below the worker count learned
  * when a new connection was found stuck behind kept ones (sl_gw_release); that count is forgotten
  * SL_GW_CAP_MS after it was learned, so a backend given more workers is used fully again. */
 bool sl_gw_may_open(sl_gw_backend *be, long pool_max, uint64_t now_ms);

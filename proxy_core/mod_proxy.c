@@ -685,7 +685,7 @@ static void attempt(proxy_req *pr)
         }
         bool inprog;
         int err;
-        gc = sl_gw_connect(be, &inprog, &err);
+        gc = sl_gw_connect(be, pr->fcgi, &inprog, &err);
         if (!gc) {
             bool theirs = err == -ECONNREFUSED || err == -ENOENT || err == -EAGAIN ||
                           err == -ECONNRESET || err == -EHOSTUNREACH || err == -ENETUNREACH;
@@ -1426,8 +1426,40 @@ static void proxy_loop_fini(sl_loop *loop)
     loop->mod[sl_mod_proxy.index] = NULL;
 }
 
+/* A loop learned that a backend's workers are all held: every other loop gives back what it
+ * keeps above its share (sl_gw_trim), on its own thread. */
+static sl_server *trim_srv;
+
+static void trim_msg(sl_loop_msg *m)
+{
+    sl_gw *gw = m->loop->mod[sl_mod_proxy.index];
+    free(m);
+    if (gw) sl_gw_poke(gw);
+}
+
+static void broadcast_trim(const sl_gw *from)
+{
+    for (unsigned i = 0; trim_srv && i < trim_srv->n_loops; i++) {
+        sl_loop *l = trim_srv->loops[i];
+        if (!l || !l->serving || l->mod[sl_mod_proxy.index] == from) continue;
+        sl_loop_msg *m = calloc(1, sizeof *m);
+        if (!m) continue;
+        m->fn = trim_msg;
+        sl_loop_post(l, m);
+    }
+}
+
+static int proxy_init(sl_server *srv, const void *conf, char *err, size_t errlen)
+{
+    trim_srv = srv;
+    sl_gw_broadcast = broadcast_trim;
+    return 0;
+}
+
 static void proxy_fini(sl_server *srv)
 {
+    sl_gw_broadcast = NULL;
+    trim_srv = NULL;
     sl_gw_shared_free();
 }
 
@@ -1478,6 +1510,7 @@ sl_module sl_mod_proxy = {
     .keys = proxy_keys,
     .conf_size = sizeof(sl_proxy_conf),
     .defaults = proxy_defaults,
+    .init = proxy_init,
     .fini = proxy_fini,
     .loop_init = proxy_loop_init,
     .loop_fini = proxy_loop_fini,

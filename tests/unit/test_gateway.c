@@ -162,7 +162,7 @@ static sl_gw_conn *open_conn(sl_gw_backend *be)
 {
     bool inprog;
     int err = 0;
-    sl_gw_conn *gc = sl_gw_connect(be, &inprog, &err);
+    sl_gw_conn *gc = sl_gw_connect(be, false, &inprog, &err);
     assert_non_null(gc);
     return gc;
 }
