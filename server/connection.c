@@ -215,6 +215,14 @@ static void timing_emit(sl_conn *c, bool closing)
 
 static void request_reset(sl_conn *c)
 {
+    if (c->status) {
+        /* Counted where it is logged: an answer cut short (the connection closed mid-body)
+         * is in the access log and the timing trace, so the status page counts it too. */
+        sl_server *srv = c->srv;
+        srv->requests_total++;
+        srv->bytes_total += c->bytes_out;
+        if (c->status >= 100 && c->status < 600) srv->responses[c->status / 100]++;
+    }
     if (c->srv->timing && c->status) timing_emit(c, c->closed || !c->keep_alive);
     if (c->srv->alog_fd > 0 && c->status) alog_emit(c);
     const sl_server *srv = c->srv;
@@ -543,10 +551,6 @@ static int request_finished(sl_conn *c)
 {
     sl_conn_mark(c, &c->t.last_byte);
     bool had_body = c->has_body;
-    sl_server *srv = c->srv;
-    srv->requests_total++;
-    srv->bytes_total += c->bytes_out;
-    if (c->status >= 100 && c->status < 600) srv->responses[c->status / 100]++;
     request_reset(c);
     c->requests++;
     /* Drop the head we answered; pipelined bytes after it move to the front. */
