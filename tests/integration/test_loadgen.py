@@ -659,11 +659,13 @@ class TestMkpool(unittest.TestCase):
         self.assertEqual(set(f100k), {f"seek-bound/100k/files-1/{j}" for j in range(1, 101)})
         f10m = self.files("10m")
         self.assertEqual(f10m, {"seek-bound/10m/files-1/1": 10 * 1024 * 1024})
-        fstat = self.files("stat")
-        self.assertEqual(len(fstat), 200)
-        self.assertEqual(set(fstat.values()), {4096})
-        self.assertTrue(all(re.fullmatch(r"seek-bound/stat/\d\d/\d\d/\d\d/\d\d", r) for r in fstat))
-        for pool, files in (("100k", f100k), ("10m", f10m), ("stat", fstat)):
+        f4k = self.files("4k")
+        self.assertEqual(len(f4k), 200)
+        self.assertEqual(set(f4k.values()), {4096})
+        # 500 x 10 directories of 40 files: the first 200 files fill 000/0 .. 000/4
+        self.assertEqual(set(f4k), {f"seek-bound/4k/000/{b}/{f:02d}" for b in range(5)
+                                    for f in range(40)})
+        for pool, files in (("100k", f100k), ("10m", f10m), ("4k", f4k)):
             urls = self.urls(pool)
             self.assertEqual(len(urls), len(files))
             prefix = "http://127.0.0.1:8123/"
@@ -687,7 +689,7 @@ class TestMkpool(unittest.TestCase):
         self.assertIn("seek-bound/100k/files-3/50", f)
         self.assertNotIn("seek-bound/100k/files-3/51", f)
         self.assertFalse(os.path.exists(os.path.join(self.root, "seek-bound", "10m")))
-        self.assertFalse(os.path.exists(os.path.join(self.root, "urls.stat")))
+        self.assertFalse(os.path.exists(os.path.join(self.root, "urls.4k")))
         self.assertTrue(all(u.startswith("http://127.0.0.1:8080/") for u in self.urls("100k")))
 
     def test_idempotent_and_repairs(self):
@@ -715,7 +717,7 @@ class TestMkpool(unittest.TestCase):
             self.assertTrue("refusing" in p.stderr or "http://" in p.stderr, p.stderr)
         self.assertFalse(os.path.exists(self.root))
         for url in ("http://localhost:9", "http://[::1]:9", "http://127.3.2.1"):
-            p = run_mkpool("--root", self.root, "--scale", "0.0001", "--pool", "stat",
+            p = run_mkpool("--root", self.root, "--scale", "0.0001", "--pool", "4k",
                            "--base-url", url)
             self.assertEqual(p.returncode, 0, (url, p.stderr))
 
