@@ -456,41 +456,38 @@ def spawn(argv, env, logfile, cpus=None):
     return p
 
 
+def signal_group(p, sig):
+    """Send sig to p's process group (p leads its own session); False when it is gone."""
+    try:
+        os.killpg(p.pid, sig)
+        return True
+    except ProcessLookupError:
+        return False
+
+
 def stop(p):
     """Stop p's whole process group (nginx workers, accelerator threads) by its PID."""
     if p.poll() is None:
-        try:
-            os.killpg(p.pid, signal.SIGTERM)
-        except ProcessLookupError:
-            pass
+        signal_group(p, signal.SIGTERM)
         try:
             p.wait(timeout=10)
         except subprocess.TimeoutExpired:
-            os.killpg(p.pid, signal.SIGKILL)
+            signal_group(p, signal.SIGKILL)
             p.wait()
     # Workers may outlive their master for a moment.
     deadline = time.time() + 5
-    while time.time() < deadline:
-        try:
-            os.killpg(p.pid, 0)
-        except ProcessLookupError:
+    while signal_group(p, 0):
+        if time.time() > deadline:
+            signal_group(p, signal.SIGKILL)
             break
         time.sleep(0.05)
-    else:
-        try:
-            os.killpg(p.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
     if p in children:
         children.remove(p)
 
 
 def kill_children():
     for p in list(children):
-        try:
-            os.killpg(p.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
+        signal_group(p, signal.SIGKILL)
         try:
             p.wait(timeout=5)
         except subprocess.TimeoutExpired:
@@ -586,6 +583,19 @@ def _wait(p, timeout):
         time.sleep(0.02)
 
 
+def _run_client(argv, json_path, timeout, env=None):
+    """Run a client writing its JSON report to json_path; returns (report, CPU seconds)."""
+    with open(json_path + ".out", "w") as out, open(json_path + ".err", "w") as err:
+        p = subprocess.Popen(argv, stdout=out, stderr=err, env=env)
+        cpu = _wait(p, timeout)
+    if p.returncode != 0 or not os.path.exists(json_path):
+        with open(json_path + ".err") as f:
+            raise RuntimeError(f"{os.path.basename(argv[0])} exited with {p.returncode}: "
+                               + f.read()[-500:])
+    with open(json_path) as f:
+        return json.load(f), cpu
+
+
 def run_loadgen(ctx, urls, json_path, seconds, min_fetches=None, max_fetches=None,
                 sequential=False, copy=False, keepalive=True, seed=1):
     """Run bench/loadgen (on the harness's CPUs); returns the client row fields."""
@@ -596,16 +606,10 @@ def run_loadgen(ctx, urls, json_path, seconds, min_fetches=None, max_fetches=Non
     argv += ["-copy"] if copy else []
     argv += ["-min-fetches", str(min_fetches)] if min_fetches else []
     argv += ["-fetches", str(max_fetches)] if max_fetches else []
-    with open(json_path + ".out", "w") as out, open(json_path + ".err", "w") as err:
-        p = subprocess.Popen(argv + [urls], stdout=out, stderr=err)
-        cpu = _wait(p, seconds + 600)
-    if p.returncode != 0 or not os.path.exists(json_path):
-        with open(json_path + ".err") as f:
-            raise RuntimeError(f"loadgen exited with {p.returncode}: " + f.read()[-500:])
-    with open(json_path) as f:
-        r = json.load(f)
+    argv.append(urls)
+    r, cpu = _run_client(argv, json_path, seconds + 600)
     ok = r["fetches"] > 0
-    return {"client": "loadgen", "argv": argv + [urls],
+    return {"client": "loadgen", "argv": argv,
             "fetches": r["fetches"], "elapsed": r["elapsed_s"],
             "req_s": r["fetches_per_s"], "bytes": r["bytes"],
             "errors": r["errors_total"],
@@ -632,15 +636,8 @@ def run_wrk(ctx, urls, json_path, duration, sequential=False, seed=1):
     argv = ["wrk", "-t1", f"-c{ctx.parallel}", f"-d{duration}s", "--timeout", "30s",
             "-s", WRK_LUA, f"http://127.0.0.1:{ctx.port}", "--", urls,
             "sequential" if sequential else "random", str(seed)]
-    env = dict(os.environ, WRK_JSON=json_path)
-    with open(json_path + ".out", "w") as out, open(json_path + ".err", "w") as err:
-        p = subprocess.Popen(argv, stdout=out, stderr=err, env=env)
-        cpu = _wait(p, duration + 120)
-    if p.returncode != 0 or not os.path.exists(json_path):
-        with open(json_path + ".err") as f:
-            raise RuntimeError(f"wrk exited with {p.returncode}: " + f.read()[-500:])
-    with open(json_path) as f:
-        r = json.load(f)
+    r, cpu = _run_client(argv, json_path, duration + 120,
+                         env=dict(os.environ, WRK_JSON=json_path))
     e = r["errors"]
     el = r["duration_us"] / 1e6
     lat = r["latency_us"]

@@ -517,6 +517,33 @@ static void got_bytes(struct run *r, struct conn *c)
     touch(r, c);
 }
 
+/* After bytes of the response were consumed: `surplus` bytes beyond its end make the fetch a bad
+ * byte count, a complete response ends it. Returns true when the fetch ended. */
+static bool fetch_ended(struct run *r, struct conn *c, size_t surplus)
+{
+    if (surplus) {
+        fail(r, c, SL_LG_ERR_BAD_BYTES, "%zu bytes after the end of the response", surplus);
+        return true;
+    }
+    if (!sl_lg_resp_done(&c->resp)) return false;
+    complete(r, c);
+    return true;
+}
+
+/* recv returned n <= 0: the peer closed, a signal interrupted, the socket is drained, or the
+ * connection failed. Returns true when the caller should read again right away. */
+static bool recv_stopped(struct run *r, struct conn *c, ssize_t n)
+{
+    if (n == 0) {
+        on_closed(r, c, 0);
+        return false;
+    }
+    if (errno == EINTR) return true;
+    if (errno == EAGAIN || errno == EWOULDBLOCK) return false;
+    on_closed(r, c, errno);
+    return false;
+}
+
 /* Drop up to the framed rest of the body in the kernel, unread. Returns true when the caller
  * should try another read now, false when the fetch ended or the socket is drained. */
 static bool discard_body(struct run *r, struct conn *c, uint64_t skippable, bool ends_message)
@@ -530,30 +557,13 @@ static bool discard_body(struct run *r, struct conn *c, uint64_t skippable, bool
     /* MSG_TRUNC on a TCP socket removes up to `want` bytes from the receive queue without
      * copying them: no buffer is needed, and NULL makes any copy a loud EFAULT, not a scribble. */
     ssize_t n = recv(c->fd, NULL, want + probe, MSG_TRUNC | MSG_DONTWAIT);
-    if (n > 0) {
-        got_bytes(r, c);
-        size_t body = (size_t)n > want ? want : (size_t)n;
-        sl_lg_resp_skip(&c->resp, body);
-        r->st.bytes_all += body;
-        if ((size_t)n > want) {
-            fail(r, c, SL_LG_ERR_BAD_BYTES, "%zu bytes after the end of the response",
-                 (size_t)n - want);
-            return false;
-        }
-        if (sl_lg_resp_done(&c->resp)) {
-            complete(r, c);
-            return false;
-        }
-        return (size_t)n == want;
-    }
-    if (n == 0) {
-        on_closed(r, c, 0);
-        return false;
-    }
-    if (errno == EINTR) return true;
-    if (errno == EAGAIN || errno == EWOULDBLOCK) return false;
-    on_closed(r, c, errno);
-    return false;
+    if (n <= 0) return recv_stopped(r, c, n);
+    got_bytes(r, c);
+    size_t body = (size_t)n > want ? want : (size_t)n;
+    sl_lg_resp_skip(&c->resp, body);
+    r->st.bytes_all += body;
+    if (fetch_ended(r, c, (size_t)n - body)) return false;
+    return (size_t)n == want;
 }
 
 /* Read into the scratch buffer and let the parser see it. Same return as discard_body. */
@@ -561,36 +571,20 @@ static bool read_and_parse(struct run *r, struct conn *c, size_t size)
 {
     r->st.sys.recv++;
     ssize_t n = recv(c->fd, r->scratch, size, 0);
-    if (n > 0) {
-        got_bytes(r, c);
-        uint64_t before = c->resp.body_bytes;
-        ssize_t used = sl_lg_resp_feed(&c->resp, r->scratch, (size_t)n,
-                                       r->o.checksum ? on_body : NULL, &c->sum);
-        r->st.bytes_all += c->resp.body_bytes - before;
-        if (used < 0) {
-            fail(r, c, SL_LG_ERR_BAD_RESPONSE, "malformed response (%s)", strerror((int)-used));
-            return false;
-        }
-        if (sl_lg_resp_done(&c->resp)) {
-            if (used < n) {
-                fail(r, c, SL_LG_ERR_BAD_BYTES, "%lld bytes after the end of the response",
-                     (long long)(n - used));
-                return false;
-            }
-            complete(r, c);
-            return false;
-        }
-        /* A short read means the socket is drained; level-triggered epoll reports more. */
-        return (size_t)n == size;
-    }
-    if (n == 0) {
-        on_closed(r, c, 0);
+    if (n <= 0) return recv_stopped(r, c, n);
+    got_bytes(r, c);
+    uint64_t before = c->resp.body_bytes;
+    ssize_t used = sl_lg_resp_feed(&c->resp, r->scratch, (size_t)n,
+                                   r->o.checksum ? on_body : NULL, &c->sum);
+    r->st.bytes_all += c->resp.body_bytes - before;
+    if (used < 0) {
+        fail(r, c, SL_LG_ERR_BAD_RESPONSE, "malformed response (%s)", strerror((int)-used));
         return false;
     }
-    if (errno == EINTR) return true;
-    if (errno == EAGAIN || errno == EWOULDBLOCK) return false;
-    on_closed(r, c, errno);
-    return false;
+    /* The parser stops right after the end of the message: what is left is surplus. */
+    if (fetch_ended(r, c, (size_t)(n - used))) return false;
+    /* A short read means the socket is drained; level-triggered epoll reports more. */
+    return (size_t)n == size;
 }
 
 static void on_readable(struct run *r, struct conn *c)

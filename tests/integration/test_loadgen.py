@@ -71,6 +71,13 @@ class TestServer:
                 self.end_headers()
                 self.wfile.write(body)
 
+            def send_short(self, promised, sent):
+                self.send_response(200)
+                self.send_header("Content-Length", str(promised))
+                self.end_headers()
+                self.wfile.write(b"s" * sent)
+                self.close_connection = True
+
             def do_GET(self):
                 path = self.path
                 parts = path.strip("/").split("/")
@@ -84,17 +91,9 @@ class TestServer:
                 elif kind == "missing":
                     self.send_body(NOT_FOUND_BODY, status=404)
                 elif kind == "short":  # promises 1000 bytes, sends 400, closes
-                    self.send_response(200)
-                    self.send_header("Content-Length", "1000")
-                    self.end_headers()
-                    self.wfile.write(b"s" * 400)
-                    self.close_connection = True
+                    self.send_short(1000, 400)
                 elif kind == "shortbig":  # promises 500000 bytes, sends 200000, closes
-                    self.send_response(200)
-                    self.send_header("Content-Length", "500000")
-                    self.end_headers()
-                    self.wfile.write(b"s" * 200000)
-                    self.close_connection = True
+                    self.send_short(500000, 200000)
                 elif kind == "surplusbig":  # promises 300000 bytes, sends 10 more, closes
                     self.wfile.write(b"HTTP/1.1 200 OK\r\nContent-Length: 300000\r\n"
                                      b"Connection: close\r\n\r\n" + b"y" * 300010)
