@@ -248,6 +248,17 @@ class Context:
         self.port = find_port(18080)
         self.accel_port = find_port(self.port + 1)
 
+    def ensure_ports(self, accel):
+        """Pick new ports when another process took ours since (a shared machine runs other
+        programs that bind ports too); returns True when they changed."""
+        if port_free(self.port) and (not accel or port_free(self.accel_port)):
+            return False
+        old = (self.port, self.accel_port)
+        self.pick_ports()
+        log(f"    ports {old[0]}/{old[1]} taken by another process, now {self.port}/"
+            f"{self.accel_port}")
+        return True
+
     def seekless_backends(self):
         """(backends seekless was built with, the default one), from `seekless -V`."""
         out = capture([self.seekless, "-V"])
