@@ -786,6 +786,11 @@ static int act_on_head(proxy_req *pr)
         if (!sl_upstream_keep_alive(h, head_req)) pr->keep_backend = false;
     }
     pr->left = h->content_length >= 0 ? (uint64_t)h->content_length : 0;
+    /* An HTTP answer to HEAD, a 1xx/204/304 or a Content-Length of 0 ends with its head: no
+     * body byte will come to mark the end, and the backend's close after it is no truncation.
+     * (FastCGI answers end with END_REQUEST instead.) */
+    if (!pr->fcgi && (pr->framing == SL_BODY_NONE || (pr->framing == SL_BODY_LENGTH && !pr->left)))
+        pr->backend_done = true;
     if (pr->framing == SL_BODY_CHUNKED) sl_chunked_init(&pr->cout, 16384);
     sl_resp_begin(c, h->status);
     for (size_t i = 0; i < h->n_fields; i++) {

@@ -477,8 +477,13 @@ static int head_write(sl_conn *c)
 
 /* ---- requests ---- */
 
+static void count_request(sl_conn *c);
+
 static void request_reset(sl_conn *c)
 {
+    /* Counted where it is logged: an answer cut short (the connection closed mid-body) is in
+     * the access log and the timing trace, so the status page counts it too. */
+    if (c->status) count_request(c);
     const sl_conf_set *cs = srv_of(c)->cs;
     for (size_t i = 0; i < cs->n_mods; i++)
         if (cs->mods[i]->request_done) cs->mods[i]->request_done(c);
@@ -718,7 +723,6 @@ static int request_finished(sl_conn *c)
 {
     sl_conn_mark(c, &c->t.last_byte);
     bool had_body = c->has_body;
-    count_request(c);
     request_reset(c);
     c->requests++;
     /* Drop the head we answered; pipelined bytes after it move to the front. */

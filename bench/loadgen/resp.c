@@ -1,8 +1,9 @@
 /* Incremental HTTP/1.x response parser for loadgen.
  *
- * loadgen reads bodies into one shared scratch buffer and throws them away, so this parser never
- * owns a copy of the message: it is fed whatever read(2) returned and reports how much belonged to
- * the message. Header lines are the only thing retained, one at a time, in a small fixed buffer;
+ * loadgen reads bodies into one shared scratch buffer and throws them away, or does not read them
+ * at all (recv with MSG_TRUNC), so this parser never owns a copy of the message: it is fed whatever
+ * read(2) returned and reports how much belonged to the message, and it says how many body bytes
+ * may be skipped unseen (sl_lg_resp_skippable), never more than the framing allows. Header lines are the only thing retained, one at a time, in a small fixed buffer;
  * a line longer than that is still parsed past, and only refused when it is one of the three
  * headers the framing depends on. Body bytes are skipped in bulk (Content-Length, read-to-close) or
  * through a byte-level chunk state machine whose data state again moves in bulk, so the per-byte
@@ -453,6 +454,34 @@ int sl_lg_resp_eof(struct sl_lg_resp *r)
     default:
         return -EBADMSG;
     }
+}
+
+uint64_t sl_lg_resp_skippable(const struct sl_lg_resp *r, bool *ends_message)
+{
+    *ends_message = r->state == ST_LENGTH;
+    switch (r->state) {
+    case ST_LENGTH:
+        return r->remaining;
+    case ST_CHUNKED:
+        return r->chunk_state == CH_DATA ? r->remaining : 0;
+    case ST_CLOSE:
+        return UINT64_MAX;
+    default:
+        return 0;
+    }
+}
+
+void sl_lg_resp_skip(struct sl_lg_resp *r, uint64_t n)
+{
+    /* The same transitions as feeding n payload bytes, minus looking at them. */
+    r->body_bytes += n;
+    if (r->state == ST_CLOSE) return;
+    r->remaining -= n;
+    if (r->remaining) return;
+    if (r->state == ST_LENGTH)
+        r->state = ST_DONE;
+    else
+        r->chunk_state = CH_DATA_CR;
 }
 
 bool sl_lg_resp_headers_done(const struct sl_lg_resp *r)

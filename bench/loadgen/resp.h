@@ -64,6 +64,18 @@ bool sl_lg_resp_headers_done(const struct sl_lg_resp *r);
 /* True once the whole message, body included, has been parsed. */
 bool sl_lg_resp_done(const struct sl_lg_resp *r);
 
+/* How many body bytes may be consumed next without being looked at: the rest of a body framed by
+ * Content-Length, the rest of the current chunk's payload, UINT64_MAX for a body delimited by the
+ * close of the connection, and 0 whenever the parser needs to see the next bytes (status line,
+ * headers, chunk-size lines, trailer) or the message is done. A caller that discards bytes without
+ * reading them (recv with MSG_TRUNC) takes at most this many, so it can never swallow framing.
+ * *ends_message is set to true when those bytes are the last of the message (Content-Length). */
+uint64_t sl_lg_resp_skippable(const struct sl_lg_resp *r, bool *ends_message);
+
+/* Count n body bytes (0 < n <= sl_lg_resp_skippable(r)) that were discarded unseen, exactly as if
+ * they had been fed: body_bytes grows by n and the message completes when its body does. */
+void sl_lg_resp_skip(struct sl_lg_resp *r, uint64_t n);
+
 /* True when a completed message leaves the connection reusable: HTTP/1.1 without "close" or
  * HTTP/1.0 with "keep-alive", and a body framed by length, chunks, or a bodiless status. */
 bool sl_lg_resp_reusable(const struct sl_lg_resp *r);

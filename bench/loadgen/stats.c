@@ -94,7 +94,18 @@ static double mean_ms(const struct sl_lg_minmax *m)
     return m->n ? m->sum_us / (double)m->n / 1000.0 : 0.0;
 }
 
-void sl_lg_report_text(FILE *f, const struct sl_lg_stats *s)
+static uint64_t syscalls(const struct sl_lg_stats *s)
+{
+    return s->sys.send + s->sys.recv + s->sys.discard + s->sys.epoll_wait + s->sys.epoll_ctl +
+           s->sys.connect + s->sys.close;
+}
+
+static double per_fetch(const struct sl_lg_stats *s, uint64_t n)
+{
+    return s->fetches ? (double)n / (double)s->fetches : 0.0;
+}
+
+void sl_lg_report_text(FILE *f, const struct sl_lg_stats *s, const struct sl_lg_run_info *info)
 {
     unsigned long long fetches = (unsigned long long)s->fetches;
     fprintf(f, "%llu fetches, %u max parallel, %g bytes, in %g seconds\n", fetches, s->max_parallel,
@@ -133,6 +144,9 @@ void sl_lg_report_text(FILE *f, const struct sl_lg_stats *s)
             (unsigned long long)s->errors[SL_LG_ERR_CONNECT],
             (unsigned long long)s->errors[SL_LG_ERR_CUT],
             (unsigned long long)s->errors[SL_LG_ERR_BAD_RESPONSE]);
+    fprintf(f, "client: %s bodies, %.3f s user, %.3f s sys, %.2f syscalls/fetch\n",
+            info->copy ? "copied" : "discarded", info->cpu_user_s, info->cpu_sys_s,
+            per_fetch(s, syscalls(s)));
 }
 
 static void json_minmax(FILE *f, const char *key, const struct sl_lg_minmax *m)
@@ -156,9 +170,11 @@ void sl_lg_report_json(FILE *f, const struct sl_lg_stats *s, const struct sl_lg_
         fprintf(f, "\"seconds\": null, ");
     fprintf(f,
             "\"timeout_s\": %.9g, \"seed\": %llu, \"keepalive\": %s, \"checksum\": %s, "
-            "\"urls\": %zu},\n",
+            "\"body\": \"%s\", \"order\": \"%s\", \"min_fetches\": %llu, \"urls\": %zu},\n",
             info->timeout_s, (unsigned long long)info->seed, info->keepalive ? "true" : "false",
-            info->checksum ? "true" : "false", info->urls);
+            info->checksum ? "true" : "false", info->copy ? "copy" : "discard",
+            info->sequential ? "sequential" : "random", (unsigned long long)info->min_fetches,
+            info->urls);
     fprintf(f, "  \"interrupted\": %s,\n", info->interrupted ? "true" : "false");
     fprintf(f, "  \"fetches_started\": %llu,\n", (unsigned long long)s->started);
     fprintf(f, "  \"fetches\": %llu,\n", (unsigned long long)s->fetches);
@@ -196,5 +212,15 @@ void sl_lg_report_json(FILE *f, const struct sl_lg_stats *s, const struct sl_lg_
                 (unsigned long long)s->errors[e]);
         total += s->errors[e];
     }
-    fprintf(f, "},\n  \"errors_total\": %llu\n}\n", (unsigned long long)total);
+    fprintf(f, "},\n  \"errors_total\": %llu,\n", (unsigned long long)total);
+    fprintf(f, "  \"cpu_s\": {\"user\": %.6f, \"sys\": %.6f},\n", info->cpu_user_s,
+            info->cpu_sys_s);
+    fprintf(f,
+            "  \"syscalls\": {\"send\": %llu, \"recv\": %llu, \"discard\": %llu, "
+            "\"epoll_wait\": %llu, \"epoll_ctl\": %llu, \"connect\": %llu, \"close\": %llu},\n",
+            (unsigned long long)s->sys.send, (unsigned long long)s->sys.recv,
+            (unsigned long long)s->sys.discard, (unsigned long long)s->sys.epoll_wait,
+            (unsigned long long)s->sys.epoll_ctl, (unsigned long long)s->sys.connect,
+            (unsigned long long)s->sys.close);
+    fprintf(f, "  \"syscalls_per_fetch\": %.4f\n}\n", per_fetch(s, syscalls(s)));
 }

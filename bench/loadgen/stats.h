@@ -40,6 +40,10 @@ struct sl_lg_stats {
     struct sl_lg_minmax connect;        /* connect() to established */
     struct sl_lg_minmax first_response; /* request written to first response byte */
     struct sl_lg_minmax fetch;          /* successful fetches: start to last byte */
+    /* System calls loadgen made, by kind (every call, failed ones included). */
+    struct {
+        uint64_t send, recv, discard, epoll_wait, epoll_ctl, connect, close;
+    } sys;
     uint64_t status[1000];              /* successful fetches by HTTP status code */
     uint64_t errors[SL_LG_ERR_COUNT];   /* failed fetches by cause */
     /* Every successful fetch's duration in microseconds (sorted by sl_lg_stats_finish). */
@@ -75,12 +79,16 @@ struct sl_lg_run_info {
     uint64_t seed;
     bool keepalive;
     bool checksum;
-    bool interrupted; /* ended by SIGINT/SIGTERM */
+    bool copy;            /* bodies read into user space (-copy or -checksum), else discarded */
+    bool sequential;      /* URLs taken in list order, else uniformly at random */
+    uint64_t min_fetches; /* -min-fetches, 0: none */
+    bool interrupted;     /* ended by SIGINT/SIGTERM */
     size_t urls;
+    double cpu_user_s, cpu_sys_s; /* loadgen's own CPU time (getrusage) */
 };
 
-/* Print the http_load-format summary followed by the msecs/fetch and errors lines. */
-void sl_lg_report_text(FILE *f, const struct sl_lg_stats *s);
+/* Print the http_load-format summary followed by the msecs/fetch, errors and client lines. */
+void sl_lg_report_text(FILE *f, const struct sl_lg_stats *s, const struct sl_lg_run_info *info);
 
 /* Write the same numbers as one JSON object (keys documented in bench/README.md). */
 void sl_lg_report_json(FILE *f, const struct sl_lg_stats *s, const struct sl_lg_run_info *info);

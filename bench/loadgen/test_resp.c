@@ -474,6 +474,105 @@ static void test_header_bytes_counted(void **state)
     assert_int_equal(r.header_bytes, strlen(head));
 }
 
+static void test_skip_content_length(void **state)
+{
+    struct sl_lg_resp r;
+    bool last = false;
+    const char *m = "HTTP/1.1 200 OK\r\nContent-Length: 100000\r\n\r\nabc";
+    sl_lg_resp_init(&r);
+    assert_int_equal(sl_lg_resp_skippable(&r, &last), 0); /* status line first */
+    assert_int_equal(sl_lg_resp_feed(&r, m, strlen(m), NULL, NULL), (ssize_t)strlen(m));
+    assert_int_equal(sl_lg_resp_skippable(&r, &last), 100000 - 3);
+    assert_true(last);
+    sl_lg_resp_skip(&r, 50000);
+    assert_false(sl_lg_resp_done(&r));
+    assert_int_equal(sl_lg_resp_skippable(&r, &last), 100000 - 3 - 50000);
+    sl_lg_resp_skip(&r, 100000 - 3 - 50000);
+    assert_true(sl_lg_resp_done(&r));
+    assert_int_equal(r.body_bytes, 100000);
+    assert_int_equal(sl_lg_resp_skippable(&r, &last), 0);
+    assert_false(last);
+    assert_true(sl_lg_resp_reusable(&r));
+    /* nothing more is part of the message */
+    assert_int_equal(sl_lg_resp_feed(&r, "x", 1, NULL, NULL), 0);
+}
+
+static void test_skip_chunked_payload_only(void **state)
+{
+    struct sl_lg_resp r;
+    bool last = true;
+    const char *h = "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n1000\r";
+    sl_lg_resp_init(&r);
+    assert_int_equal(sl_lg_resp_feed(&r, h, strlen(h), NULL, NULL), (ssize_t)strlen(h));
+    /* inside the size line: the parser must see the LF */
+    assert_int_equal(sl_lg_resp_skippable(&r, &last), 0);
+    assert_int_equal(sl_lg_resp_feed(&r, "\n", 1, NULL, NULL), 1);
+    assert_int_equal(sl_lg_resp_skippable(&r, &last), 0x1000);
+    assert_false(last); /* CRLF and more chunks follow */
+    sl_lg_resp_skip(&r, 0x1000);
+    assert_int_equal(sl_lg_resp_skippable(&r, &last), 0);
+    const char *t = "\r\n3\r\nxyz\r\n0\r\n\r\n";
+    assert_int_equal(sl_lg_resp_feed(&r, t, strlen(t), NULL, NULL), (ssize_t)strlen(t));
+    assert_true(sl_lg_resp_done(&r));
+    assert_int_equal(r.body_bytes, 0x1000 + 3);
+}
+
+static void test_skip_until_close(void **state)
+{
+    struct sl_lg_resp r;
+    bool last = true;
+    const char *m = "HTTP/1.0 200 OK\r\n\r\n";
+    sl_lg_resp_init(&r);
+    assert_int_equal(sl_lg_resp_feed(&r, m, strlen(m), NULL, NULL), (ssize_t)strlen(m));
+    assert_int_equal(sl_lg_resp_skippable(&r, &last), UINT64_MAX);
+    assert_false(last);
+    sl_lg_resp_skip(&r, 12345);
+    assert_int_equal(sl_lg_resp_skippable(&r, &last), UINT64_MAX);
+    assert_false(sl_lg_resp_done(&r));
+    assert_int_equal(sl_lg_resp_eof(&r), 0);
+    assert_int_equal(r.body_bytes, 12345);
+    assert_false(sl_lg_resp_reusable(&r));
+}
+
+/* Skipping whatever may be skipped and feeding the rest, at every split point, counts exactly
+ * what feeding everything counts. */
+static void test_skip_and_feed_agree(void **state)
+{
+    const char *msgs[] = {
+        "HTTP/1.1 200 OK\r\nContent-Length: 40\r\n\r\n0123456789012345678901234567890123456789",
+        "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+        "a;x=y\r\n0123456789\r\n14\r\n01234567890123456789\r\n0\r\nT: 1\r\n\r\n",
+    };
+    for (size_t k = 0; k < sizeof msgs / sizeof msgs[0]; k++) {
+        const char *m = msgs[k];
+        size_t len = strlen(m);
+        struct sl_lg_resp whole;
+        assert_int_equal(parse_all(&whole, m, NULL), (ssize_t)len);
+        for (size_t step = 1; step <= len; step++) {
+            struct sl_lg_resp r;
+            sl_lg_resp_init(&r);
+            size_t off = 0;
+            while (off < len && !sl_lg_resp_done(&r)) {
+                bool last;
+                uint64_t skip = sl_lg_resp_skippable(&r, &last);
+                size_t n = len - off < step ? len - off : step;
+                if (skip) {
+                    if (n > skip) n = (size_t)skip;
+                    sl_lg_resp_skip(&r, n);
+                    off += n;
+                    continue;
+                }
+                ssize_t used = sl_lg_resp_feed(&r, m + off, n, NULL, NULL);
+                assert_true(used > 0);
+                off += (size_t)used;
+            }
+            assert_int_equal(off, len);
+            assert_true(sl_lg_resp_done(&r));
+            assert_int_equal(r.body_bytes, whole.body_bytes);
+        }
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -506,6 +605,10 @@ int main(void)
         cmocka_unit_test(test_eof_results),
         cmocka_unit_test(test_feed_after_done_consumes_nothing),
         cmocka_unit_test(test_header_bytes_counted),
+        cmocka_unit_test(test_skip_content_length),
+        cmocka_unit_test(test_skip_chunked_payload_only),
+        cmocka_unit_test(test_skip_until_close),
+        cmocka_unit_test(test_skip_and_feed_agree),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -18,7 +18,8 @@ static char *render_text(const struct sl_lg_stats *s)
     size_t len = 0;
     FILE *f = open_memstream(&buf, &len);
     assert_non_null(f);
-    sl_lg_report_text(f, s);
+    struct sl_lg_run_info info = {.parallel = 1};
+    sl_lg_report_text(f, s, &info);
     fclose(f);
     return buf;
 }
@@ -100,6 +101,8 @@ static void test_text_report_http_load_format(void **state)
     s.first_response =
         (struct sl_lg_minmax){.n = 1, .sum_us = 226181, .min_us = 2098, .max_us = 6066960};
     s.status[200] = 10000;
+    s.sys.send = 10000;
+    s.sys.recv = 15000;
     for (int i = 0; i < 4; i++)
         assert_int_equal(sl_lg_stats_add_latency(&s, 1000u * (unsigned)(i + 1)), 0);
     sl_lg_stats_finish(&s);
@@ -113,7 +116,8 @@ static void test_text_report_http_load_format(void **state)
                        "  code 200 -- 10000\n"
                        "msecs/fetch: p50 2.000 p90 4.000 p99 4.000 p99.9 4.000 max 4.000\n"
                        "errors: timed-out 0, bad-byte-count 0, bad-checksum 0, connect-failed 0, "
-                       "cut-at-end 0, bad-response 0\n";
+                       "cut-at-end 0, bad-response 0\n"
+                       "client: discarded bodies, 0.000 s user, 0.000 s sys, 2.50 syscalls/fetch\n";
     assert_string_equal(out, want);
     free(out);
     sl_lg_stats_free(&s);
@@ -161,7 +165,15 @@ static void test_json_report(void **state)
                                   .timeout_s = 60,
                                   .seed = 42,
                                   .keepalive = true,
+                                  .sequential = true,
+                                  .min_fetches = 5,
+                                  .cpu_user_s = 0.25,
+                                  .cpu_sys_s = 1.5,
                                   .urls = 3};
+    s.sys.send = 10;
+    s.sys.recv = 11;
+    s.sys.discard = 7;
+    s.sys.epoll_wait = 2;
     char *buf = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&buf, &len);
@@ -170,8 +182,9 @@ static void test_json_report(void **state)
     fclose(f);
     assert_non_null(
         strstr(buf, "\"settings\": {\"parallel\": 4, \"fetches\": 12, \"seconds\": null, "));
-    assert_non_null(
-        strstr(buf, "\"seed\": 42, \"keepalive\": true, \"checksum\": false, \"urls\": 3}"));
+    assert_non_null(strstr(buf, "\"seed\": 42, \"keepalive\": true, \"checksum\": false, "
+                                "\"body\": \"discard\", \"order\": \"sequential\", "
+                                "\"min_fetches\": 5, \"urls\": 3}"));
     assert_non_null(strstr(buf, "\"fetches_started\": 12,\n"));
     assert_non_null(strstr(buf, "\"fetches\": 10,\n"));
     assert_non_null(strstr(buf, "\"fetches_per_s\": 5,\n"));
@@ -181,7 +194,13 @@ static void test_json_report(void **state)
     assert_non_null(
         strstr(buf, "\"errors\": {\"timed_out\": 2, \"bad_byte_count\": 0, \"bad_checksum\": 0, "
                     "\"connect_failed\": 0, \"cut_at_end\": 0, \"bad_response\": 0}"));
-    assert_non_null(strstr(buf, "\"errors_total\": 2\n}\n"));
+    assert_non_null(strstr(buf, "\"errors_total\": 2,\n"));
+    assert_non_null(strstr(buf, "\"cpu_s\": {\"user\": 0.250000, \"sys\": 1.500000},\n"));
+    assert_non_null(strstr(buf, "\"syscalls\": {\"send\": 10, \"recv\": 11, \"discard\": 7, "
+                                "\"epoll_wait\": 2, \"epoll_ctl\": 0, \"connect\": 0, "
+                                "\"close\": 0},\n"));
+    /* 30 calls for 10 fetches */
+    assert_non_null(strstr(buf, "\"syscalls_per_fetch\": 3.0000\n}\n"));
     free(buf);
     sl_lg_stats_free(&s);
 }

@@ -71,6 +71,13 @@ class TestServer:
                 self.end_headers()
                 self.wfile.write(body)
 
+            def send_short(self, promised, sent):
+                self.send_response(200)
+                self.send_header("Content-Length", str(promised))
+                self.end_headers()
+                self.wfile.write(b"s" * sent)
+                self.close_connection = True
+
             def do_GET(self):
                 path = self.path
                 parts = path.strip("/").split("/")
@@ -84,10 +91,12 @@ class TestServer:
                 elif kind == "missing":
                     self.send_body(NOT_FOUND_BODY, status=404)
                 elif kind == "short":  # promises 1000 bytes, sends 400, closes
-                    self.send_response(200)
-                    self.send_header("Content-Length", "1000")
-                    self.end_headers()
-                    self.wfile.write(b"s" * 400)
+                    self.send_short(1000, 400)
+                elif kind == "shortbig":  # promises 500000 bytes, sends 200000, closes
+                    self.send_short(500000, 200000)
+                elif kind == "surplusbig":  # promises 300000 bytes, sends 10 more, closes
+                    self.wfile.write(b"HTTP/1.1 200 OK\r\nContent-Length: 300000\r\n"
+                                     b"Connection: close\r\n\r\n" + b"y" * 300010)
                     self.close_connection = True
                 elif kind == "surplus":  # promises 10 bytes, sends 20 in the same segment
                     self.wfile.write(b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n"
@@ -378,6 +387,93 @@ class TestFetching(LoadgenCase):
                          999 * h["/chunked/999"] + len(NOT_FOUND_BODY) * h["/missing"])
 
 
+class TestBodyModes(LoadgenCase):
+    """Bodies dropped in the kernel (the default, recv MSG_TRUNC) or copied (-copy, -checksum):
+    the counts must not depend on the mode."""
+
+    BIG = ("/ok/300000/a", "/chunked/240000", "/close/200000", "/missing")
+
+    def big_bytes(self):
+        h = self.srv.hits
+        return (300000 * h["/ok/300000/a"] + 240000 * h["/chunked/240000"] +
+                200000 * h["/close/200000"] + len(NOT_FOUND_BODY) * h["/missing"])
+
+    def test_large_bodies_exact_in_both_modes(self):
+        for mode, extra in (("discard", ()), ("copy", ("-copy",)), ("copy", ("-checksum",))):
+            for ka in ((), ("-keepalive",)):
+                with self.subTest(mode=mode, extra=extra, keepalive=ka):
+                    self.srv.hits.clear()
+                    res = self.run_loadgen([self.srv.url(p) for p in self.BIG], *extra, *ka,
+                                           "-parallel", "3", "-fetches", "40", "-seed", "3")
+                    self.assertEqual(res.rc, 0, res.err)
+                    j = res.json
+                    self.assertEqual(j["fetches"], 40)
+                    self.assert_errors(res)
+                    self.assertEqual(j["bytes"], self.big_bytes())
+                    self.assertEqual(j["bytes_all"], j["bytes"])
+                    self.assertEqual(j["settings"]["body"], mode)
+                    self.assertIn(f"client: {'copied' if mode == 'copy' else 'discarded'} "
+                                  "bodies, ", res.out)
+                    if mode == "discard":
+                        self.assertGreater(j["syscalls"]["discard"], 0)
+                    else:
+                        self.assertEqual(j["syscalls"]["discard"], 0)
+                    self.assertGreaterEqual(j["syscalls"]["recv"], 40)
+                    self.assertGreaterEqual(j["syscalls"]["send"], 40)
+                    self.assertGreater(j["cpu_s"]["user"] + j["cpu_s"]["sys"], 0)
+
+    def test_short_large_body_is_bad_byte_count(self):
+        for extra in ((), ("-copy",)):
+            with self.subTest(extra=extra):
+                res = self.run_loadgen([self.srv.url("/shortbig")], *extra, "-parallel", "2",
+                                       "-fetches", "4")
+                self.assertEqual(res.rc, 0, res.err)
+                self.assert_errors(res, bad_byte_count=4)
+                self.assertEqual(res.json["bytes_all"], 4 * 200000)
+                self.assertIn("after 200000 of 500000 body bytes", res.err)
+
+    def test_surplus_after_large_body_is_bad_byte_count(self):
+        res = self.run_loadgen([self.srv.url("/surplusbig")], "-parallel", "2", "-fetches", "4")
+        self.assertEqual(res.rc, 0, res.err)
+        self.assert_errors(res, bad_byte_count=4)
+        self.assertEqual(res.json["bytes_all"], 4 * 300000)
+        self.assertIn("10 bytes after the end of the response", res.err)
+
+
+class TestOrderAndLength(LoadgenCase):
+    def test_sequential_takes_the_list_in_order(self):
+        urls = [self.srv.url(f"/ok/10/s{i}") for i in range(7)]
+        res = self.run_loadgen(urls, "-sequential", "-keepalive", "-parallel", "1", "-fetches",
+                               "10")
+        self.assertEqual(res.rc, 0, res.err)
+        self.assertEqual(self.srv.sequence, [f"/ok/10/s{i % 7}" for i in range(10)])
+        self.assertEqual(res.json["settings"]["order"], "sequential")
+        # -parallel 3: still every URL once before any repeats
+        self.srv.sequence.clear()
+        res = self.run_loadgen(urls, "-sequential", "-parallel", "3", "-fetches", "7")
+        self.assertEqual(sorted(self.srv.sequence), sorted(f"/ok/10/s{i}" for i in range(7)))
+
+    def test_min_fetches_outlasts_seconds(self):
+        res = self.run_loadgen([self.srv.url("/delay/0.3/10")], "-parallel", "1", "-seconds",
+                               "0.2", "-min-fetches", "3", "-timeout", "5")
+        self.assertEqual(res.rc, 0, res.err)
+        self.assertEqual(res.json["fetches_started"], 3)
+        self.assertEqual(res.json["fetches"], 3)
+        self.assertEqual(res.json["settings"]["min_fetches"], 3)
+        self.assertGreaterEqual(res.json["elapsed_s"], 0.9)
+        # without it, -seconds alone ends the run after the first fetch
+        res = self.run_loadgen([self.srv.url("/delay/0.3/10")], "-parallel", "1", "-seconds",
+                               "0.2", "-timeout", "5")
+        self.assertEqual(res.json["fetches_started"], 1)
+
+    def test_min_fetches_does_not_stop_a_long_run_early(self):
+        res = self.run_loadgen([self.srv.url("/delay/0.2/10")], "-parallel", "2", "-seconds",
+                               "1", "-min-fetches", "1", "-timeout", "5")
+        self.assertEqual(res.rc, 0, res.err)
+        self.assertGreaterEqual(res.json["fetches_started"], 8)
+        self.assertGreaterEqual(res.json["elapsed_s"], 1.0)
+
+
 class TestKeepalive(LoadgenCase):
     def test_connections_are_reused(self):
         urls = [self.srv.url("/ok/500/k1"), self.srv.url("/ok/700/k2"), self.srv.url("/chunked/300")]
@@ -481,6 +577,9 @@ class TestUsage(LoadgenCase):
             (("-parallel", "1", "-fetches", "1", "/nonexistent/urls"), None),
             (("-parallel", "1", "-fetches", "1"), []),  # empty URL file
             (("-parallel", "1", "-fetches", "1", "-throttle"), ok),
+            (("-parallel", "1", "-fetches", "5", "-min-fetches", "2"), ok),  # needs -seconds
+            (("-parallel", "1", "-seconds", "1", "-fetches", "5", "-min-fetches", "6"), ok),
+            (("-parallel", "1", "-seconds", "1", "-min-fetches", "0"), ok),
         ]
         for args, urls in cases:
             p = self.run_raw(*args, urls=urls)
@@ -510,6 +609,10 @@ class TestUsage(LoadgenCase):
         p = self.run_raw("-p", "2", "-f", "4", "-c", urls=[self.srv.url("/ok/5/abbr")])
         self.assertEqual(p.returncode, 0, p.stderr)
         self.assertIn("4 fetches, 2 max parallel", p.stdout)
+        self.assertIn("client: copied bodies", p.stdout)  # -c is still -checksum
+        p = self.run_raw("-p", "1", "-f", "3", "-co", "-seq", urls=[self.srv.url("/ok/5/abbr")])
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertIn("client: copied bodies", p.stdout)
 
 
 def run_mkpool(*args, timeout=300):
@@ -555,11 +658,13 @@ class TestMkpool(unittest.TestCase):
         self.assertEqual(set(f100k), {f"seek-bound/100k/files-1/{j}" for j in range(1, 101)})
         f10m = self.files("10m")
         self.assertEqual(f10m, {"seek-bound/10m/files-1/1": 10 * 1024 * 1024})
-        fstat = self.files("stat")
-        self.assertEqual(len(fstat), 200)
-        self.assertEqual(set(fstat.values()), {4096})
-        self.assertTrue(all(re.fullmatch(r"seek-bound/stat/\d\d/\d\d/\d\d/\d\d", r) for r in fstat))
-        for pool, files in (("100k", f100k), ("10m", f10m), ("stat", fstat)):
+        f4k = self.files("4k")
+        self.assertEqual(len(f4k), 200)
+        self.assertEqual(set(f4k.values()), {4096})
+        # 500 x 10 directories of 40 files: the first 200 files fill 000/0 .. 000/4
+        self.assertEqual(set(f4k), {f"seek-bound/4k/000/{b}/{f:02d}" for b in range(5)
+                                    for f in range(40)})
+        for pool, files in (("100k", f100k), ("10m", f10m), ("4k", f4k)):
             urls = self.urls(pool)
             self.assertEqual(len(urls), len(files))
             prefix = "http://127.0.0.1:8123/"
@@ -583,7 +688,7 @@ class TestMkpool(unittest.TestCase):
         self.assertIn("seek-bound/100k/files-3/50", f)
         self.assertNotIn("seek-bound/100k/files-3/51", f)
         self.assertFalse(os.path.exists(os.path.join(self.root, "seek-bound", "10m")))
-        self.assertFalse(os.path.exists(os.path.join(self.root, "urls.stat")))
+        self.assertFalse(os.path.exists(os.path.join(self.root, "urls.4k")))
         self.assertTrue(all(u.startswith("http://127.0.0.1:8080/") for u in self.urls("100k")))
 
     def test_idempotent_and_repairs(self):
@@ -611,7 +716,7 @@ class TestMkpool(unittest.TestCase):
             self.assertTrue("refusing" in p.stderr or "http://" in p.stderr, p.stderr)
         self.assertFalse(os.path.exists(self.root))
         for url in ("http://localhost:9", "http://[::1]:9", "http://127.3.2.1"):
-            p = run_mkpool("--root", self.root, "--scale", "0.0001", "--pool", "stat",
+            p = run_mkpool("--root", self.root, "--scale", "0.0001", "--pool", "4k",
                            "--base-url", url)
             self.assertEqual(p.returncode, 0, (url, p.stderr))
 

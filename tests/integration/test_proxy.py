@@ -128,7 +128,8 @@ class Listener:
 
 
 class FakeBackend(Listener):
-    """A backend that misbehaves in one way: 'hang', 'garbage', 'reset'."""
+    """A backend that misbehaves in one way: 'hang', 'garbage', 'reset', 'truncated'; or answers
+    without a body ('bodiless'), or echoes the request ('echo')."""
 
     def __init__(self, mode):
         self.mode = mode
@@ -150,6 +151,15 @@ class FakeBackend(Listener):
                 c.close()
             elif self.mode == "truncated":
                 c.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\nonly a little")
+                c.close()
+            elif self.mode == "bodiless":
+                # An answer that ends with its head, then the close (as http.server does).
+                path = req.split(b" ")[1]
+                c.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n" if req.startswith(b"HEAD ")
+                          else b"HTTP/1.1 204 No Content\r\n" if path.endswith(b"/204")
+                          else b"HTTP/1.1 304 Not Modified\r\nETag: \"e\"\r\n" if path.endswith(b"/304")
+                          else b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n")
+                c.sendall(b"Connection: close\r\n\r\n")
                 c.close()
         except OSError:
             pass
@@ -455,6 +465,7 @@ class HttpBackend(unittest.TestCase):
         cls.garbage = FakeBackend("garbage")
         cls.trunc = FakeBackend("truncated")
         cls.echo = FakeBackend("echo")
+        cls.bodiless = FakeBackend("bodiless")
         dead = free_port()
         cls.srv = Server(
             f'$HTTP["url"] =~ "^/pair/" {{\n proxy-core.backends = ( "127.0.0.1:{cls.ports[0]}",'
@@ -468,6 +479,7 @@ class HttpBackend(unittest.TestCase):
             f'$HTTP["url"] =~ "^/one/" {{\n proxy-core.backends = ( "127.0.0.1:{cls.ports[1]}" )\n}}\n'
             f'$HTTP["url"] =~ "^/echo/" {{\n proxy-core.backends = ( "127.0.0.1:{cls.echo.port}" )\n'
             f' proxy-core.max-keep-alive-requests = 1\n}}\n'
+            f'$HTTP["url"] =~ "^/bodiless/" {{\n proxy-core.backends = ( "127.0.0.1:{cls.bodiless.port}" )\n}}\n'
         ).start()
 
     @classmethod
@@ -476,7 +488,7 @@ class HttpBackend(unittest.TestCase):
         for p in cls.procs:
             p.kill()
             p.wait()
-        for b in (cls.hang, cls.garbage, cls.trunc, cls.echo):
+        for b in (cls.hang, cls.garbage, cls.trunc, cls.echo, cls.bodiless):
             b.close()
         shutil.rmtree(cls.tmp, ignore_errors=True)
         assert rc == 0
@@ -497,6 +509,24 @@ class HttpBackend(unittest.TestCase):
         self.assertNotIn(b"X-Drop", body)
         self.assertNotIn(b"TE:", body)
         self.assertNotIn("keep-alive", h)  # the backend's hop-by-hop headers stay behind
+
+    def test_bodiless_answers_end_with_their_head(self):
+        # HEAD, 204, 304 and Content-Length: 0 answers are complete at the end of the head
+        # (RFC 9112 §6.3): the backend's close after them is no truncation, and the client's
+        # connection goes on.
+        s = self.srv.connect()
+        try:
+            s.sendall(b"HEAD /bodiless/x HTTP/1.1\r\nHost: t\r\n\r\n")
+            st, h, body, rest = read_response(s, head=True)
+            self.assertEqual((st, h["content-length"], h.get("connection")), (200, "5", None))
+            for path, want in ((b"/bodiless/204", 204), (b"/bodiless/304", 304), (b"/bodiless/empty", 200)):
+                s.sendall(b"GET " + path + b" HTTP/1.1\r\nHost: t\r\n\r\n")
+                st, h, body, rest = read_response(s, rest)
+                self.assertEqual((st, body, h.get("connection")), (want, b"", None), path)
+        finally:
+            s.close()
+        with open(self.srv.log) as f:
+            self.assertNotIn("/bodiless/", f.read())
 
     def test_failure_statuses(self):
         t0 = time.time()

@@ -14,6 +14,7 @@ import unittest
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import test_core  # noqa: E402
 from test_core import Server, free_port, request  # noqa: E402
+from test_proxy import FakeBackend  # noqa: E402
 
 
 def get(srv, path, extra=b""):
@@ -21,6 +22,14 @@ def get(srv, path, extra=b""):
     # count of open connections the status page shows is known; a client-side close would be
     # seen by the server only after it had answered the next request.
     return request(srv, b"GET " + path + b" HTTP/1.1\r\nHost: t\r\nConnection: close\r\n" + extra + b"\r\n")
+
+
+def with_access_log(srv):
+    """Give srv (not started yet) an access log in its directory; return its path."""
+    log = os.path.join(srv.dir, "access.log")
+    with open(srv.conf, "a") as f:
+        f.write(f'accesslog.filename = "{log}"\n')
+    return log
 
 
 class Status(unittest.TestCase):
@@ -85,6 +94,34 @@ class Status(unittest.TestCase):
             self.assertIn(b"backend 127.0.0.1:%d" % dead, b)
         finally:
             self.assertEqual(srv.stop(), 0)
+
+
+    def test_an_answer_cut_short_counts_as_the_logs_have_it(self):
+        # A backend stops short of its Content-Length: the client has the 200 head, then the
+        # connection closes. The access log and the timing trace have that request; the
+        # counters must agree with them.
+        be = FakeBackend("truncated")
+        srv = Server('status.status-url = "/server-status"\ndebug.log-timing = "enable"\n'
+                     f'$HTTP["url"] =~ "^/trunc/" {{ proxy-core.backends = ( "127.0.0.1:{be.port}" ) }}\n')
+        log = with_access_log(srv)
+        srv.start()
+        try:
+            s = srv.connect()
+            s.sendall(b"GET /trunc/x HTTP/1.1\r\nHost: t\r\n\r\n")
+            self.assertTrue(test_core.wait_closed(s).startswith(b"HTTP/1.1 200 "))
+            s.close()
+            st, h, b = get(srv, b"/server-status?json")
+            j = json.loads(b)
+            with open(log) as f:
+                logged = [line for line in f.read().splitlines() if "/trunc/" in line]
+            self.assertEqual(len(logged), 1)
+            self.assertIn('"GET /trunc/x HTTP/1.1" 200 ', logged[0])
+            self.assertEqual((j["requests"], j["responses"]["2xx"]), (1, 1))
+            self.assertGreater(j["bytes"], 0)
+        finally:
+            self.assertEqual(srv.stop(), 0)
+            be.close()
+        self.assertEqual(len(srv.timing_text.splitlines()), 2)
 
 
 class TimingTrace(unittest.TestCase):
@@ -157,9 +194,7 @@ class AccessLog(unittest.TestCase):
     def test_lines_fields_and_sighup_reopen(self):
         srv = Server('accesslog.format = "%h \\"%r\\" %>s %b %O %{User-Agent}i %k %D"\n',
                      {"a.txt": b"x" * 100})
-        log = os.path.join(srv.dir, "access.log")
-        with open(srv.conf, "a") as f:
-            f.write(f'accesslog.filename = "{log}"\n')
+        log = with_access_log(srv)
         srv.start()
         try:
             s = srv.connect()
@@ -197,9 +232,7 @@ class AccessLog(unittest.TestCase):
         # debug.log-timing opened its file by closing the access log and freeing its format:
         # the first request's log line then read freed memory and the process died (139).
         srv = Server('debug.log-timing = "enable"\n', {"a.txt": b"x" * 100})
-        log = os.path.join(srv.dir, "access.log")
-        with open(srv.conf, "a") as f:
-            f.write(f'accesslog.filename = "{log}"\n')
+        log = with_access_log(srv)
         srv.start()
         try:
             for _ in range(3):
