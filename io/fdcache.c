@@ -302,6 +302,10 @@ sl_fdc_entry *sl_fdc_get(sl_fdc *c, int dirfd, unsigned key, const char *path, s
                          time_t now)
 {
     if (!c || c->mode == SL_FDC_DISABLE) return NULL;
+    /* A change that completed before this request was read must count, even when the loop has
+     * not been back to epoll since (a request read right after another, or accepted in the same
+     * batch): read the queue now. Nothing queued costs one read() that says EAGAIN. */
+    if (c->mode == SL_FDC_INOTIFY) sl_fdc_drain(c);
     uint64_t h = hash(dirfd, key, path, len);
     shard *s = &c->sh[h % SHARDS];
     pthread_mutex_lock(&s->lock);

@@ -11,11 +11,9 @@
  *            truncate, chmod, touch, rename over it, delete, create) invalidates the entries of
  *            its directory; any change to a directory entry that is itself a directory (rename
  *            or removal of a subtree), a watch lost or an event queue overflow invalidates every
- *            entry. The kernel queues the event before the changing call returns, and each loop
- *            reads the queue before it handles the connections of the same wake-up (the inotify
- *            event has the highest priority): a request that arrives after a change completed is
- *            answered from the new file. Only a request already being handled in the loop turn
- *            during which the change happens can see the old one.
+ *            entry. The kernel queues the event before the changing call returns, and every
+ *            lookup reads the queue first (one read() that says EAGAIN when nothing changed): a
+ *            request read after a change completed is always answered from the new file.
  *   simple   lighttpd's: an entry is checked against the path (same inode, size, mtime, ctime)
  *            when it is used more than a second after its last check: a change is seen within
  *            one second.
@@ -62,7 +60,7 @@ sl_fdc_mode sl_fdc_mode_of(const sl_fdc *c);
 /* A loop's watch of the inotify queue, at the highest priority of base (which must have at
  * least two priorities). NULL when there is nothing to watch; free with event_free. */
 struct event *sl_fdc_watch(sl_fdc *c, struct event_base *base);
-/* Read the inotify queue now (the watch's callback; tests). */
+/* Read the inotify queue now (the watch's callback, every lookup; tests). */
 void sl_fdc_drain(sl_fdc *c);
 
 /* The entry for path (relative to dirfd, no leading '/') opened with key (the open flags and

@@ -79,7 +79,7 @@ int sl_server_setup(sl_server *srv, sl_conf_set *cs, char *err, size_t errlen)
     return 0;
 }
 
-static int bind_one(const char *canon, bool reuse_port, char *err, size_t errlen)
+static int bind_one(const char *canon, bool reuse_port, bool probe, char *err, size_t errlen)
 {
     char host[256];
     const char *port;
@@ -95,8 +95,26 @@ static int bind_one(const char *canon, bool reuse_port, char *err, size_t errlen
         snprintf(err, errlen, "%s: not a numeric address", canon);
         return -1;
     }
-    int fd = socket(ai->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     int one = 1;
+    if (probe) {
+        /* SO_REUSEPORT would let us share the port with another process (a second seekless
+         * started by mistake) and split the traffic. A plain bind fails on a port anyone
+         * listens on: try that first. */
+        int t = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (t >= 0) {
+            setsockopt(t, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+            if (ai->ai_family == AF_INET6) setsockopt(t, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof one);
+            int r = bind(t, ai->ai_addr, ai->ai_addrlen);
+            int e = errno;
+            close(t);
+            if (r < 0) {
+                snprintf(err, errlen, "cannot listen on %s: %s", canon, strerror(e));
+                freeaddrinfo(ai);
+                return -1;
+            }
+        }
+    }
+    int fd = socket(ai->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd >= 0) {
         setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
         if (reuse_port) setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof one);
@@ -122,7 +140,8 @@ int sl_server_bind(sl_server *srv, char *err, size_t errlen)
     for (size_t i = 0; i < n; i++) srv->listen_fd[i] = -1;
     for (size_t i = 0; i < n; i++) {
         /* With SO_REUSEPORT the first bind of an address tells a taken port from our own. */
-        srv->listen_fd[i] = bind_one(cs->listen[i % cs->n_listen].canon, rp, err, errlen);
+        srv->listen_fd[i] = bind_one(cs->listen[i % cs->n_listen].canon, rp, rp && i < cs->n_listen,
+                                     err, errlen);
         if (srv->listen_fd[i] < 0) return -1;
     }
     return 0;

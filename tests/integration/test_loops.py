@@ -9,6 +9,7 @@ import os
 import re
 import signal
 import socket
+import subprocess
 import sys
 import threading
 import time
@@ -153,6 +154,17 @@ class Loops(unittest.TestCase):
                 s.settimeout(10)
                 self.assertEqual(read_response(s)[0], 200)
                 s.close()
+        finally:
+            self.assertEqual(srv.stop(), 0)
+
+    def test_a_second_server_on_the_same_port_is_refused(self):
+        # SO_REUSEPORT would let a second process share the port and take half the traffic.
+        srv = Server("server.max-worker = 2\n", {"a.txt": b"A"}).start()
+        try:
+            r = subprocess.run([os.path.join(test_core.BUILD, "app", "seekless"), "-D", "-f",
+                                srv.conf], capture_output=True, text=True, timeout=10)
+            self.assertEqual(r.returncode, 1)
+            self.assertIn("Address already in use", r.stderr)
         finally:
             self.assertEqual(srv.stop(), 0)
 
