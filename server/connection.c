@@ -391,10 +391,11 @@ static void start_write(sl_conn *c)
 }
 
 /* A parse error: answer and close. The request struct may be half-filled; reset what the
- * response code looks at. */
+ * response code looks at. The method is kept when it is HEAD (the parser reports it whenever the
+ * method token was read): an answer to HEAD never has a body (RFC 9110 §9.3.2), even an error. */
 static void parse_error(sl_conn *c, int status)
 {
-    c->req.method = SL_METHOD_GET;
+    if (c->req.method != SL_METHOD_HEAD) c->req.method = SL_METHOD_GET;
     if (c->req.version != 10) c->req.version = 11;
     c->keep_alive = false;
     c->conf = c->srv->global;

@@ -82,7 +82,9 @@ typedef struct sl_http_request {
  * gives n. So the caller can parse again after each read and sees limits enforced as soon as they
  * are exceeded. CRLF ends lines; a bare LF is accepted too (RFC 9112 §2.2). Bytes after head_len
  * are never looked at. req is (re)initialised on every call; after a negative result its fields
- * are unspecified, except that version is 10 or 11 once an HTTP/1.x version has been read and 0
+ * are unspecified, except that method, method_str and method_len hold the method once its token
+ * has been read whole (SL_METHOD_OTHER and NULL before), so that the error answer to a HEAD
+ * carries no body, and version is 10 or 11 once an HTTP/1.x version has been read and 0
  * otherwise. lim must not be NULL. */
 int sl_http_parse_request(const char *buf, size_t len, const sl_http_limits *lim,
                           sl_http_request *req);

@@ -813,6 +813,29 @@ static void test_max_headers_clamped(void **state)
     expect_err_n(buf, n, &big, -431);
 }
 
+/* The connection answers an error to HEAD without a body, so the method must survive every error
+ * found after its token: 400 (no Host), 414, 431, 505. */
+static void test_method_kept_on_error(void **state)
+{
+    sl_http_request r;
+    sl_http_limits small = {64, 32, SL_HTTP_MAX_HEADERS};
+    const char *cases[][2] = {
+        {"HEAD / HTTP/1.1\r\n\r\n", "400"},
+        {"HEAD /aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa HTTP/1.1\r\n", "414"},
+        {"HEAD / HTTP/1.1\r\nHost: h\r\nX: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\r\n", "431"},
+        {"HEAD / HTTP/2.0\r\n", "505"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        int rc = parse_n(cases[i][0], strlen(cases[i][0]), &small, &r);
+        assert_int_equal(rc, -atoi(cases[i][1]));
+        assert_int_equal(r.method, SL_METHOD_HEAD);
+        assert_int_equal(r.method_len, 4);
+    }
+    /* Before the method token is complete nothing is known. */
+    assert_int_equal(parse_n("HEA\x01", 4, &deflim, &r), -400);
+    assert_int_equal(r.method, SL_METHOD_OTHER);
+}
+
 /* ---- early errors on incomplete input ---- */
 
 static void test_early_errors(void **state)
@@ -889,6 +912,7 @@ int main(void)
         cmocka_unit_test(test_max_head),
         cmocka_unit_test(test_max_headers),
         cmocka_unit_test(test_max_headers_clamped),
+        cmocka_unit_test(test_method_kept_on_error),
         cmocka_unit_test(test_early_errors),
         cmocka_unit_test(test_request_reset_between_calls),
     };
