@@ -101,12 +101,26 @@ static void request_start(sl_conn *c)
     clock_gettime(CLOCK_REALTIME, &c->req_wall);
 }
 
+/* %{Name}i: the field's combined value (RFC 9110 §5.3), its lines joined into one buffer that
+ * the renderer copies out before it asks for the next field. */
+typedef struct alog_ctx {
+    const sl_http_request *req;
+    char buf[4096];
+} alog_ctx;
+
 static const char *alog_header(void *ud, const char *name, size_t *len)
 {
-    const sl_http_header *h = sl_http_find_header(ud, name);
+    alog_ctx *a = ud;
+    const sl_http_header *h = sl_http_find_header(a->req, name);
     if (!h) return NULL;
-    *len = h->value_len;
-    return h->value;
+    if (!h->next) {
+        *len = h->value_len;
+        return h->value;
+    }
+    size_t n = sl_http_field_join(h, strcasecmp(name, "cookie") ? ", " : "; ", a->buf,
+                                  sizeof a->buf);
+    *len = n < sizeof a->buf ? n : sizeof a->buf;
+    return a->buf;
 }
 
 /* The access log line of the request that just ended. */
@@ -118,6 +132,7 @@ static void alog_emit(sl_conn *c)
     else if (c->peer.ss_family == AF_INET6)
         inet_ntop(AF_INET6, &((struct sockaddr_in6 *)&c->peer)->sin6_addr, ip, sizeof ip);
     const char *colon = strrchr(c->listen->canon, ':');
+    alog_ctx actx = {.req = &c->req};
     sl_accesslog_rec r = {
         .remote_addr = ip,
         .method = c->req.method_str,
@@ -137,7 +152,7 @@ static void alog_emit(sl_conn *c)
         .keepalive_requests = c->requests,
         .when = c->req_wall,
         .header = alog_header,
-        .ud = &c->req,
+        .ud = &actx,
     };
     char buf[8192];
     size_t n = sl_accesslog_render(c->srv->alog_fmt, &r, buf, sizeof buf);
@@ -437,6 +452,19 @@ void sl_conn_resume(sl_conn *c)
     if (c->state == SL_CONN_WRITE) conn_run(c);
 }
 
+/* Expect is a list over all its lines (RFC 9110 §10.1.1); 100-continue is the only expectation
+ * we meet, so one other element anywhere is a 417. An empty field expects nothing. */
+static bool expectations_met(const sl_http_header *h)
+{
+    for (; h; h = h->next) {
+        size_t pos = 0, n;
+        const char *e;
+        while (sl_http_list_next(h->value, h->value_len, &pos, &e, &n))
+            if (!(n == 12 && strncasecmp(e, "100-continue", 12) == 0)) return false;
+    }
+    return true;
+}
+
 static void handle_request(sl_conn *c)
 {
     sl_http_request *rq = &c->req;
@@ -489,8 +517,7 @@ static void handle_request(sl_conn *c)
     sl_settings_for_request(srv->tree, &srv->global, &in, &c->conf);
     if (c->requests + 1 >= (unsigned long)c->conf.max_keep_alive_requests || srv->stopping)
         c->keep_alive = c->ka_after_body = false;
-    if (rq->expect && !(rq->expect->value_len == 12 &&
-                        strncasecmp(rq->expect->value, "100-continue", 12) == 0)) {
+    if (!expectations_met(rq->expect)) {
         sl_resp_error(c, 417);
         start_write(c);
         return;

@@ -245,18 +245,15 @@ static int resolve(const sl_settings *s, const sl_http_request *req, const char 
     const char *etag = s->etags ? out->etag : NULL;
     time_t mtime = out->st.st_mtim.tv_sec;
 
-    sl_precond_input pin = {.get_or_head = true};
-    if (req->if_match) {
-        pin.if_match = req->if_match->value;
-        pin.if_match_len = req->if_match->value_len;
-    }
-    if (req->if_none_match) {
-        pin.if_none_match = req->if_none_match->value;
-        pin.if_none_match_len = req->if_none_match->value_len;
-    }
-    pin.has_if_modified_since = header_date(req->if_modified_since, &pin.if_modified_since);
+    /* If-Match and If-None-Match are lists: all their lines count. The dates are singletons: on
+     * several lines they are a list of dates, which RFC 9110 §13.1.3/§13.1.4 says to ignore. */
+    sl_precond_input pin = {.get_or_head = true,
+                            .if_match = req->if_match,
+                            .if_none_match = req->if_none_match};
+    pin.has_if_modified_since =
+        header_date(sl_http_single(req->if_modified_since), &pin.if_modified_since);
     pin.has_if_unmodified_since =
-        header_date(req->if_unmodified_since, &pin.if_unmodified_since);
+        header_date(sl_http_single(req->if_unmodified_since), &pin.if_unmodified_since);
     sl_precond_result pr = sl_precond_eval(&pin, etag, mtime);
     if (pr != SL_PRECOND_PASS) {
         close(fd);
@@ -265,14 +262,21 @@ static int resolve(const sl_settings *s, const sl_http_request *req, const char 
     }
     out->fd = fd;
     out->status = 200;
-    if (!s->range_requests || !req->range || req->method != SL_METHOD_GET) return 0;
+    /* Range and If-Range are singletons. Range on several lines is an invalid Range, which a
+     * server ignores (RFC 9110 §14.2): the whole file. An If-Range on several lines is a
+     * condition that cannot hold (neither one entity-tag nor one date), so again the whole file;
+     * ignoring it instead would send a part of a representation that may have changed. nginx and
+     * lighttpd serve the first Range line; that picks one reading of an ambiguous request. */
+    const sl_http_header *range = sl_http_single(req->range);
+    if (!s->range_requests || !range || req->method != SL_METHOD_GET) return 0;
     if (req->if_range) {
+        const sl_http_header *ir = sl_http_single(req->if_range);
+        if (!ir) return 0;
         time_t d;
-        bool has = sl_http_date_parse(req->if_range->value, req->if_range->value_len, &d) == 0;
-        if (!sl_if_range_ok(req->if_range->value, req->if_range->value_len, has, d, etag, mtime))
-            return 0;
+        bool has = sl_http_date_parse(ir->value, ir->value_len, &d) == 0;
+        if (!sl_if_range_ok(ir->value, ir->value_len, has, d, etag, mtime)) return 0;
     }
-    sl_range_result rr = sl_range_parse(req->range->value, req->range->value_len,
+    sl_range_result rr = sl_range_parse(range->value, range->value_len,
                                         (uint64_t)out->st.st_size, out->ranges,
                                         SL_STATIC_MAX_RANGES, &out->n_ranges);
     if (rr == SL_RANGE_OK) out->status = 206;

@@ -273,6 +273,65 @@ class HeadErrors(HttpCase):
         self.same_as_peers(req(b"HEAD", b"/a.txt", host=None), status_and_body)
 
 
+class RepeatedFields(HttpCase):
+    """Item 2: a field on several lines is one field (RFC 9110 §5.3). List fields join; a
+    singleton on several lines is invalid and handled as its RFC says."""
+
+    @classmethod
+    def setUpClass(cls):
+        r = seekless(req(b"GET", b"/a.txt"))
+        cls.etag, cls.lm = r.get("etag").encode(), r.get("last-modified").encode()
+
+    def status(self, *fields):
+        return seekless(req(b"GET", b"/a.txt", *fields)).status
+
+    def test_entity_tag_lists_join(self):
+        e = self.etag
+        self.assertEqual(self.status(b'If-None-Match: "x"', b"If-None-Match: " + e), 304)
+        self.assertEqual(self.status(b"If-None-Match: " + e, b'If-None-Match: "x"'), 304)
+        self.assertEqual(self.status(b'If-None-Match: "x"', b'If-None-Match: "y"'), 200)
+        self.assertEqual(self.status(b'If-Match: "x"', b"If-Match: " + e), 200)
+        self.assertEqual(self.status(b'If-Match: "x"', b'If-Match: "y"'), 412)
+
+    def test_repeated_dates_are_ignored(self):
+        # One line of each would answer 304 / 412; two lines are a list of dates, which
+        # RFC 9110 §13.1.3 / §13.1.4 say to ignore. (nginx and lighttpd answer 400 to two
+        # different dates; the RFC asks for the answer without the condition.)
+        old = b"Sat, 01 Jan 2000 00:00:00 GMT"
+        self.assertEqual(self.status(b"If-Modified-Since: " + self.lm), 304)
+        self.assertEqual(self.status(b"If-Modified-Since: " + self.lm, b"If-Modified-Since: " + self.lm), 200)
+        self.assertEqual(self.status(b"If-Unmodified-Since: " + old), 412)
+        self.assertEqual(self.status(b"If-Unmodified-Since: " + old, b"If-Unmodified-Since: " + old), 200)
+
+    def test_repeated_range_and_if_range_give_the_whole_file(self):
+        # Decision (README): Range on two lines is an invalid Range, ignored (RFC 9110 §14.2);
+        # If-Range on two lines cannot hold. Both: 200 with everything. (nginx and lighttpd serve
+        # the first Range line.)
+        r = seekless(req(b"GET", b"/a.txt", b"Range: bytes=0-1", b"Range: bytes=2-3"))
+        self.assertEqual((r.status, r.rest), (200, b"hello, world\n"))
+        r = seekless(req(b"GET", b"/a.txt", b"Range: bytes=0-1", b"If-Range: " + self.etag,
+                         b"If-Range: " + self.etag))
+        self.assertEqual((r.status, r.rest), (200, b"hello, world\n"))
+        r = seekless(req(b"GET", b"/a.txt", b"Range: bytes=0-1", b"If-Range: " + self.etag))
+        self.assertEqual((r.status, r.rest), (206, b"he"))
+
+    def test_expect_and_connection_over_lines(self):
+        self.assertEqual(self.status(b"Expect: 100-continue", b"Expect: teapot"), 417)
+        self.assertEqual(self.status(b"Expect: 100-continue"), 200)
+        r = seekless(req(b"GET", b"/a.txt", b"Connection: x-foo", b"Connection: close", close=False))
+        self.assertEqual(r.get("connection"), "close")
+
+    def test_singletons_that_frame_the_request(self):
+        self.assertEqual(self.status(b"Host: u"), 400)
+        self.assertEqual(self.status(b"Content-Length: 0", b"Content-Length: 1"), 400)
+        # The same value twice may be folded (RFC 9112 §6.3); nginx and lighttpd refuse it.
+        self.assertEqual(self.status(b"Content-Length: 0", b"Content-Length: 0"), 200)
+
+    def test_same_as_peers(self):
+        for fields in ([b"Host: u"], [b"Content-Length: 0", b"Content-Length: 1"]):
+            self.same_as_peers(req(b"GET", b"/a.txt", *fields), lambda r: r.status)
+
+
 # ---- httplint ----
 
 def httplint_path():

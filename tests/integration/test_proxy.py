@@ -28,6 +28,8 @@ header("X-Echo-Method: " . $_SERVER["REQUEST_METHOD"]);
 header("X-Echo-Query: " . $_SERVER["QUERY_STRING"]);
 header("X-Echo-Ua: " . ($_SERVER["HTTP_USER_AGENT"] ?? ""));
 header("X-Echo-Script: " . $_SERVER["SCRIPT_NAME"]);
+header("X-Echo-Ae: " . ($_SERVER["HTTP_ACCEPT_ENCODING"] ?? ""));
+header("X-Echo-Cookie: " . ($_SERVER["HTTP_COOKIE"] ?? ""));
 echo "body=" . file_get_contents("php://input");
 """
 XS_PHP = b"""<?php
@@ -198,6 +200,12 @@ class PhpFastCGI(SpawnedCase):
             self.assertEqual(h["x-echo-query"], "a=1&b=2")
             self.assertEqual(h["x-echo-ua"], "sl-test")
             self.assertEqual(h["x-echo-script"], prefix.decode() + "echo.php")
+
+    def test_field_on_several_lines_is_one_variable(self):
+        # CGI has one variable per name: the lines join as RFC 9110 §5.3 says (Cookie with "; ").
+        st, h, body = get(self.srv, b"/php/echo.php", b"Accept-Encoding: gzip\r\nCookie: a=1\r\n"
+                          b"accept-encoding: br\r\nCookie: b=2\r\n")
+        self.assertEqual((st, h["x-echo-ae"], h["x-echo-cookie"]), (200, "gzip, br", "a=1; b=2"))
 
     def test_post_body_and_chunked_body(self):
         data = os.urandom(40000).hex().encode()
@@ -497,6 +505,17 @@ class HttpBackend(unittest.TestCase):
         self.assertNotIn(b"X-Drop", body)
         self.assertNotIn(b"TE:", body)
         self.assertNotIn("keep-alive", h)  # the backend's hop-by-hop headers stay behind
+
+    def test_http_backend_gets_every_line_of_a_field(self):
+        # Lines go on in order (their combined value is kept); a name in any Connection line is
+        # hop-by-hop; X-Forwarded-For collects every line before the client's address.
+        st, h, body = get(self.srv, b"/echo/x", b"X-Forwarded-For: 10.0.0.1\r\nAccept-Encoding: gzip\r\n"
+                          b"Connection: keep-alive\r\nConnection: X-Drop\r\nX-Drop: 1\r\n"
+                          b"X-Forwarded-For: 10.0.0.2\r\nAccept-Encoding: br\r\n")
+        self.assertEqual(st, 200)
+        self.assertIn(b"\r\nX-Forwarded-For: 10.0.0.1, 10.0.0.2, 127.0.0.1\r\n", body)
+        self.assertIn(b"\r\nAccept-Encoding: gzip\r\nAccept-Encoding: br\r\n", body)
+        self.assertNotIn(b"X-Drop", body)
 
     def test_failure_statuses(self):
         t0 = time.time()

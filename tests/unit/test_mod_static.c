@@ -181,6 +181,50 @@ static void test_conditional_requests(void **state)
     close(s.docroot_fd);
 }
 
+/* Fields on several lines: the entity-tag lists join (RFC 9110 §5.3), the dates are a list of
+ * dates, which is ignored (§13.1.3, §13.1.4). */
+static void test_conditionals_over_lines(void **state)
+{
+    sl_settings s;
+    conf(&s);
+    sl_static_result r = run(&s, GET("/hello.txt", ""));
+    char raw[768], date[SL_HTTP_DATE_LEN + 1];
+    snprintf(raw, sizeof raw, GET("/hello.txt", "If-None-Match: \"x\"\r\nIf-None-Match: %s\r\n"),
+             r.etag);
+    assert_int_equal(run(&s, raw).status, 304);
+    snprintf(raw, sizeof raw, GET("/hello.txt", "If-Match: \"x\"\r\nIf-Match: %s\r\n"), r.etag);
+    assert_int_equal(run(&s, raw).status, 200);
+    snprintf(raw, sizeof raw, GET("/hello.txt", "If-Match: \"x\"\r\nIf-Match: \"y\"\r\n"));
+    assert_int_equal(run(&s, raw).status, 412);
+    sl_http_date_format(r.st.st_mtim.tv_sec, date);
+    snprintf(raw, sizeof raw, GET("/hello.txt", "If-Modified-Since: %s\r\nIf-Modified-Since: %s\r\n"),
+             date, date);
+    assert_int_equal(run(&s, raw).status, 200);
+    sl_http_date_format(r.st.st_mtim.tv_sec - 10, date);
+    snprintf(raw, sizeof raw,
+             GET("/hello.txt", "If-Unmodified-Since: %s\r\nIf-Unmodified-Since: %s\r\n"), date, date);
+    assert_int_equal(run(&s, raw).status, 200);
+    close(s.docroot_fd);
+}
+
+/* Range and If-Range are singletons: on two lines, the whole file. */
+static void test_ranges_over_lines(void **state)
+{
+    sl_settings s;
+    conf(&s);
+    sl_static_result r = run(&s, GET("/hello.txt", ""));
+    assert_int_equal(run(&s, GET("/hello.txt", "Range: bytes=0-1\r\nRange: bytes=0-1\r\n")).status,
+                     200);
+    char raw[768];
+    snprintf(raw, sizeof raw, GET("/hello.txt", "Range: bytes=0-1\r\nIf-Range: %s\r\n"), r.etag);
+    assert_int_equal(run(&s, raw).status, 206);
+    snprintf(raw, sizeof raw,
+             GET("/hello.txt", "Range: bytes=0-1\r\nIf-Range: %s\r\nIf-Range: %s\r\n"), r.etag,
+             r.etag);
+    assert_int_equal(run(&s, raw).status, 200);
+    close(s.docroot_fd);
+}
+
 static void test_ranges(void **state)
 {
     sl_settings s;
@@ -283,6 +327,8 @@ int main(void)
         cmocka_unit_test(test_symlinks_and_special_files),
         cmocka_unit_test(test_deny_lists_and_methods),
         cmocka_unit_test(test_conditional_requests),
+        cmocka_unit_test(test_conditionals_over_lines),
+        cmocka_unit_test(test_ranges_over_lines),
         cmocka_unit_test(test_ranges),
         cmocka_unit_test(test_open_beneath_refuses_escapes),
         cmocka_unit_test(test_cached_lookup_and_preopened_fd),
