@@ -262,6 +262,7 @@ static int resolve(const sl_settings *s, const sl_http_request *req, const char 
     }
     out->fd = fd;
     out->status = 200;
+    out->accept_ranges = s->range_requests;
     /* Range and If-Range are singletons. Range on several lines is an invalid Range, which a
      * server ignores (RFC 9110 §14.2): the whole file. An If-Range on several lines is a
      * condition that cannot hold (neither one entity-tag nor one date), so again the whole file;
@@ -361,7 +362,7 @@ static void send_multipart(sl_conn *c, const sl_static_result *r, bool head)
     snprintf(ctype, sizeof ctype, "multipart/byteranges; boundary=%s", boundary);
     sl_resp_begin(c, 206);
     sl_resp_header(c, "Content-Type", ctype);
-    sl_resp_header(c, "Accept-Ranges", "bytes");
+    if (r->accept_ranges) sl_resp_header(c, "Accept-Ranges", "bytes");
     validators(c, r);
     sl_resp_end_headers(c, total);
     if (head) return;
@@ -393,7 +394,9 @@ sl_hresult sl_static_respond(sl_conn *c, const sl_static_result *r)
         }
         sl_resp_begin(c, r->status);
         sl_resp_header(c, "Content-Type", r->content_type);
-        sl_resp_header(c, "Accept-Ranges", "bytes");
+        /* With ranges off, nothing: as nginx (max_ranges 0) and lighttpd 1.4
+         * (server.range-requests = "disable") do. */
+        if (r->accept_ranges) sl_resp_header(c, "Accept-Ranges", "bytes");
         validators(c, r);
         uint64_t first = 0, len = (uint64_t)r->st.st_size;
         if (r->status == 206) {

@@ -21,6 +21,7 @@ typedef struct sl_static_result {
     struct stat st;          /* of the file (200, 206, 304, 412, 416) */
     const char *content_type;
     char etag[SL_ETAG_MAX];  /* "" when static-file.etags is disabled */
+    bool accept_ranges;      /* server.range-requests is on: 200/206 say Accept-Ranges: bytes */
     sl_byte_range ranges[SL_STATIC_MAX_RANGES];
     size_t n_ranges;         /* 206: one or more ranges */
 } sl_static_result;

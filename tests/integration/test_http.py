@@ -332,6 +332,24 @@ class RepeatedFields(HttpCase):
             self.same_as_peers(req(b"GET", b"/a.txt", *fields), lambda r: r.status)
 
 
+class AcceptRanges(HttpCase):
+    """Item 3: with server.range-requests = "disable" no Accept-Ranges is sent (nginx with
+    max_ranges 0 and lighttpd with ranges disabled send none either); with ranges on, bytes."""
+
+    def test_only_where_ranges_are_taken(self):
+        r = seekless(req(b"GET", b"/a.txt"))
+        self.assertEqual(r.get("accept-ranges"), "bytes")
+        for raw in (req(b"GET", b"/norange/a.txt"), req(b"HEAD", b"/norange/a.txt"),
+                    req(b"GET", b"/norange/a.txt", b"Range: bytes=0-1")):
+            r = seekless(raw)
+            self.assertEqual(r.status, 200, raw)
+            self.assertFalse(r.has("accept-ranges"), r)
+
+    def test_same_as_peers(self):
+        for raw in (req(b"GET", b"/norange/a.txt"), req(b"GET", b"/norange/a.txt", b"Range: bytes=0-1")):
+            self.same_as_peers(raw, lambda r: (r.status, r.has("accept-ranges"), r.has("content-range")))
+
+
 # ---- httplint ----
 
 def httplint_path():

@@ -247,8 +247,11 @@ static void test_ranges(void **state)
     assert_int_equal(run(&s, "HEAD /hello.txt HTTP/1.1\r\nHost: x\r\nRange: bytes=0-1\r\n\r\n")
                          .status,
                      200);
+    assert_true(run(&s, GET("/hello.txt", "")).accept_ranges);
     s.range_requests = false;
-    assert_int_equal(run(&s, GET("/hello.txt", "Range: bytes=0-4\r\n")).status, 200);
+    r = run(&s, GET("/hello.txt", "Range: bytes=0-4\r\n"));
+    assert_int_equal(r.status, 200);
+    assert_false(r.accept_ranges);
     close(s.docroot_fd);
 }
 
