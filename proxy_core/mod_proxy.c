@@ -773,7 +773,8 @@ static void serve_file(proxy_req *pr, const sl_upstream_field *xf)
         sl_log("proxy-core: X-Sendfile \"%.*s\" refused: %s", (int)(xf->value_len > 300 ? 300 : xf->value_len),
                xf->value, i == -EACCES ? "outside the allowed roots" : "not a usable path");
         memset(&r, 0, sizeof r);
-        r.status = i == -ENAMETOOLONG ? 414 : 403;
+        r.err = i;
+        r.status = sl_static_backend_status(sl_errno_to_status(i));
         r.fd = -1;
         sl_hresult h = sl_static_respond(c, &r);
         pr->sent_head = true;

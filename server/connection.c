@@ -341,7 +341,9 @@ int sl_errno_to_status(int err)
     case ELOOP: /* a symlink the policy does not follow */
     case EXDEV: /* a path or symlink leading out of the document root */
         return 403;
-    case ENAMETOOLONG: return 414;
+    /* A name the file system cannot hold names no file: 404, as nginx and lighttpd answer. The
+     * URI itself was short enough, or the parser would have answered 414. */
+    case ENAMETOOLONG: return 404;
     case EINVAL: return 400;
     case EMFILE:
     case ENFILE:
@@ -501,7 +503,7 @@ static void handle_request(sl_conn *c)
     c->query[qlen] = 0;
     ssize_t n = sl_path_normalize(p, plen, c->path, plen + 2);
     if (n < 0) {
-        sl_resp_error(c, n == -ENAMETOOLONG ? 414 : 400);
+        sl_resp_error(c, sl_errno_to_status((int)n));
         start_write(c);
         return;
     }

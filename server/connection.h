@@ -128,7 +128,9 @@ void sl_resp_end_headers(sl_conn *c, uint64_t content_length);
 void sl_resp_error(sl_conn *c, int status);
 /* The reason phrase for a status code. */
 const char *sl_status_reason(int status);
-/* Map a negative errno from a system call to an HTTP status: the only such mapping. */
+/* Map a negative errno from a system call to an HTTP status: the only such mapping. ENOENT,
+ * ENOTDIR, ENAMETOOLONG -> 404; EACCES, EPERM, ELOOP, EXDEV -> 403; EINVAL -> 400; EMFILE,
+ * ENFILE, ENOMEM -> 503; 0 -> 200; anything else 500. */
 int sl_errno_to_status(int err);
 
 #endif

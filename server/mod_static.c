@@ -146,6 +146,11 @@ void sl_static_open_how(const sl_settings *s, struct open_how *how)
 static int resolve(const sl_settings *s, const sl_http_request *req, const char *path,
                    size_t path_len, unsigned flags, int prefd, sl_static_result *out);
 
+int sl_static_backend_status(int status)
+{
+    return status == 403 || status == 404 || status == 503 ? status : 502;
+}
+
 int sl_static_resolve_ex(const sl_settings *s, const sl_http_request *req, const char *path,
                          size_t path_len, unsigned flags, int prefd, sl_static_result *out)
 {
@@ -153,7 +158,7 @@ int sl_static_resolve_ex(const sl_settings *s, const sl_http_request *req, const
     if ((flags & SL_RESOLVE_FROM_BACKEND) && out->status >= 400) {
         /* A path a backend named (X-Sendfile): a refusal or a missing file is the answer, any
          * other failure is the backend's (502). Each is logged with the path. */
-        if (out->status != 403 && out->status != 404 && out->status != 503) out->status = 502;
+        out->status = sl_static_backend_status(out->status);
         sl_log("X-Sendfile %s: %s -> %d", path,
                out->err ? strerror(-out->err) : "not a regular file or refused", out->status);
     }

@@ -45,6 +45,10 @@ int sl_static_resolve(const sl_settings *s, const sl_http_request *req, const ch
 int sl_static_resolve_ex(const sl_settings *s, const sl_http_request *req, const char *path,
                          size_t path_len, unsigned flags, int prefd, sl_static_result *out);
 
+/* The status for a failure on a path a backend named (X-Sendfile), from the one a client's path
+ * would get: 403, 404 and 503 stand, anything else is the backend's fault, 502. */
+int sl_static_backend_status(int status);
+
 /* The open(2) flags and the openat2 resolve rules the static handler opens files with. */
 int sl_static_open_flags(const sl_settings *s);
 struct open_how;

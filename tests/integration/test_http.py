@@ -412,6 +412,20 @@ class MultipartRanges(HttpCase):
             self.same_as_peers(req(b"GET", b"/digits.bin", b"Range: bytes=" + ranges), ranges_of)
 
 
+class LongNames(HttpCase):
+    """Item 5: a name too long for the file system names no file: 404, as nginx and lighttpd
+    answer; only a request line over the limit is 414 (URI Too Long)."""
+
+    def test_long_segment_is_404(self):
+        for target in (b"/" + b"n" * 256, b"/dir/" + b"n" * 300 + b"/x", b"/" + (b"d" * 200 + b"/") * 30):
+            self.assertEqual(seekless(req(b"GET", target)).status, 404, target[:40])
+        self.assertEqual(seekless(req(b"GET", b"/" + b"n" * 255)).status, 404)  # merely missing
+        self.assertEqual(seekless(req(b"GET", b"/" + b"a" * 9000)).status, 414)
+
+    def test_same_as_peers(self):
+        self.same_as_peers(req(b"GET", b"/" + b"n" * 256), lambda r: r.status)
+
+
 # ---- httplint ----
 
 def httplint_path():

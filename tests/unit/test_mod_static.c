@@ -13,6 +13,7 @@
 
 #include <cmocka.h>
 
+#include "connection.h"
 #include "http_date.h"
 #include "mod_static.h"
 
@@ -129,6 +130,28 @@ static void test_directories(void **state)
     assert_string_equal(r.content_type, "text/html; charset=utf-8");
     assert_int_equal(run(&s, GET("/empty/", "")).status, 403);
     assert_int_equal(run(&s, GET("/", "")).status, 403);
+    close(s.docroot_fd);
+}
+
+/* A name longer than the file system allows is no file: 404, never 414 (the URI was not too
+ * long; the parser answers that). */
+static void test_name_too_long_is_404(void **state)
+{
+    sl_settings s;
+    conf(&s);
+    char raw[1024], name[300];
+    memset(name, 'n', 256);
+    name[256] = 0;
+    snprintf(raw, sizeof raw, GET("/%s", ""), name);
+    sl_static_result r = run(&s, raw);
+    assert_int_equal(r.status, 404);
+    assert_int_equal(r.err, -ENAMETOOLONG);
+    snprintf(raw, sizeof raw, GET("/dir/%s/x", ""), name);
+    assert_int_equal(run(&s, raw).status, 404);
+    assert_int_equal(sl_errno_to_status(-ENAMETOOLONG), 404);
+    /* From a backend's X-Sendfile path too: the file is not there. */
+    assert_int_equal(sl_static_backend_status(sl_errno_to_status(-ENAMETOOLONG)), 404);
+    assert_int_equal(sl_static_backend_status(sl_errno_to_status(-EINVAL)), 502);
     close(s.docroot_fd);
 }
 
@@ -333,6 +356,7 @@ int main(void)
         cmocka_unit_test(test_conditionals_over_lines),
         cmocka_unit_test(test_ranges_over_lines),
         cmocka_unit_test(test_ranges),
+        cmocka_unit_test(test_name_too_long_is_404),
         cmocka_unit_test(test_open_beneath_refuses_escapes),
         cmocka_unit_test(test_cached_lookup_and_preopened_fd),
     };
