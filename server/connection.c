@@ -383,9 +383,11 @@ void sl_resp_end_headers(sl_conn *c, uint64_t content_length)
 
 void sl_resp_error(sl_conn *c, int status)
 {
-    /* After these the rest of the input cannot be trusted to be framed right. */
+    /* After these the rest of the input cannot be trusted to be framed right. (A 501 for a
+     * transfer coding comes from the parser, whose errors always close; a 501 for an unknown
+     * method follows a head parsed whole, so the connection can go on.) */
     if (status == 400 || status == 408 || status == 413 || status == 414 || status == 431 ||
-        status == 501 || status == 505)
+        status == 505)
         c->keep_alive = false;
     sl_chunkq_clear(&c->out);
     char body[256];

@@ -128,6 +128,11 @@ static sl_method method_of(const char *m, size_t n)
     return SL_METHOD_OTHER;
 }
 
+int sl_method_refused_status(sl_method m)
+{
+    return m == SL_METHOD_OTHER ? 501 : 405;
+}
+
 const char *sl_method_name(sl_method m)
 {
     switch (m) {

@@ -126,6 +126,11 @@ bool sl_http_list_next(const char *v, size_t len, size_t *pos, const char **e, s
  * anything more than the token (e.g. parameters) does not match. */
 bool sl_http_list_has_token(const char *v, size_t len, const char *token);
 
+/* The status for a method a resource does not serve: 405 (Method Not Allowed, sent with Allow) for
+ * a method HTTP defines, 501 (Not Implemented) for SL_METHOD_OTHER, a method this server does not
+ * know for any resource (RFC 9110 §15.5.6, §15.6.2). */
+int sl_method_refused_status(sl_method m);
+
 /* Canonical method name for a method enum value ("GET", "HEAD", ...); "OTHER" for SL_METHOD_OTHER
  * and for values outside the enum. */
 const char *sl_method_name(sl_method m);

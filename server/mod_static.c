@@ -172,7 +172,7 @@ static int resolve(const sl_settings *s, const sl_http_request *req, const char 
     memset(out, 0, sizeof *out);
     out->fd = -1;
     if (req->method != SL_METHOD_GET && req->method != SL_METHOD_HEAD) {
-        out->status = 405;
+        out->status = sl_method_refused_status(req->method);
         return 0;
     }
     /* Deny lists apply to the name asked for, whether or not it exists (as lighttpd's

@@ -15,7 +15,7 @@
 
 /* What the static handler decided for a request. */
 typedef struct sl_static_result {
-    int status;              /* 200, 206, 301, 304, 403, 404, 405, 412, 416, 500, 503 ... */
+    int status;              /* 200, 206, 301, 304, 403, 404, 405, 412, 416, 500, 501, 503 ... */
     int err;                 /* negative errno behind an error status, 0 otherwise */
     int fd;                  /* open file for 200/206 (caller closes), else -1 */
     struct stat st;          /* of the file (200, 206, 304, 412, 416) */

@@ -426,6 +426,36 @@ class LongNames(HttpCase):
         self.same_as_peers(req(b"GET", b"/" + b"n" * 256), lambda r: r.status)
 
 
+class Methods(HttpCase):
+    """Item 6: a method the server does not know is 501 (RFC 9110 §15.6.2), without Allow; a
+    method HTTP defines that the resource does not serve is 405 with Allow. (nginx answers 405 to
+    both, lighttpd 501 to both: no comparison.)"""
+
+    def test_unknown_is_501_known_is_405(self):
+        for m in (b"FOO", b"get", b"M-SEARCH"):
+            r = seekless(req(m, b"/a.txt"))
+            self.assertEqual((r.status, r.has("allow")), (501, False), m)
+        for m in (b"POST", b"PUT", b"DELETE", b"OPTIONS", b"PATCH", b"TRACE"):
+            r = seekless(req(m, b"/a.txt"))
+            self.assertEqual((r.status, r.get("allow")), (405, "GET, HEAD"), m)
+
+    def test_501_keeps_the_connection(self):
+        # The request was framed fine: the next one on the connection is answered.
+        s = socket.create_connection(("127.0.0.1", SEEKLESS.port), timeout=10)
+        try:
+            s.sendall(req(b"FOO", b"/a.txt", close=False) + req(b"GET", b"/a.txt"))
+            data = b""
+            while True:
+                d = s.recv(65536)
+                if not d:
+                    break
+                data += d
+        finally:
+            s.close()
+        self.assertTrue(data.startswith(b"HTTP/1.1 501 "), data[:40])
+        self.assertIn(b"\r\n\r\nhello, world\n", data)
+
+
 # ---- httplint ----
 
 def httplint_path():

@@ -224,6 +224,13 @@ static void test_methods(void **state)
     assert_string_equal(sl_method_name((sl_method)99), "OTHER");
 }
 
+static void test_method_refused_status(void **state)
+{
+    for (sl_method m = SL_METHOD_GET; m < SL_METHOD_OTHER; m++)
+        assert_int_equal(sl_method_refused_status(m), 405);
+    assert_int_equal(sl_method_refused_status(SL_METHOD_OTHER), 501);
+}
+
 static void test_bad_methods(void **state)
 {
     expect_err(" / HTTP/1.1\r\nHost: h\r\n\r\n", -400);
@@ -950,6 +957,7 @@ int main(void)
         cmocka_unit_test(test_simple_get),
         cmocka_unit_test(test_well_known_headers),
         cmocka_unit_test(test_methods),
+        cmocka_unit_test(test_method_refused_status),
         cmocka_unit_test(test_bad_methods),
         cmocka_unit_test(test_pipelined),
         cmocka_unit_test(test_pipelined_bare_lf),

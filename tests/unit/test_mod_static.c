@@ -182,6 +182,10 @@ static void test_deny_lists_and_methods(void **state)
     assert_int_equal(run(&s, "POST /hello.txt HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n")
                          .status,
                      405);
+    assert_int_equal(run(&s, "DELETE /hello.txt HTTP/1.1\r\nHost: x\r\n\r\n").status, 405);
+    /* A method HTTP does not define is not "not allowed" here: it is not implemented at all. */
+    assert_int_equal(run(&s, "FOO /hello.txt HTTP/1.1\r\nHost: x\r\n\r\n").status, 501);
+    assert_int_equal(run(&s, "get /hello.txt HTTP/1.1\r\nHost: x\r\n\r\n").status, 501);
     close(s.docroot_fd);
 }
 
