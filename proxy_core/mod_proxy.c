@@ -1218,8 +1218,9 @@ static sl_hresult proxy_handle(sl_conn *c)
     if (!c->has_body) return send_now(pr);
     const sl_http_request *rq = &c->req;
     pr->req_body = true;
-    if (rq->expect) {
-        /* The client waits for this before sending the body. */
+    if (rq->expect && rq->version == 11) {
+        /* The client waits for this before sending the body. A 1.0 client does not know 100
+         * and sends the body anyway (RFC 9110 §10.1.1: ignore the expectation in 1.0). */
         static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";
         ssize_t w = send(c->fd, cont, sizeof cont - 1, MSG_NOSIGNAL);
         (void)w;

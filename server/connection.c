@@ -356,9 +356,11 @@ int sl_errno_to_status(int err)
 
 void sl_resp_begin(sl_conn *c, int status)
 {
+    /* Always our own version, 1.1, also to a 1.0 client (RFC 9110 §2.5: the version says what
+     * the sender can do, not what the recipient sent). The 1.0 semantics stay with the request:
+     * no chunked coding, keep-alive only when asked (sl_resp_end_headers, handle_request). */
     c->status = status;
-    sl_chunkq_printf(&c->out, "HTTP/1.%d %d %s\r\n", c->req.version == 10 ? 0 : 1, status,
-                     sl_status_reason(status));
+    sl_chunkq_printf(&c->out, "HTTP/1.1 %d %s\r\n", status, sl_status_reason(status));
 }
 
 void sl_resp_header(sl_conn *c, const char *name, const char *value)

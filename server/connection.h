@@ -117,7 +117,9 @@ void sl_conn_arm(sl_conn *c, short what, long secs);
 void sl_conn_shutdown(sl_conn *c);
 
 /* Response building, used by modules. */
-/* Start the response: status line. */
+/* Start the response: the status line, always HTTP/1.1 (RFC 9110 §2.5), whatever the request's
+ * version; what a 1.0 client may receive is the callers' business (no chunked, keep-alive only
+ * when asked). */
 void sl_resp_begin(sl_conn *c, int status);
 /* Add a header line. */
 void sl_resp_header(sl_conn *c, const char *name, const char *value);

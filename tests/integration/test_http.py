@@ -456,6 +456,41 @@ class Methods(HttpCase):
         self.assertIn(b"\r\n\r\nhello, world\n", data)
 
 
+class Http10(HttpCase):
+    """Item 7: the status line says HTTP/1.1 also to an HTTP/1.0 client (RFC 9110 §2.5), with
+    HTTP/1.0 semantics kept: no chunked coding, keep-alive only when asked. (nginx sends 1.1,
+    lighttpd 1.0: no comparison.)"""
+
+    def test_status_line_is_1_1(self):
+        for raw in (req(b"GET", b"/a.txt", version=b"HTTP/1.0", host=None, close=False),
+                    req(b"GET", b"/missing", version=b"HTTP/1.0", host=None, close=False),
+                    req(b"GET", b"/a.txt", b"Bad Field: x", version=b"HTTP/1.0", host=None, close=False),
+                    req(b"FOO", b"/a.txt", version=b"HTTP/1.0", host=None, close=False)):
+            r = seekless(raw)  # read to the close: a 1.0 connection is not kept unless asked
+            self.assertEqual(r.version, "HTTP/1.1", raw[:40])
+            self.assertEqual(r.get("connection"), "close")
+            self.assertFalse(r.has("transfer-encoding"))
+
+    def test_keep_alive_only_when_asked(self):
+        s = socket.create_connection(("127.0.0.1", SEEKLESS.port), timeout=10)
+        try:
+            s.sendall(b"GET /a.txt HTTP/1.0\r\nConnection: keep-alive\r\n\r\n")
+            st, h, body, rest = test_core.read_response(s)
+            self.assertEqual((st, h.get("connection"), body), (200, "keep-alive", b"hello, world\n"))
+            s.sendall(b"GET /a.txt HTTP/1.0\r\n\r\n")
+            data = rest
+            while True:
+                d = s.recv(65536)
+                if not d:
+                    break
+                data += d
+        finally:
+            s.close()
+        r = Resp(data)
+        self.assertEqual((r.status_line, r.get("connection"), r.rest),
+                         ("HTTP/1.1 200 OK", "close", b"hello, world\n"))
+
+
 # ---- httplint ----
 
 def httplint_path():

@@ -47,6 +47,16 @@ for ($i = 0; $i < 2000; $i++) echo str_repeat(chr(65 + $i % 26), 1000);
 """
 
 
+def request_raw(srv, raw):
+    """Send raw, return every byte until the server closes."""
+    s = srv.connect()
+    try:
+        s.sendall(raw)
+        return test_core.wait_closed(s, timeout=10)
+    finally:
+        s.close()
+
+
 def wait_port(port, timeout=10):
     deadline = time.time() + timeout
     while time.time() < deadline:
@@ -206,6 +216,20 @@ class PhpFastCGI(SpawnedCase):
         st, h, body = get(self.srv, b"/php/echo.php", b"Accept-Encoding: gzip\r\nCookie: a=1\r\n"
                           b"accept-encoding: br\r\nCookie: b=2\r\n")
         self.assertEqual((st, h["x-echo-ae"], h["x-echo-cookie"]), (200, "gzip, br", "a=1; b=2"))
+
+    def test_http10_client(self):
+        # HTTP/1.1 in the status line, but 1.0 rules: no chunked (the close ends the body), no
+        # 100 Continue (RFC 9110 §10.1.1: a 1.0 request's expectation is ignored).
+        data = request_raw(self.srv, b"GET /php/status.php HTTP/1.0\r\n\r\n")
+        head, _, body = data.partition(b"\r\n\r\n")
+        self.assertTrue(head.startswith(b"HTTP/1.1 418 "), head)
+        self.assertNotIn(b"Transfer-Encoding", head)
+        self.assertIn(b"\r\nConnection: close", head)
+        self.assertEqual(body, b"teapot")
+        data = request_raw(self.srv, b"POST /php/echo.php HTTP/1.0\r\nContent-Length: 3\r\n"
+                           b"Expect: 100-continue\r\n\r\nabc")
+        self.assertTrue(data.startswith(b"HTTP/1.1 200 "), data[:60])
+        self.assertTrue(data.endswith(b"\r\n\r\nbody=abc"), data[-60:])
 
     def test_post_body_and_chunked_body(self):
         data = os.urandom(40000).hex().encode()
