@@ -12,7 +12,6 @@
 #include "connection.h"
 
 #include <arpa/inet.h>
-#include <ctype.h>
 #include <errno.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -426,12 +425,18 @@ static void parse_error(sl_conn *c, int status)
     start_write(c);
 }
 
-static int copy_host(sl_conn *c, const char *h, size_t n)
+/* c->host: the authority of an absolute-form target, else the Host field, normalized so that
+ * conditions, the access log and backends see one spelling of each host (sl_host_normalize);
+ * "" without either (HTTP/1.0). Every listener speaks http, so ":80" is the default port. An
+ * invalid value is refused (400), as lighttpd does. */
+static int set_host(sl_conn *c, const char *auth, size_t alen)
 {
-    if (n >= sizeof c->host) return -1;
-    for (size_t i = 0; i < n; i++) c->host[i] = (char)tolower((unsigned char)h[i]);
-    c->host[n] = 0;
-    return 0;
+    const sl_http_header *h = c->req.host;
+    c->host[0] = 0;
+    if (!alen && !h) return 0;
+    ssize_t n = alen ? sl_host_normalize(auth, alen, 80, c->host, sizeof c->host)
+                     : sl_host_normalize(h->value, h->value_len, 80, c->host, sizeof c->host);
+    return n < 0 ? (int)n : 0;
 }
 
 /* A module answered: turn an error into its response and start writing. */
@@ -512,8 +517,8 @@ static void handle_request(sl_conn *c)
         return;
     }
     c->path_len = (size_t)n;
-    if (alen ? copy_host(c, auth, alen) : rq->host ? copy_host(c, rq->host->value, rq->host->value_len)
-                                                  : (c->host[0] = 0, 0)) {
+    if (set_host(c, auth, alen) < 0) {
+        c->host[0] = 0;
         sl_resp_error(c, 400);
         start_write(c);
         return;

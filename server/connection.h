@@ -61,7 +61,7 @@ typedef struct sl_conn {
     char *path;            /* decoded, normalized path */
     size_t path_len;
     char *query;           /* raw query string (NUL-terminated copy), "" when absent */
-    char host[256];        /* lower-cased Host (or absolute-form authority) */
+    char host[256];        /* Host (or absolute-form authority), normalized (sl_host_normalize) */
     bool keep_alive;
     bool has_body;         /* the request carries a body we do not read: close after answering */
     int status;            /* response status */

@@ -207,7 +207,8 @@ PEERS = []
 
 def setUpModule():
     global SEEKLESS
-    SEEKLESS = Server(SEEKLESS_CONF, FILES).start()
+    SEEKLESS = Server(SEEKLESS_CONF + 'accesslog.filename = "access.log"\n'
+                      'accesslog.format = "%V %>s %U"\n', FILES).start()
     try:
         for cls in (Nginx, Lighttpd):
             PEERS.append(cls().start())
@@ -489,6 +490,62 @@ class Http10(HttpCase):
         r = Resp(data)
         self.assertEqual((r.status_line, r.get("connection"), r.rest),
                          ("HTTP/1.1 200 OK", "close", b"hello, world\n"))
+
+
+class HostNormalisation(HttpCase):
+    """Item 8: $HTTP["host"] sees the Host normalized as lighttpd does (lower case, no trailing
+    dot, no default port :80, IPv6 literals in canonical form), an invalid Host is 400, and a
+    pattern without a port names the host on any port (lighttpd's ==, nginx's server_name). The
+    config denies everything for "example.com" (nginx: a server block answering 403)."""
+
+    DENIED = [b"example.com", b"Example.COM", b"example.com:80", b"Example.COM:80", b"example.com.",
+              b"EXAMPLE.com.:80", b"example.com:", b"example.com:8080"]
+    ALLOWED = [b"a-.com", b"[::1]", b"[::1]:80", b"127.0.0.1", b"1.a", b"1.2.3.4.", b"a" * 64 + b".com"]
+    INVALID = [b"example.com..", b"exa mple", b"a/b", b"a..b", b""]
+    # Refused by seekless and lighttpd (nginx takes them): not a name, or a port with a leading
+    # zero, out of range or next to another colon.
+    INVALID_LIGHTTPD = [b".example.com", b"exa_mple.com", b"ex%41mple.com", b"a,b", b"-a.com",
+                        b"1.2.3", b"127.1", b"a.1", b"*", b"\xc3\xa9.com", b"a@b", b"a:b:c", b"[::1",
+                        b"example.com:080", b"example.com:0", b"example.com:65536", b"[v1.x]"]
+    # Refused by seekless only: all-digit names that are no IPv4address as RFC 3986 writes it
+    # (a leading zero reads as octal to some parsers; 999 is no octet). Both peers answer 200.
+    INVALID_SEEKLESS_ONLY = [b"127.0.0.01", b"999.1.1.1"]
+
+    def status(self, host, target=b"/a.txt"):
+        return seekless(req(b"GET", target, host=host)).status
+
+    def test_one_spelling_per_host(self):
+        for h in self.DENIED:
+            self.assertEqual(self.status(h), 403, h)
+        for h in self.ALLOWED + [b"example.org", b"example.com.org", b"xexample.com"]:
+            self.assertEqual(self.status(h), 200, h)
+        # The absolute-form authority stands for Host (RFC 9112 §3.2.2) and is normalized alike.
+        self.assertEqual(self.status(b"t", b"http://Example.COM.:80/a.txt"), 403)
+        self.assertEqual(self.status(b"example.com", b"http://example.org/a.txt"), 200)
+
+    def test_invalid_host_is_400(self):
+        for h in self.INVALID + self.INVALID_LIGHTTPD + self.INVALID_SEEKLESS_ONLY:
+            self.assertEqual(self.status(h), 400, h)
+        self.assertEqual(self.status(b"t", b"http://a_b/a.txt"), 400)
+        # HTTP/1.0 without Host stays fine; with an empty one it is refused like in 1.1.
+        self.assertEqual(seekless(req(b"GET", b"/a.txt", version=b"HTTP/1.0", host=None)).status, 200)
+        self.assertEqual(seekless(req(b"GET", b"/a.txt", version=b"HTTP/1.0", host=b"")).status, 400)
+
+    def test_access_log_sees_the_normalized_host(self):
+        marker = b"/log-%d" % os.getpid()
+        for h in (b"Example.COM.:8080", b"[0:0::1]:80", b"WWW.Example.org."):
+            seekless(req(b"GET", marker, host=h))
+        with open(os.path.join(SEEKLESS.dir, "access.log")) as f:
+            lines = [line.split() for line in f if marker.decode() in line]
+        self.assertEqual([(l[0], l[1]) for l in lines],
+                         [("example.com:8080", "403"), ("[::1]", "404"), ("www.example.org", "404")])
+
+    def test_same_as_peers(self):
+        for h in self.DENIED + self.ALLOWED + self.INVALID:
+            self.same_as_peers(req(b"GET", b"/a.txt", host=h), lambda r: r.status)
+        for h in self.INVALID_LIGHTTPD:
+            r = Resp(exchange(PEERS[1].port, req(b"GET", b"/a.txt", host=h)))
+            self.assertEqual(r.status, 400, (h, PEERS[1].name))
 
 
 # ---- httplint ----
