@@ -24,6 +24,8 @@
 #include <limits.h>
 #include <string.h>
 
+#include "path.h"
+
 /* RFC 9112 §2.2 asks servers to skip "at least one" empty line before the request line; a few
  * cover sloppy clients, more is not a client we need to serve. */
 #define MAX_LEADING_EMPTY 8
@@ -225,24 +227,6 @@ static bool is_sub_delim(unsigned char c)
     return c != 0 && strchr("!$&'()*+,;=", c) != NULL;
 }
 
-/* dec-octet "." dec-octet "." dec-octet "." dec-octet, RFC 3986 §3.2.2 (no leading zeros). */
-static bool valid_ipv4(const char *s, size_t n)
-{
-    size_t i = 0;
-    for (int part = 0; part < 4; part++) {
-        if (part > 0) {
-            if (i >= n || s[i] != '.') return false;
-            i++;
-        }
-        size_t st = i;
-        unsigned v = 0;
-        while (i < n && i - st < 3 && is_digit((unsigned char)s[i]))
-            v = v * 10 + (unsigned)(s[i++] - '0');
-        if (i == st || v > 255 || (i - st > 1 && s[st] == '0')) return false;
-    }
-    return i == n;
-}
-
 /* IPv6address, RFC 3986 §3.2.2: eight 16-bit groups, or fewer with one "::", the last two groups
  * optionally written as an IPv4 address. */
 static bool valid_ipv6(const char *s, size_t n)
@@ -260,7 +244,7 @@ static bool valid_ipv6(const char *s, size_t n)
         while (i < n && i - st < 4 && is_hex((unsigned char)s[i]))
             i++;
         if (i < n && s[i] == '.') {
-            if (!valid_ipv4(s + st, n - st)) return false;
+            if (!sl_ipv4_literal(s + st, n - st)) return false;
             groups += 2;
             break;
         }

@@ -265,8 +265,7 @@ ssize_t sl_path_encode(const char *path, size_t len, char *out, size_t outcap)
     return (ssize_t)pos;
 }
 
-/* dec-octet "." dec-octet "." dec-octet "." dec-octet (RFC 3986 §3.2.2): 0..255, no leading zero. */
-static bool ipv4_literal(const char *s, size_t n)
+bool sl_ipv4_literal(const char *s, size_t n)
 {
     size_t i = 0;
     for (int part = 0; part < 4; part++) {
@@ -301,7 +300,7 @@ static bool host_name(const char *s, size_t n, char *out)
         out[i] = (char)(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
     }
     if (label == 0) return false;
-    return !digits || ipv4_literal(s, n);
+    return !digits || sl_ipv4_literal(s, n);
 }
 
 ssize_t sl_host_normalize(const char *h, size_t len, unsigned default_port, char *out,

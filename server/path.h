@@ -3,6 +3,7 @@
 #ifndef SL_PATH_H
 #define SL_PATH_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <sys/types.h>
 
@@ -21,6 +22,10 @@
  * through in path and query, as real clients send raw UTF-8. */
 int sl_uri_split(const char *target, size_t len, const char **path, size_t *path_len, const char **query,
                  size_t *query_len, const char **auth, size_t *auth_len);
+
+/* Is s[0..n) an IPv4address as RFC 3986 §3.2.2 writes it: four dec-octets (0..255, no leading
+ * zeros) separated by dots? */
+bool sl_ipv4_literal(const char *s, size_t n);
 
 /* Normalize a Host field value or an absolute-form authority h[0..len) into the form conditions
  * ($HTTP["host"]), the access log (%V) and proxy-core see, as lighttpd does (RFC 3986 §6.2.2):

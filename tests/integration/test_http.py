@@ -130,7 +130,11 @@ class Peer:
         if not os.access(self.binary, os.X_OK):
             raise RuntimeError("%s is missing: install Debian's %s package (the suite compares "
                                "seekless with it)" % (self.binary, self.name))
-        self.proc = subprocess.Popen(self.argv(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        conf = os.path.join(self.dir, self.name + ".conf")
+        with open(conf, "w") as f:
+            f.write(self.config())
+        self.proc = subprocess.Popen(self.argv(conf), stdout=subprocess.DEVNULL,
+                                     stderr=subprocess.PIPE)
         deadline = time.time() + 10
         while time.time() < deadline:
             if self.proc.poll() is not None:
@@ -157,13 +161,11 @@ class Peer:
 class Nginx(Peer):
     name, binary = "nginx", NGINX
 
-    def argv(self):
+    def config(self):
         d = self.dir
-        conf = os.path.join(d, "nginx.conf")
-        with open(conf, "w") as f:
-            # One process in the foreground (no worker user switch, so the temp dir's files are
-            # readable); every path nginx writes is in the temp dir.
-            f.write(f"""master_process off;
+        # One process in the foreground (no worker user switch, so the temp dir's files are
+        # readable); every path nginx writes is in the temp dir.
+        return f"""master_process off;
 worker_processes 1;
 events {{ worker_connections 64; }}
 http {{
@@ -180,7 +182,10 @@ http {{
   }}
   server {{ listen 127.0.0.1:{self.port}; server_name example.com; return 403; }}
 }}
-""")
+"""
+
+    def argv(self, conf):
+        d = self.dir
         return [NGINX, "-p", d, "-c", conf, "-g",
                 f"daemon off; pid {d}/nginx.pid; error_log {d}/err.log;"]
 
@@ -188,16 +193,16 @@ http {{
 class Lighttpd(Peer):
     name, binary = "lighttpd", LIGHTTPD
 
-    def argv(self):
-        d = self.dir
-        conf = os.path.join(d, "lighttpd.conf")
-        with open(conf, "w") as f:
-            f.write(f"""server.document-root = "{self.root}"
+    def config(self):
+        # The same conditions as seekless's config: lighttpd reads that syntax.
+        return f"""server.document-root = "{self.root}"
 server.bind = "127.0.0.1"
 server.port = {self.port}
-server.errorlog = "{d}/err.log"
+server.errorlog = "{self.dir}/err.log"
 server.modules += ( "mod_access" )
-{SEEKLESS_CONF}""")
+{SEEKLESS_CONF}"""
+
+    def argv(self, conf):
         return [LIGHTTPD, "-D", "-f", conf]
 
 
