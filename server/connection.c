@@ -12,7 +12,6 @@
 #include "connection.h"
 
 #include <arpa/inet.h>
-#include <ctype.h>
 #include <errno.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -101,12 +100,26 @@ static void request_start(sl_conn *c)
     clock_gettime(CLOCK_REALTIME, &c->req_wall);
 }
 
+/* %{Name}i: the field's combined value (RFC 9110 §5.3), its lines joined into one buffer that
+ * the renderer copies out before it asks for the next field. */
+typedef struct alog_ctx {
+    const sl_http_request *req;
+    char buf[4096];
+} alog_ctx;
+
 static const char *alog_header(void *ud, const char *name, size_t *len)
 {
-    const sl_http_header *h = sl_http_find_header(ud, name);
+    alog_ctx *a = ud;
+    const sl_http_header *h = sl_http_find_header(a->req, name);
     if (!h) return NULL;
-    *len = h->value_len;
-    return h->value;
+    if (!h->next) {
+        *len = h->value_len;
+        return h->value;
+    }
+    size_t n = sl_http_field_join(h, strcasecmp(name, "cookie") ? ", " : "; ", a->buf,
+                                  sizeof a->buf);
+    *len = n < sizeof a->buf ? n : sizeof a->buf;
+    return a->buf;
 }
 
 /* The access log line of the request that just ended. */
@@ -118,6 +131,7 @@ static void alog_emit(sl_conn *c)
     else if (c->peer.ss_family == AF_INET6)
         inet_ntop(AF_INET6, &((struct sockaddr_in6 *)&c->peer)->sin6_addr, ip, sizeof ip);
     const char *colon = strrchr(c->listen->canon, ':');
+    alog_ctx actx = {.req = &c->req};
     sl_accesslog_rec r = {
         .remote_addr = ip,
         .method = c->req.method_str,
@@ -137,7 +151,7 @@ static void alog_emit(sl_conn *c)
         .keepalive_requests = c->requests,
         .when = c->req_wall,
         .header = alog_header,
-        .ud = &c->req,
+        .ud = &actx,
     };
     char buf[8192];
     size_t n = sl_accesslog_render(c->srv->alog_fmt, &r, buf, sizeof buf);
@@ -334,7 +348,9 @@ int sl_errno_to_status(int err)
     case ELOOP: /* a symlink the policy does not follow */
     case EXDEV: /* a path or symlink leading out of the document root */
         return 403;
-    case ENAMETOOLONG: return 414;
+    /* A name the file system cannot hold names no file: 404, as nginx and lighttpd answer. The
+     * URI itself was short enough, or the parser would have answered 414. */
+    case ENAMETOOLONG: return 404;
     case EINVAL: return 400;
     case EMFILE:
     case ENFILE:
@@ -347,9 +363,11 @@ int sl_errno_to_status(int err)
 
 void sl_resp_begin(sl_conn *c, int status)
 {
+    /* Always our own version, 1.1, also to a 1.0 client (RFC 9110 §2.5: the version says what
+     * the sender can do, not what the recipient sent). The 1.0 semantics stay with the request:
+     * no chunked coding, keep-alive only when asked (sl_resp_end_headers, handle_request). */
     c->status = status;
-    sl_chunkq_printf(&c->out, "HTTP/1.%d %d %s\r\n", c->req.version == 10 ? 0 : 1, status,
-                     sl_status_reason(status));
+    sl_chunkq_printf(&c->out, "HTTP/1.1 %d %s\r\n", status, sl_status_reason(status));
 }
 
 void sl_resp_header(sl_conn *c, const char *name, const char *value)
@@ -374,9 +392,11 @@ void sl_resp_end_headers(sl_conn *c, uint64_t content_length)
 
 void sl_resp_error(sl_conn *c, int status)
 {
-    /* After these the rest of the input cannot be trusted to be framed right. */
+    /* After these the rest of the input cannot be trusted to be framed right. (A 501 for a
+     * transfer coding comes from the parser, whose errors always close; a 501 for an unknown
+     * method follows a head parsed whole, so the connection can go on.) */
     if (status == 400 || status == 408 || status == 413 || status == 414 || status == 431 ||
-        status == 501 || status == 505)
+        status == 505)
         c->keep_alive = false;
     sl_chunkq_clear(&c->out);
     char body[256];
@@ -399,10 +419,11 @@ static void start_write(sl_conn *c)
 }
 
 /* A parse error: answer and close. The request struct may be half-filled; reset what the
- * response code looks at. */
+ * response code looks at. The method is kept when it is HEAD (the parser reports it whenever the
+ * method token was read): an answer to HEAD never has a body (RFC 9110 §9.3.2), even an error. */
 static void parse_error(sl_conn *c, int status)
 {
-    c->req.method = SL_METHOD_GET;
+    if (c->req.method != SL_METHOD_HEAD) c->req.method = SL_METHOD_GET;
     if (c->req.version != 10) c->req.version = 11;
     c->keep_alive = false;
     c->conf = c->srv->global;
@@ -412,12 +433,18 @@ static void parse_error(sl_conn *c, int status)
     start_write(c);
 }
 
-static int copy_host(sl_conn *c, const char *h, size_t n)
+/* c->host: the authority of an absolute-form target, else the Host field, normalized so that
+ * conditions, the access log and backends see one spelling of each host (sl_host_normalize);
+ * "" without either (HTTP/1.0). Every listener speaks http, so ":80" is the default port. An
+ * invalid value is refused (400), as lighttpd does. */
+static int set_host(sl_conn *c, const char *auth, size_t alen)
 {
-    if (n >= sizeof c->host) return -1;
-    for (size_t i = 0; i < n; i++) c->host[i] = (char)tolower((unsigned char)h[i]);
-    c->host[n] = 0;
-    return 0;
+    const sl_http_header *h = c->req.host;
+    c->host[0] = 0;
+    if (!alen && !h) return 0;
+    ssize_t n = alen ? sl_host_normalize(auth, alen, 80, c->host, sizeof c->host)
+                     : sl_host_normalize(h->value, h->value_len, 80, c->host, sizeof c->host);
+    return n < 0 ? (int)n : 0;
 }
 
 /* A module answered: turn an error into its response and start writing. */
@@ -442,6 +469,19 @@ void sl_conn_handled(sl_conn *c, sl_hresult r)
 void sl_conn_resume(sl_conn *c)
 {
     if (c->state == SL_CONN_WRITE) conn_run(c);
+}
+
+/* Expect is a list over all its lines (RFC 9110 §10.1.1); 100-continue is the only expectation
+ * we meet, so one other element anywhere is a 417. An empty field expects nothing. */
+static bool expectations_met(const sl_http_header *h)
+{
+    for (; h; h = h->next) {
+        size_t pos = 0, n;
+        const char *e;
+        while (sl_http_list_next(h->value, h->value_len, &pos, &e, &n))
+            if (!(n == 12 && strncasecmp(e, "100-continue", 12) == 0)) return false;
+    }
+    return true;
 }
 
 static void handle_request(sl_conn *c)
@@ -480,13 +520,13 @@ static void handle_request(sl_conn *c)
     c->query[qlen] = 0;
     ssize_t n = sl_path_normalize(p, plen, c->path, plen + 2);
     if (n < 0) {
-        sl_resp_error(c, n == -ENAMETOOLONG ? 414 : 400);
+        sl_resp_error(c, sl_errno_to_status((int)n));
         start_write(c);
         return;
     }
     c->path_len = (size_t)n;
-    if (alen ? copy_host(c, auth, alen) : rq->host ? copy_host(c, rq->host->value, rq->host->value_len)
-                                                  : (c->host[0] = 0, 0)) {
+    if (set_host(c, auth, alen) < 0) {
+        c->host[0] = 0;
         sl_resp_error(c, 400);
         start_write(c);
         return;
@@ -496,8 +536,7 @@ static void handle_request(sl_conn *c)
     sl_settings_for_request(srv->tree, &srv->global, &in, &c->conf);
     if (c->requests + 1 >= (unsigned long)c->conf.max_keep_alive_requests || srv->stopping)
         c->keep_alive = c->ka_after_body = false;
-    if (rq->expect && !(rq->expect->value_len == 12 &&
-                        strncasecmp(rq->expect->value, "100-continue", 12) == 0)) {
+    if (!expectations_met(rq->expect)) {
         sl_resp_error(c, 417);
         start_write(c);
         return;

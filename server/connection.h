@@ -61,7 +61,7 @@ typedef struct sl_conn {
     char *path;            /* decoded, normalized path */
     size_t path_len;
     char *query;           /* raw query string (NUL-terminated copy), "" when absent */
-    char host[256];        /* lower-cased Host (or absolute-form authority) */
+    char host[256];        /* Host (or absolute-form authority), normalized (sl_host_normalize) */
     bool keep_alive;
     bool has_body;         /* the request carries a body we do not read: close after answering */
     int status;            /* response status */
@@ -117,7 +117,9 @@ void sl_conn_arm(sl_conn *c, short what, long secs);
 void sl_conn_shutdown(sl_conn *c);
 
 /* Response building, used by modules. */
-/* Start the response: status line. */
+/* Start the response: the status line, always HTTP/1.1 (RFC 9110 §2.5), whatever the request's
+ * version; what a 1.0 client may receive is the callers' business (no chunked, keep-alive only
+ * when asked). */
 void sl_resp_begin(sl_conn *c, int status);
 /* Add a header line. */
 void sl_resp_header(sl_conn *c, const char *name, const char *value);
@@ -128,7 +130,9 @@ void sl_resp_end_headers(sl_conn *c, uint64_t content_length);
 void sl_resp_error(sl_conn *c, int status);
 /* The reason phrase for a status code. */
 const char *sl_status_reason(int status);
-/* Map a negative errno from a system call to an HTTP status: the only such mapping. */
+/* Map a negative errno from a system call to an HTTP status: the only such mapping. ENOENT,
+ * ENOTDIR, ENAMETOOLONG -> 404; EACCES, EPERM, ELOOP, EXDEV -> 403; EINVAL -> 400; EMFILE,
+ * ENFILE, ENOMEM -> 503; 0 -> 200; anything else 500. */
 int sl_errno_to_status(int err);
 
 #endif
