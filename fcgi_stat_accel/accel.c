@@ -129,7 +129,9 @@ static int refuse_errno(sl_accel_answer *out, int err)
         // open(2) on a socket file, or a device without a driver: not a regular file.
         return refuse(out, 403, err, "not a regular file");
     case -ENAMETOOLONG:
-        return refuse(out, 414, err, "name too long");
+        // A name the file system cannot hold names no file: 404, as for the web server's own
+        // lookups (the client's URI was not too long; its server would have said 414).
+        return refuse(out, 404, err, "name too long");
     default:
         return refuse(out, 500, err, "open failed");
     }
@@ -157,7 +159,7 @@ int sl_accel_resolve(int rootfd, const char *root, const char *script_filename, 
     size_t sl = strlen(script_filename);
     size_t pl = path_info ? strlen(path_info) : 0;
     if (sl + pl >= sizeof joined)
-        return refuse(out, 414, -ENAMETOOLONG, "name too long");
+        return refuse(out, 404, -ENAMETOOLONG, "name too long");
     memcpy(joined, script_filename, sl);
     memcpy(joined + sl, path_info ? path_info : "", pl);
     joined[sl + pl] = '\0';
@@ -169,7 +171,7 @@ int sl_accel_resolve(int rootfd, const char *root, const char *script_filename, 
     int r = sl_accel_normalize(joined, out->path, sizeof out->path);
     if (r == -ENAMETOOLONG) {
         out->path[0] = '\0';
-        return refuse(out, 414, r, "name too long");
+        return refuse(out, 404, r, "name too long");
     }
     if (r < 0) {
         out->path[0] = '\0';
@@ -226,8 +228,6 @@ const char *sl_accel_status_line(int status)
         return "403 Forbidden";
     case 404:
         return "404 Not Found";
-    case 414:
-        return "414 URI Too Long";
     default:
         return "500 Internal Server Error";
     }

@@ -18,7 +18,7 @@
 #define SL_ACCEL_READAHEAD_DEFAULT ((size_t)1 << 20)
 
 /* The answer to one request.
- * status: HTTP status (200, 403, 404, 414 or 500).
+ * status: HTTP status (200, 403, 404 or 500).
  * path:   the normalized absolute path of the file; only meaningful (and only safe to send in a
  *         header) when status is 200. On refusals it holds what could be computed, for logging.
  * reason: a static, path-free, human-readable phrase saying why the status was chosen.

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 #include "accesslog.h"
@@ -40,12 +41,26 @@ static alog_state *state(sl_server *srv)
     return srv->mod[sl_mod_accesslog.index];
 }
 
+/* %{Name}i: the field's combined value (RFC 9110 §5.3), its lines joined into one buffer that
+ * the renderer copies out before it asks for the next field. */
+typedef struct alog_ctx {
+    const sl_http_request *req;
+    char buf[4096];
+} alog_ctx;
+
 static const char *header(void *ud, const char *name, size_t *len)
 {
-    const sl_http_header *h = sl_http_find_header(ud, name);
+    alog_ctx *a = ud;
+    const sl_http_header *h = sl_http_find_header(a->req, name);
     if (!h) return NULL;
-    *len = h->value_len;
-    return h->value;
+    if (!h->next) {
+        *len = h->value_len;
+        return h->value;
+    }
+    size_t n = sl_http_field_join(h, strcasecmp(name, "cookie") ? ", " : "; ", a->buf,
+                                  sizeof a->buf);
+    *len = n < sizeof a->buf ? n : sizeof a->buf;
+    return a->buf;
 }
 
 static void alog_request_done(sl_conn *c)
@@ -56,6 +71,7 @@ static void alog_request_done(sl_conn *c)
     sl_addr_str((const struct sockaddr *)&c->peer, ip, sizeof ip, NULL);
     const char *canon = c->loop->srv->cs->listen[c->listener].canon;
     const char *colon = strrchr(canon, ':');
+    alog_ctx actx = {.req = &c->req};
     sl_accesslog_rec r = {
         .remote_addr = ip,
         .method = c->req.method_str,
@@ -75,7 +91,7 @@ static void alog_request_done(sl_conn *c)
         .keepalive_requests = c->requests,
         .when = c->req_wall,
         .header = header,
-        .ud = &c->req,
+        .ud = &actx,
     };
     char buf[8192];
     size_t n = sl_accesslog_render(st->fmt, &r, buf, sizeof buf);

@@ -66,12 +66,17 @@ static int resolve(const sl_conf *conf, int dirfd, const sl_http_request *req, c
                    size_t path_len, unsigned flags, int prefd, const sl_fdc_entry *ent,
                    sl_static_result *out);
 
+int sl_static_backend_status(int status)
+{
+    return status == 403 || status == 404 || status == 503 ? status : 502;
+}
+
 static void report(const char *path, unsigned flags, sl_static_result *out)
 {
     if ((flags & SL_RESOLVE_FROM_BACKEND) && out->status >= 400) {
         /* A path a backend named (X-Sendfile): a refusal or a missing file is the answer, any
          * other failure is the backend's (502). Each is logged with the path. */
-        if (out->status != 403 && out->status != 404 && out->status != 503) out->status = 502;
+        out->status = sl_static_backend_status(out->status);
         sl_log("X-Sendfile %s: %s -> %d", path,
                out->err ? strerror(-out->err) : "not a regular file or refused", out->status);
     }
@@ -103,7 +108,7 @@ static int resolve(const sl_conf *conf, int dirfd, const sl_http_request *req, c
     memset(out, 0, sizeof *out);
     out->fd = -1;
     if (req->method != SL_METHOD_GET && req->method != SL_METHOD_HEAD) {
-        out->status = 405;
+        out->status = sl_method_refused_status(req->method);
         return 0;
     }
     /* Deny lists apply to the name asked for, whether or not it exists (as lighttpd's
@@ -194,18 +199,15 @@ regular:
     const char *etag = s->etags ? out->etag : NULL;
     time_t mtime = out->st.st_mtim.tv_sec;
 
-    sl_precond_input pin = {.get_or_head = true};
-    if (req->if_match) {
-        pin.if_match = req->if_match->value;
-        pin.if_match_len = req->if_match->value_len;
-    }
-    if (req->if_none_match) {
-        pin.if_none_match = req->if_none_match->value;
-        pin.if_none_match_len = req->if_none_match->value_len;
-    }
-    pin.has_if_modified_since = header_date(req->if_modified_since, &pin.if_modified_since);
+    /* If-Match and If-None-Match are lists: all their lines count. The dates are singletons: on
+     * several lines they are a list of dates, which RFC 9110 §13.1.3/§13.1.4 says to ignore. */
+    sl_precond_input pin = {.get_or_head = true,
+                            .if_match = req->if_match,
+                            .if_none_match = req->if_none_match};
+    pin.has_if_modified_since =
+        header_date(sl_http_single(req->if_modified_since), &pin.if_modified_since);
     pin.has_if_unmodified_since =
-        header_date(req->if_unmodified_since, &pin.if_unmodified_since);
+        header_date(sl_http_single(req->if_unmodified_since), &pin.if_unmodified_since);
     sl_precond_result pr = sl_precond_eval(&pin, etag, mtime);
     if (pr != SL_PRECOND_PASS) {
         drop(fd, borrowed);
@@ -214,14 +216,22 @@ regular:
     }
     out->fd = fd;
     out->status = 200;
-    if (!core->range_requests || !req->range || req->method != SL_METHOD_GET) return 0;
+    out->accept_ranges = core->range_requests;
+    /* Range and If-Range are singletons. Range on several lines is an invalid Range, which a
+     * server ignores (RFC 9110 §14.2): the whole file. An If-Range on several lines is a
+     * condition that cannot hold (neither one entity-tag nor one date), so again the whole file;
+     * ignoring it instead would send a part of a representation that may have changed. nginx and
+     * lighttpd serve the first Range line; that picks one reading of an ambiguous request. */
+    const sl_http_header *range = sl_http_single(req->range);
+    if (!core->range_requests || !range || req->method != SL_METHOD_GET) return 0;
     if (req->if_range) {
+        const sl_http_header *ir = sl_http_single(req->if_range);
+        if (!ir) return 0;
         time_t d;
-        bool has = sl_http_date_parse(req->if_range->value, req->if_range->value_len, &d) == 0;
-        if (!sl_if_range_ok(req->if_range->value, req->if_range->value_len, has, d, etag, mtime))
-            return 0;
+        bool has = sl_http_date_parse(ir->value, ir->value_len, &d) == 0;
+        if (!sl_if_range_ok(ir->value, ir->value_len, has, d, etag, mtime)) return 0;
     }
-    sl_range_result rr = sl_range_parse(req->range->value, req->range->value_len,
+    sl_range_result rr = sl_range_parse(range->value, range->value_len,
                                         (uint64_t)out->st.st_size, out->ranges,
                                         SL_STATIC_MAX_RANGES, &out->n_ranges);
     if (rr == SL_RANGE_OK) out->status = 206;
@@ -322,7 +332,7 @@ static void send_multipart(sl_conn *c, const sl_static_result *r, bool head)
     snprintf(ctype, sizeof ctype, "multipart/byteranges; boundary=%s", boundary);
     sl_resp_begin(c, 206);
     sl_resp_header(c, "Content-Type", ctype);
-    sl_resp_header(c, "Accept-Ranges", "bytes");
+    if (r->accept_ranges) sl_resp_header(c, "Accept-Ranges", "bytes");
     validators(c, r);
     sl_resp_end_headers(c, total);
     if (head) return;
@@ -355,7 +365,9 @@ sl_hresult sl_static_respond(sl_conn *c, const sl_static_result *r)
         }
         sl_resp_begin(c, r->status);
         sl_resp_header_static(c, "Content-Type", 12, r->content_type, strlen(r->content_type));
-        sl_resp_header_static(c, "Accept-Ranges", 13, "bytes", 5);
+        /* With ranges off, nothing: as nginx (max_ranges 0) and lighttpd 1.4
+         * (server.range-requests = "disable") do. */
+        if (r->accept_ranges) sl_resp_header_static(c, "Accept-Ranges", 13, "bytes", 5);
         validators(c, r);
         uint64_t first = 0, len = (uint64_t)r->st.st_size;
         if (r->status == 206) {

@@ -24,12 +24,13 @@ typedef struct sl_static_conf {
 
 /* What the static handler decided for a request. */
 typedef struct sl_static_result {
-    int status;              /* 200, 206, 301, 304, 403, 404, 405, 412, 416, 500, 503 ... */
+    int status;              /* 200, 206, 301, 304, 403, 404, 405, 412, 416, 500, 501, 503 ... */
     int err;                 /* negative errno behind an error status, 0 otherwise */
     int fd;                  /* open file for 200/206 (caller closes), else -1 */
     struct stat st;          /* of the file (200, 206, 304, 412, 416) */
     const char *content_type;
     char etag[SL_ETAG_MAX];  /* "" when static-file.etags is disabled */
+    bool accept_ranges;      /* server.range-requests is on: 200/206 say Accept-Ranges: bytes */
     const char *index_name;  /* the index file a directory path was answered with, or NULL */
     sl_byte_range ranges[SL_STATIC_MAX_RANGES];
     size_t n_ranges;         /* 206: one or more ranges */
@@ -51,6 +52,10 @@ typedef struct sl_static_result {
 int sl_static_resolve(const sl_conf *conf, int dirfd, const sl_http_request *req,
                       const char *path, size_t path_len, unsigned flags, int prefd,
                       sl_static_result *out);
+
+/* The status for a failure on a path a backend named (X-Sendfile), from the one a client's path
+ * would get: 403, 404 and 503 stand, anything else is the backend's fault, 502. */
+int sl_static_backend_status(int status);
 
 /* The open(2) flags and the openat2 resolve rules the static handler opens files with. */
 int sl_static_open_flags(const sl_conf *conf);

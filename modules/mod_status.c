@@ -295,7 +295,7 @@ static sl_hresult status_handle(sl_conn *c)
         }
     }
     if (c->req.method != SL_METHOD_GET && c->req.method != SL_METHOD_HEAD) {
-        c->status = 405;
+        c->status = sl_method_refused_status(c->req.method);
         return SL_ERROR;
     }
     sl_status_fmt f = SL_STATUS_TEXT;

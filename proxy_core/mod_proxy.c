@@ -211,6 +211,14 @@ static int add_param(sl_fcgi_params_writer *w, const char *name, const char *val
     return sl_fcgi_params_add(w, name, strlen(name), value, vlen);
 }
 
+/* Is hd the first line of its field? */
+static bool is_first_line(const sl_http_request *rq, const sl_http_header *hd)
+{
+    for (const sl_http_header *h = rq->headers; h < hd; h++)
+        if (h->next == hd) return false;
+    return true;
+}
+
 static int build_fcgi(proxy_req *pr)
 {
     sl_conn *c = pr->c;
@@ -275,13 +283,30 @@ static int build_fcgi(proxy_req *pr)
             hdr_is(hd->name, hd->name_len, "Content-Type") ||
             hdr_is(hd->name, hd->name_len, "Proxy"))
             continue;
+        /* A field on several lines is one variable with the combined value (RFC 9110 §5.3; CGI
+         * has one variable per name), written at its first line. */
+        if (!is_first_line(rq, hd)) continue;
         char name[300];
         if (hd->name_len + 6 > sizeof name) continue;
         memcpy(name, "HTTP_", 5);
         for (size_t k = 0; k < hd->name_len; k++)
             name[5 + k] = hd->name[k] == '-' ? '_' : (char)toupper((unsigned char)hd->name[k]);
         name[5 + hd->name_len] = 0;
-        PN(name, hd->value, hd->value_len);
+        if (!hd->next) {
+            PN(name, hd->value, hd->value_len);
+            continue;
+        }
+        /* Cookie lines join with "; " (RFC 6265 §5.4, as HTTP/2 recipients do). */
+        const char *sep = hdr_is(hd->name, hd->name_len, "Cookie") ? "; " : ", ";
+        size_t n = sl_http_field_join(hd, sep, NULL, 0);
+        char *v = malloc(n ? n : 1);
+        if (!v) {
+            r = -ENOMEM;
+            break;
+        }
+        sl_http_field_join(hd, sep, v, n);
+        PN(name, v, n);
+        free(v);
     }
 #undef P
 #undef PN
@@ -298,8 +323,6 @@ static int build_http(proxy_req *pr)
     const sl_http_request *rq = &c->req;
     sl_buf *b = &pr->out;
     const sl_http_header *conn_h = sl_http_find_header(rq, "Connection");
-    const char *cv = conn_h ? conn_h->value : NULL;
-    size_t cl = conn_h ? conn_h->value_len : 0;
     int r = 0;
 #define A(p, n) (r = r ? r : sl_buf_append(b, p, n))
 #define S(s) A(s, strlen(s))
@@ -321,13 +344,17 @@ static int build_http(proxy_req *pr)
     const sl_http_header *xff = NULL;
     for (size_t i = 0; i < rq->n_headers; i++) {
         const sl_http_header *hd = &rq->headers[i];
-        if (sl_hop_by_hop(hd->name, hd->name_len, cv, cl) ||
-            hdr_is(hd->name, hd->name_len, "Content-Length") ||
+        /* Other lines of a field go on as they came, in order, which keeps its combined value;
+         * the names listed in any Connection line are hop-by-hop. */
+        bool hop = sl_hop_by_hop(hd->name, hd->name_len, NULL, 0);
+        for (const sl_http_header *ch = conn_h; ch && !hop; ch = ch->next)
+            hop = sl_hop_by_hop(hd->name, hd->name_len, ch->value, ch->value_len);
+        if (hop || hdr_is(hd->name, hd->name_len, "Content-Length") ||
             hdr_is(hd->name, hd->name_len, "X-Forwarded-Proto") ||
             hdr_is(hd->name, hd->name_len, "X-Forwarded-Host"))
             continue;
         if (hdr_is(hd->name, hd->name_len, "X-Forwarded-For")) {
-            xff = hd;
+            if (!xff) xff = hd; /* its first line: the others follow through next */
             continue;
         }
         A(hd->name, hd->name_len);
@@ -338,12 +365,15 @@ static int build_http(proxy_req *pr)
     char ip[64], line[512];
     int port;
     addr_str(&c->peer, ip, sizeof ip, &port);
-    if (xff)
-        snprintf(line, sizeof line, "X-Forwarded-For: %.*s, %s\r\n", (int)(xff->value_len > 400 ? 400 : xff->value_len),
-                 xff->value, ip);
-    else
-        snprintf(line, sizeof line, "X-Forwarded-For: %s\r\n", ip);
-    S(line);
+    /* The client's X-Forwarded-For, every line of it, then its address. */
+    S("X-Forwarded-For: ");
+    for (const sl_http_header *h = xff; h; h = h->next) {
+        if (!h->value_len) continue;
+        A(h->value, h->value_len);
+        S(", ");
+    }
+    S(ip);
+    S("\r\n");
     S("X-Forwarded-Proto: http\r\n");
     if (c->host[0]) {
         snprintf(line, sizeof line, "X-Forwarded-Host: %s\r\n", c->host);
@@ -742,7 +772,8 @@ static void serve_file(proxy_req *pr, const sl_upstream_field *xf)
         sl_log("proxy-core: X-Sendfile \"%.*s\" refused: %s", (int)(xf->value_len > 300 ? 300 : xf->value_len),
                xf->value, i == -EACCES ? "outside the allowed roots" : "not a usable path");
         memset(&r, 0, sizeof r);
-        r.status = i == -ENAMETOOLONG ? 414 : 403;
+        r.err = i;
+        r.status = sl_static_backend_status(sl_errno_to_status(i));
         r.fd = -1;
         sl_hresult h = sl_static_respond(c, &r);
         pr->sent_head = true;
@@ -1188,8 +1219,9 @@ static sl_hresult proxy_handle(sl_conn *c)
     if (!c->has_body) return send_now(pr);
     const sl_http_request *rq = &c->req;
     pr->req_body = true;
-    if (rq->expect) {
-        /* The client waits for this before sending the body. */
+    if (rq->expect && rq->version == 11) {
+        /* The client waits for this before sending the body. A 1.0 client does not know 100
+         * and sends the body anyway (RFC 9110 §10.1.1: ignore the expectation in 1.0). */
         static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";
         ssize_t w = send(c->fd, cont, sizeof cont - 1, MSG_NOSIGNAL);
         (void)w;

@@ -873,6 +873,25 @@ static int compile_pattern(parse_ctx *c, int line, sl_cblock *b)
 }
 
 /* `$NAME["sub"] op value {` with the lexer on $NAME; leaves it after the '{'. */
+/* Where the port of a (normalized) host starts (its ':'), or its end when it has none. */
+static size_t host_port_at(const char *h)
+{
+    const char *from = h[0] == '[' ? strchr(h, ']') : h;
+    const char *colon = from ? strchr(from, ':') : NULL;
+    return colon ? (size_t)(colon - h) : strlen(h);
+}
+
+/* Can a $HTTP["host"] == / != pattern equal a host as requests present it (sl_host_normalize)? Not
+ * with an upper-case letter, a trailing dot, or the default port ":80": those are normalized away,
+ * so such a rule would silently never apply. */
+static bool host_pattern_normal(const char *p)
+{
+    for (const char *q = p; *q; q++)
+        if (*q >= 'A' && *q <= 'Z') return false;
+    size_t at = host_port_at(p);
+    return !(at > 0 && p[at - 1] == '.') && strcmp(p + at, ":80") != 0;
+}
+
 static sl_cblock *parse_condition(parse_ctx *c)
 {
     lexer *lx = c->lx;
@@ -937,6 +956,14 @@ static sl_cblock *parse_condition(parse_ctx *c)
     }
     if (lx->type != T_LBRACE) {
         fail(c, "expected '{' after condition, got %s", tok_desc(lx, d, sizeof d));
+        return NULL;
+    }
+    if (field == SL_COND_HOST && (op == SL_COND_EQ || op == SL_COND_NE) &&
+        !host_pattern_normal(v->str)) {
+        fail_at(c, value_line,
+                "$HTTP[\"host\"] %s \"%s\" can never match: hosts are compared normalized (lower "
+                "case, no trailing dot, no \":80\")",
+                op == SL_COND_EQ ? "==" : "!=", printable(t1, sizeof t1, v->str, 80));
         return NULL;
     }
     sl_cblock *b = arena_alloc(c, sizeof *b);
@@ -1331,6 +1358,16 @@ void sl_config_tree_free(sl_config_tree *t)
 /* ------------------------------------------------------------------------------------------ */
 /* Evaluation                                                                                 */
 
+/* $HTTP["host"] == pattern: a pattern without a port names the host on any port, as lighttpd's
+ * == and nginx's server_name do, so "example.com:8080" does not dodge a rule for "example.com";
+ * one with a port must match exactly. */
+static bool host_equal(const char *host, const char *pattern)
+{
+    size_t pl = strlen(pattern), hp = host_port_at(host);
+    if (host_port_at(pattern) < pl) return strcmp(host, pattern) == 0;
+    return hp == pl && memcmp(host, pattern, pl) == 0;
+}
+
 bool sl_cond_match(const sl_cblock *b, const sl_cond_input *in)
 {
     if (!b || b->field == SL_COND_NONE || b->is_else) return true;
@@ -1346,8 +1383,10 @@ bool sl_cond_match(const sl_cblock *b, const sl_cond_input *in)
     }
     if (!s) s = "";
     switch (b->op) {
-    case SL_COND_EQ: return strcmp(s, b->pattern) == 0;
-    case SL_COND_NE: return strcmp(s, b->pattern) != 0;
+    case SL_COND_EQ:
+        return b->field == SL_COND_HOST ? host_equal(s, b->pattern) : strcmp(s, b->pattern) == 0;
+    case SL_COND_NE:
+        return b->field == SL_COND_HOST ? !host_equal(s, b->pattern) : strcmp(s, b->pattern) != 0;
     case SL_COND_MATCH:
     case SL_COND_NOMATCH: {
         if (!b->re) return false;

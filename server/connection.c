@@ -19,7 +19,6 @@
  */
 #include "connection.h"
 
-#include <ctype.h>
 #include <errno.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -314,7 +313,9 @@ int sl_errno_to_status(int err)
     case ELOOP: /* a symlink the policy does not follow */
     case EXDEV: /* a path or symlink leading out of the document root */
         return 403;
-    case ENAMETOOLONG: return 414;
+    /* A name the file system cannot hold names no file: 404, as nginx and lighttpd answer. The
+     * URI itself was short enough, or the parser would have answered 414. */
+    case ENAMETOOLONG: return 404;
     case EINVAL: return 400;
     case EMFILE:
     case ENFILE:
@@ -395,9 +396,11 @@ void sl_resp_end_headers(sl_conn *c, uint64_t content_length)
 
 void sl_resp_error(sl_conn *c, int status)
 {
-    /* After these the rest of the input cannot be trusted to be framed right. */
+    /* After these the rest of the input cannot be trusted to be framed right. (A 501 for a
+     * transfer coding comes from the parser, whose errors always close; a 501 for an unknown
+     * method follows a head parsed whole, so the connection can go on.) */
     if (status == 400 || status == 408 || status == 413 || status == 414 || status == 431 ||
-        status == 501 || status == 505)
+        status == 505)
         c->keep_alive = false;
     sl_chunkq_clear(&c->out);
     char body[256];
@@ -445,7 +448,10 @@ static int head_write(sl_conn *c)
     char *buf = need <= sizeof stackbuf ? stackbuf : malloc(need);
     if (!buf) return -ENOMEM;
     char *p = buf;
-    p += sprintf(p, "HTTP/1.%d %d ", c->req.version == 10 ? 0 : 1, r->status);
+    /* Always our own version, 1.1, also to a 1.0 client (RFC 9110 §2.5: the version says what
+     * the sender can do, not what the recipient sent). The 1.0 semantics stay with the request:
+     * no chunked coding, keep-alive only when asked. */
+    p += sprintf(p, "HTTP/1.1 %d ", r->status);
     p = put(p, reason, strlen(reason));
     p = put(p, "\r\n", 2);
     for (unsigned i = 0; i < r->n_fields; i++) {
@@ -526,10 +532,11 @@ static void start_write(sl_conn *c)
 }
 
 /* A parse error: answer and close. The request struct may be half-filled; reset what the
- * response code looks at. */
+ * response code looks at. The method is kept when it is HEAD (the parser reports it whenever the
+ * method token was read): an answer to HEAD never has a body (RFC 9110 §9.3.2), even an error. */
 static void parse_error(sl_conn *c, int status)
 {
-    c->req.method = SL_METHOD_GET;
+    if (c->req.method != SL_METHOD_HEAD) c->req.method = SL_METHOD_GET;
     if (c->req.version != 10) c->req.version = 11;
     c->keep_alive = false;
     c->conf = srv_of(c)->cs->global;
@@ -539,12 +546,18 @@ static void parse_error(sl_conn *c, int status)
     start_write(c);
 }
 
-static int copy_host(sl_conn *c, const char *h, size_t n)
+/* c->host: the authority of an absolute-form target, else the Host field, normalized so that
+ * conditions, the access log and backends see one spelling of each host (sl_host_normalize);
+ * "" without either (HTTP/1.0). Every listener speaks http, so ":80" is the default port. An
+ * invalid value is refused (400), as lighttpd does. */
+static int set_host(sl_conn *c, const char *auth, size_t alen)
 {
-    if (n >= sizeof c->host) return -1;
-    for (size_t i = 0; i < n; i++) c->host[i] = (char)tolower((unsigned char)h[i]);
-    c->host[n] = 0;
-    return 0;
+    const sl_http_header *h = c->req.host;
+    c->host[0] = 0;
+    if (!alen && !h) return 0;
+    ssize_t n = alen ? sl_host_normalize(auth, alen, 80, c->host, sizeof c->host)
+                     : sl_host_normalize(h->value, h->value_len, 80, c->host, sizeof c->host);
+    return n < 0 ? (int)n : 0;
 }
 
 /* A module answered: turn an error into its response and start writing. */
@@ -582,13 +595,26 @@ void sl_conn_resume(sl_conn *c)
     if (c->state == SL_CONN_WRITE) conn_run(c);
 }
 
+/* Expect is a list over all its lines (RFC 9110 §10.1.1); 100-continue is the only expectation
+ * we meet, so one other element anywhere is a 417. An empty field expects nothing. */
+static bool expectations_met(const sl_http_header *h)
+{
+    for (; h; h = h->next) {
+        size_t pos = 0, n;
+        const char *e;
+        while (sl_http_list_next(h->value, h->value_len, &pos, &e, &n))
+            if (!(n == 12 && strncasecmp(e, "100-continue", 12) == 0)) return false;
+    }
+    return true;
+}
+
+
 /* Split the target into path and query, normalize the path, evaluate conditions. 0, or an
  * error status. */
 static int request_uri(sl_conn *c, const char *target, size_t target_len)
 {
     const char *p, *q, *auth;
     size_t plen, qlen, alen;
-    sl_http_request *rq = &c->req;
     if (sl_uri_split(target, target_len, &p, &plen, &q, &qlen, &auth, &alen) < 0) return 400;
     if (plen == 0) { /* absolute-form without a path ("http://host") means "/" */
         p = "/";
@@ -598,11 +624,12 @@ static int request_uri(sl_conn *c, const char *target, size_t target_len)
     c->query = sl_conn_strdup(c, q ? q : "", qlen);
     if (!c->path || !c->query) return 503;
     ssize_t n = sl_path_normalize(p, plen, c->path, plen + 2);
-    if (n < 0) return n == -ENAMETOOLONG ? 414 : 400;
+    if (n < 0) return sl_errno_to_status((int)n);
     c->path_len = (size_t)n;
-    if (alen ? copy_host(c, auth, alen)
-             : rq->host ? copy_host(c, rq->host->value, rq->host->value_len) : (c->host[0] = 0, 0))
+    if (set_host(c, auth, alen) < 0) {
+        c->host[0] = 0;
         return 400;
+    }
     sl_server *srv = srv_of(c);
     const sl_conf_set *cs = srv->cs;
     if (!cs->per_listener && cs->tree->root->n_children && !c->conf_buf) {
@@ -673,8 +700,7 @@ static void handle_request(sl_conn *c)
     const sl_core_conf *cc = sl_core(c->conf);
     if (c->requests + 1 >= (unsigned long)cc->max_keep_alive_requests || c->loop->stopping)
         c->keep_alive = c->ka_after_body = false;
-    if (rq->expect && !(rq->expect->value_len == 12 &&
-                        strncasecmp(rq->expect->value, "100-continue", 12) == 0)) {
+    if (!expectations_met(rq->expect)) {
         sl_resp_error(c, 417);
         start_write(c);
         return;

@@ -103,7 +103,8 @@ typedef struct sl_conn {
     char *path;                    /* decoded, normalized path (request arena) */
     size_t path_len;
     char *query;                   /* raw query string, "" when absent (request arena) */
-    char host[256];                /* normalized Host (or absolute-form authority) */
+    char host[256];                /* Host (or absolute-form authority), normalized
+                                    * (sl_host_normalize) */
     bool keep_alive;
     bool has_body;                 /* the request carries a body we do not read: close after */
     int status;                    /* response status */
@@ -181,7 +182,9 @@ char *sl_conn_strdup(sl_conn *c, const char *s, size_t n);
 #define SL_CTX(c, mod) ((c)->mctx[(mod).index])
 
 /* Response building, used by modules. */
-/* Start the response: its status. Clears fields added before. */
+/* Start the response: its status (the status line is always HTTP/1.1, RFC 9110 §2.5, whatever
+ * the request's version; what a 1.0 client may receive is the callers' business: no chunked,
+ * keep-alive only when asked). Clears fields added before. */
 void sl_resp_begin(sl_conn *c, int status);
 /* Add a header field; value (NUL-terminated) is copied into the request's memory. */
 void sl_resp_header(sl_conn *c, const char *name, const char *value);
@@ -200,7 +203,9 @@ void sl_resp_end_headers(sl_conn *c, uint64_t content_length);
 void sl_resp_error(sl_conn *c, int status);
 /* The reason phrase for a status code. */
 const char *sl_status_reason(int status);
-/* Map a negative errno from a system call to an HTTP status: the only such mapping. */
+/* Map a negative errno from a system call to an HTTP status: the only such mapping. ENOENT,
+ * ENOTDIR, ENAMETOOLONG -> 404; EACCES, EPERM, ELOOP, EXDEV -> 403; EINVAL -> 400; EMFILE,
+ * ENFILE, ENOMEM -> 503; 0 -> 200; anything else 500. */
 int sl_errno_to_status(int err);
 
 /* Send bytes [off, off+len) of fd as (part of) the response body, through the loop's network

@@ -10,6 +10,10 @@
  * whole input or reports 0, so garbage and oversized heads are refused after the first read that
  * shows them instead of after the buffer fills.
  *
+ * A field sent on several lines stays several lines, each linked to the next of its name, so a
+ * reader sees the whole field (RFC 9110 §5.3) without the parser copying anything; Connection and
+ * Transfer-Encoding, which the parser interprets itself, are read over all their lines here.
+ *
  * Strictness is deliberate, since request smuggling relies on two parsers disagreeing about where
  * a message ends: bare CR, obs-fold, whitespace before the colon, Content-Length lists with
  * different values, Transfer-Encoding next to Content-Length, and any Transfer-Encoding not ending
@@ -19,6 +23,8 @@
 
 #include <limits.h>
 #include <string.h>
+
+#include "path.h"
 
 /* RFC 9112 §2.2 asks servers to skip "at least one" empty line before the request line; a few
  * cover sloppy clients, more is not a client we need to serve. */
@@ -124,6 +130,11 @@ static sl_method method_of(const char *m, size_t n)
     return SL_METHOD_OTHER;
 }
 
+int sl_method_refused_status(sl_method m)
+{
+    return m == SL_METHOD_OTHER ? 501 : 405;
+}
+
 const char *sl_method_name(sl_method m)
 {
     switch (m) {
@@ -216,24 +227,6 @@ static bool is_sub_delim(unsigned char c)
     return c != 0 && strchr("!$&'()*+,;=", c) != NULL;
 }
 
-/* dec-octet "." dec-octet "." dec-octet "." dec-octet, RFC 3986 §3.2.2 (no leading zeros). */
-static bool valid_ipv4(const char *s, size_t n)
-{
-    size_t i = 0;
-    for (int part = 0; part < 4; part++) {
-        if (part > 0) {
-            if (i >= n || s[i] != '.') return false;
-            i++;
-        }
-        size_t st = i;
-        unsigned v = 0;
-        while (i < n && i - st < 3 && is_digit((unsigned char)s[i]))
-            v = v * 10 + (unsigned)(s[i++] - '0');
-        if (i == st || v > 255 || (i - st > 1 && s[st] == '0')) return false;
-    }
-    return i == n;
-}
-
 /* IPv6address, RFC 3986 §3.2.2: eight 16-bit groups, or fewer with one "::", the last two groups
  * optionally written as an IPv4 address. */
 static bool valid_ipv6(const char *s, size_t n)
@@ -251,7 +244,7 @@ static bool valid_ipv6(const char *s, size_t n)
         while (i < n && i - st < 4 && is_hex((unsigned char)s[i]))
             i++;
         if (i < n && s[i] == '.') {
-            if (!valid_ipv4(s + st, n - st)) return false;
+            if (!sl_ipv4_literal(s + st, n - st)) return false;
             groups += 2;
             break;
         }
@@ -349,8 +342,7 @@ static long long parse_content_length(const char *v, size_t n)
     }
 }
 
-/* Next non-empty element of a comma-separated list, trimmed of OWS. False when none is left. */
-static bool next_element(const char *v, size_t n, size_t *pos, const char **e, size_t *elen)
+bool sl_http_list_next(const char *v, size_t n, size_t *pos, const char **e, size_t *elen)
 {
     size_t i = *pos;
     for (;;) {
@@ -375,7 +367,7 @@ bool sl_http_list_has_token(const char *v, size_t len, const char *token)
 {
     size_t pos = 0, elen, tlen = strlen(token);
     const char *e;
-    while (next_element(v, len, &pos, &e, &elen)) {
+    while (sl_http_list_next(v, len, &pos, &e, &elen)) {
         if (elen != tlen) continue;
         size_t k = 0;
         while (k < tlen && lower((unsigned char)e[k]) == lower((unsigned char)token[k]))
@@ -392,7 +384,7 @@ static int transfer_encoding(parser *ps, const char *v, size_t n)
 {
     size_t pos = 0, elen;
     const char *e;
-    while (next_element(v, n, &pos, &e, &elen)) {
+    while (sl_http_list_next(v, n, &pos, &e, &elen)) {
         size_t k = 0;
         while (k < elen && is_tchar((unsigned char)e[k]))
             k++;
@@ -466,6 +458,28 @@ static int field_line(parser *ps, const sl_http_header *h)
     return 0;
 }
 
+static bool same_name(const sl_http_header *a, const sl_http_header *b)
+{
+    if (a->name_len != b->name_len) return false;
+    for (size_t k = 0; k < a->name_len; k++) {
+        if (lower((unsigned char)a->name[k]) != lower((unsigned char)b->name[k])) return false;
+    }
+    return true;
+}
+
+/* Hang h, the newest line, behind the latest earlier line of its field. A backward scan: heads
+ * are at most SL_HTTP_MAX_HEADERS lines and most names differ in length, so this stays a few
+ * hundred length comparisons for a large head. */
+static void link_line(sl_http_request *req, sl_http_header *h)
+{
+    for (size_t i = req->n_headers - 1; i-- > 0;) {
+        if (same_name(&req->headers[i], h)) {
+            req->headers[i].next = h;
+            return;
+        }
+    }
+}
+
 /* field-line = field-name ":" OWS field-value OWS, up to and including the empty line. */
 static int parse_fields(parser *ps, size_t *pp)
 {
@@ -521,6 +535,8 @@ static int parse_fields(parser *ps, size_t *pp)
         h->name_len = name_len;
         h->value = b + val;
         h->value_len = val_end - val;
+        h->next = NULL;
+        link_line(req, h);
         if ((r = field_line(ps, h))) return r;
     }
 }
@@ -586,6 +602,25 @@ int sl_http_parse_request(const char *buf, size_t len, const sl_http_limits *lim
     if ((r = finish(&ps))) return r;
     req->head_len = p;
     return (int)p;
+}
+
+const sl_http_header *sl_http_single(const sl_http_header *h)
+{
+    return h && !h->next ? h : NULL;
+}
+
+size_t sl_http_field_join(const sl_http_header *h, const char *sep, char *buf, size_t cap)
+{
+    size_t n = 0, sl = strlen(sep);
+    for (; h; h = h->next) {
+        if (n) {
+            for (size_t k = 0; k < sl; k++, n++)
+                if (n < cap) buf[n] = sep[k];
+        }
+        for (size_t k = 0; k < h->value_len; k++, n++)
+            if (n < cap) buf[n] = h->value[k];
+    }
+    return n;
 }
 
 const sl_http_header *sl_http_find_header(const sl_http_request *req, const char *name)

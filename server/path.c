@@ -12,11 +12,17 @@
  * (`over`); they sit on top of the segment stack, so a later ".." cancels them first, and the
  * length error is decided only at the end, on the final result. The whole input is always
  * validated, so a bad escape is reported even if the output would also be too long.
+ *
+ * sl_host_normalize gives each host one spelling, so a condition written for "example.com" cannot
+ * be dodged with "Example.COM.:80"; an IPv6 literal goes through inet_pton/inet_ntop, which
+ * already know every way to write one.
  */
 #include "path.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <string.h>
 
 static int hexval(unsigned char c)
@@ -257,4 +263,92 @@ ssize_t sl_path_encode(const char *path, size_t len, char *out, size_t outcap)
     if (outcap == 0) return -ENAMETOOLONG;
     out[pos] = '\0';
     return (ssize_t)pos;
+}
+
+bool sl_ipv4_literal(const char *s, size_t n)
+{
+    size_t i = 0;
+    for (int part = 0; part < 4; part++) {
+        if (part > 0 && (i >= n || s[i++] != '.')) return false;
+        size_t st = i;
+        unsigned v = 0;
+        while (i < n && i - st < 3 && is_digit((unsigned char)s[i]))
+            v = v * 10 + (unsigned)(s[i++] - '0');
+        if (i == st || v > 255 || (i - st > 1 && s[st] == '0')) return false;
+    }
+    return i == n;
+}
+
+/* A name: labels of letters, digits and '-', none empty or starting with '-'; written to out
+ * lower-cased. A last label of digits only makes it an IPv4 address, which must be one. */
+static bool host_name(const char *s, size_t n, char *out)
+{
+    size_t label = 0;
+    bool digits = true;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c == '.') {
+            if (label == 0) return false;
+            label = 0;
+            digits = true;
+        } else if (is_alpha(c) || is_digit(c) || (c == '-' && label > 0)) {
+            label++;
+            digits = digits && is_digit(c);
+        } else {
+            return false;
+        }
+        out[i] = (char)(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
+    }
+    if (label == 0) return false;
+    return !digits || sl_ipv4_literal(s, n);
+}
+
+ssize_t sl_host_normalize(const char *h, size_t len, unsigned default_port, char *out,
+                          size_t outcap)
+{
+    char host[256]; /* longer than any name DNS can hold (253) and any IPv6 literal */
+    size_t hl, i;
+    if (len == 0) return -EINVAL;
+    if (h[0] == '[') {
+        const char *e = memchr(h, ']', len);
+        char lit[INET6_ADDRSTRLEN];
+        struct in6_addr a;
+        size_t n = e ? (size_t)(e - h) - 1 : 0;
+        if (!e || n == 0 || n >= sizeof lit) return -EINVAL;
+        memcpy(lit, h + 1, n);
+        lit[n] = 0;
+        if (inet_pton(AF_INET6, lit, &a) != 1 || !inet_ntop(AF_INET6, &a, lit, sizeof lit))
+            return -EINVAL;
+        hl = (size_t)snprintf(host, sizeof host, "[%s]", lit);
+        i = n + 2;
+    } else {
+        for (i = 0; i < len && h[i] != ':'; i++)
+            ;
+        hl = i && h[i - 1] == '.' ? i - 1 : i; /* one trailing dot: the same name */
+        if (hl >= sizeof host) return -ENAMETOOLONG;
+        if (!host_name(h, hl, host)) return -EINVAL;
+    }
+    unsigned long port = 0;
+    size_t pl = 0;
+    if (i < len) {
+        if (h[i] != ':') return -EINVAL;
+        const char *p = h + i + 1;
+        pl = len - i - 1;
+        if (pl > 5 || (pl > 0 && p[0] == '0')) return -EINVAL;
+        for (size_t k = 0; k < pl; k++) {
+            if (!is_digit((unsigned char)p[k])) return -EINVAL;
+            port = port * 10 + (unsigned long)(p[k] - '0');
+        }
+        if (port > 65535) return -EINVAL;
+        if (port == default_port) pl = 0;
+    }
+    if (hl + (pl ? pl + 1 : 0) + 1 > outcap) return -ENAMETOOLONG;
+    memcpy(out, host, hl);
+    if (pl) {
+        out[hl] = ':';
+        memcpy(out + hl + 1, h + len - pl, pl);
+        hl += pl + 1;
+    }
+    out[hl] = 0;
+    return (ssize_t)hl;
 }

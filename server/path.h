@@ -3,6 +3,7 @@
 #ifndef SL_PATH_H
 #define SL_PATH_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <sys/types.h>
 
@@ -21,6 +22,25 @@
  * through in path and query, as real clients send raw UTF-8. */
 int sl_uri_split(const char *target, size_t len, const char **path, size_t *path_len, const char **query,
                  size_t *query_len, const char **auth, size_t *auth_len);
+
+/* Is s[0..n) an IPv4address as RFC 3986 §3.2.2 writes it: four dec-octets (0..255, no leading
+ * zeros) separated by dots? */
+bool sl_ipv4_literal(const char *s, size_t n);
+
+/* Normalize a Host field value or an absolute-form authority h[0..len) into the form conditions
+ * ($HTTP["host"]), the access log (%V) and proxy-core see, as lighttpd does (RFC 3986 §6.2.2):
+ *   - a name is lower-cased and loses one trailing dot ("Example.COM." -> "example.com"); it is
+ *     dot-separated labels of letters, digits and '-', none empty, none starting with '-';
+ *   - a name whose last label is all digits must be an IPv4address as RFC 3986 writes it (four
+ *     decimal octets, no leading zeros, which some parsers read as octal);
+ *   - an IPv6 literal "[...]" is written the canonical way (inet_ntop: "[0:0::1]" -> "[::1]");
+ *     IPvFuture and zone identifiers are refused;
+ *   - the port, when present, is 1..65535 in decimal without leading zeros; an empty port and
+ *     default_port (80 for http) are dropped ("example.com:80" -> "example.com").
+ * The output is NUL-terminated. Returns its length, -EINVAL for an empty or invalid value
+ * (answered 400), -ENAMETOOLONG when it does not fit in outcap bytes with the NUL. */
+ssize_t sl_host_normalize(const char *h, size_t len, unsigned default_port, char *out,
+                          size_t outcap);
 
 /* Percent-decode path[0..len), reject what must never reach the filesystem, and normalize it:
  * "." and ".." segments are removed as in RFC 3986 §5.2.4 ("never above /": "/../x" is "/x"),

@@ -78,21 +78,55 @@ static bool is_star(const char *s, size_t len)
     return i == len;
 }
 
-bool sl_etag_list_match(const char *list, size_t len, const char *etag, bool weak)
+/* Walks an entity-tag list; with mine, reports whether it matched. False on any syntax error. */
+static bool scan_list(const char *list, size_t len, const struct etag_ref *mine, bool weak,
+                      bool *matched)
 {
-    struct etag_ref mine, theirs;
-    bool matched = false;
+    struct etag_ref theirs;
     size_t i = 0;
-
-    if (!etag || !parse_single_etag(etag, strlen(etag), &mine)) return false;
+    *matched = false;
     for (;;) {
         /* Empty list elements are legal (RFC 9110 §5.6.1.2). */
         while (i < len && (is_ows(list[i]) || list[i] == ',')) i++;
-        if (i == len) break;
+        if (i == len) return true;
         if (!scan_etag(list, len, &i, &theirs)) return false;
-        if (etag_equal(&mine, &theirs, weak)) matched = true;
+        if (mine && etag_equal(mine, &theirs, weak)) *matched = true;
         while (i < len && is_ows(list[i])) i++;
         if (i < len && list[i] != ',') return false;
+    }
+}
+
+static bool etag_list_valid(const char *list, size_t len)
+{
+    bool m;
+    return scan_list(list, len, NULL, false, &m);
+}
+
+bool sl_etag_list_match(const char *list, size_t len, const char *etag, bool weak)
+{
+    struct etag_ref mine;
+    bool matched;
+    if (!etag || !parse_single_etag(etag, strlen(etag), &mine)) return false;
+    return scan_list(list, len, &mine, weak, &matched) && matched;
+}
+
+/* Is a field's whole (combined) value "*"? Only a single line can be. */
+static bool field_is_star(const sl_http_header *h)
+{
+    return !h->next && is_star(h->value, h->value_len);
+}
+
+/* The entity-tag list of every line of a field, as one list (RFC 9110 §5.3). Every line is
+ * validated before a match counts, as within one line, so a match in the first line does not hide
+ * garbage in the second. */
+static bool field_etag_match(const sl_http_header *h, const char *etag, bool weak)
+{
+    bool matched = false;
+    for (; h; h = h->next) {
+        if (sl_etag_list_match(h->value, h->value_len, etag, weak))
+            matched = true;
+        else if (!etag_list_valid(h->value, h->value_len))
+            return false;
     }
     return matched;
 }
@@ -101,8 +135,7 @@ sl_precond_result sl_precond_eval(const sl_precond_input *in, const char *etag, 
 {
     /* Step 1, or step 2 when If-Match is absent. */
     if (in->if_match) {
-        if (!is_star(in->if_match, in->if_match_len) &&
-            !sl_etag_list_match(in->if_match, in->if_match_len, etag, false))
+        if (!field_is_star(in->if_match) && !field_etag_match(in->if_match, etag, false))
             return SL_PRECOND_FAILED;
     } else if (in->has_if_unmodified_since) {
         if (mtime > in->if_unmodified_since) return SL_PRECOND_FAILED;
@@ -110,8 +143,7 @@ sl_precond_result sl_precond_eval(const sl_precond_input *in, const char *etag, 
 
     /* Step 3, or step 4 when If-None-Match is absent. */
     if (in->if_none_match) {
-        if (is_star(in->if_none_match, in->if_none_match_len) ||
-            sl_etag_list_match(in->if_none_match, in->if_none_match_len, etag, true))
+        if (field_is_star(in->if_none_match) || field_etag_match(in->if_none_match, etag, true))
             return in->get_or_head ? SL_PRECOND_NOT_MODIFIED : SL_PRECOND_FAILED;
     } else if (in->get_or_head && in->has_if_modified_since) {
         if (mtime <= in->if_modified_since) return SL_PRECOND_NOT_MODIFIED;

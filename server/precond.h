@@ -7,16 +7,18 @@
 #include <stddef.h>
 #include <time.h>
 
-/* The request's conditional header fields. A string field is NULL when the header is absent (an
- * empty value is present and matches nothing). The caller parses the dates; has_* is false when the
- * header is absent or its value is not a valid HTTP-date, which makes it ignored (RFC 9110 §13.1.3,
- * §13.1.4). */
+#include "http_parse.h"
+
+/* The request's conditional header fields. if_match and if_none_match are the fields' first lines
+ * (NULL when absent; an empty value is present and matches nothing); a field sent on several lines
+ * is one list of all their elements (RFC 9110 §5.3), reached through next. The caller parses the
+ * dates; has_* is false when the header is absent, sent on more than one line, or its value is not
+ * a valid HTTP-date, which makes it ignored (RFC 9110 §13.1.3, §13.1.4: a list of dates is not a
+ * valid date). */
 typedef struct sl_precond_input {
     bool get_or_head;
-    const char *if_match;
-    size_t if_match_len;
-    const char *if_none_match;
-    size_t if_none_match_len;
+    const sl_http_header *if_match;
+    const sl_http_header *if_none_match;
     bool has_if_modified_since;
     time_t if_modified_since;
     bool has_if_unmodified_since;
@@ -37,7 +39,9 @@ typedef enum {
  *   2. Else If-Unmodified-Since present: mtime > date gives 412.
  *   3. If-None-Match present: "*" or a weak match gives 304 for GET/HEAD, 412 for other methods.
  *   4. Else, GET/HEAD only, If-Modified-Since present: mtime <= date gives 304.
- * A syntactically invalid entity-tag list matches nothing. */
+ * A field's list is the elements of all its lines; it matches when any element does, and only if
+ * every line is a valid entity-tag list (a syntax error anywhere matches nothing, as in one
+ * line). "*" is the field's whole value: a "*" line next to other lines is not a valid value. */
 sl_precond_result sl_precond_eval(const sl_precond_input *in, const char *etag, time_t mtime);
 
 /* If-Range (RFC 9110 §13.1.5): true when the Range header is to be honoured. value[0..len) is the

@@ -1,10 +1,12 @@
 /* Range header parsing (RFC 9110 §14.1).
  *
  * One left-to-right pass over the value: each range-spec is validated, resolved against the
- * representation's size and, when satisfiable, stored directly into the caller's array. Nothing is
- * allocated, so the caller's `max` is also the bound on memory and on the sort that follows. After
- * the pass the stored ranges are sorted with qsort and merged in place, so the caller can emit them
- * as multipart parts in file order without ever sending a byte twice.
+ * representation's size and, when satisfiable, merged into the caller's array at once. The array
+ * keeps the order the client asked for (RFC 9110 §14.6: parts go out in the order of the request,
+ * less what was coalesced): a new range that overlaps or touches stored ones is folded into the
+ * earliest of them, so the array stays pairwise apart and never sends a byte twice, and each entry
+ * stands where its first range-spec stood. Nothing is allocated; the caller's `max` bounds the
+ * memory and the quadratic merging (32 ranges for the static handler).
  *
  * Every number is parsed with an explicit overflow check; any doubt about the syntax yields
  * SL_RANGE_IGNORE, because serving the whole representation is always a correct answer.
@@ -12,7 +14,6 @@
 #include "range.h"
 
 #include <stdbool.h>
-#include <stdlib.h>
 
 static bool is_ows(char c)
 {
@@ -41,12 +42,39 @@ static int parse_num(const char *v, size_t len, size_t *i, uint64_t *out)
     return 1;
 }
 
-static int cmp_range(const void *a, const void *b)
+/* Do a and b overlap or touch (no byte between them)? last < size <= UINT64_MAX, so last + 1
+ * cannot wrap. */
+static bool touch(const sl_byte_range *a, const sl_byte_range *b)
 {
-    const sl_byte_range *x = a, *y = b;
-    if (x->first != y->first) return x->first < y->first ? -1 : 1;
-    if (x->last != y->last) return x->last < y->last ? -1 : 1;
-    return 0;
+    return a->first <= b->last + 1 && b->first <= a->last + 1;
+}
+
+/* Add x to out[0..*cnt), whose ranges are pairwise apart, keeping them so: every stored range x
+ * touches is folded into the first of them (the one the client asked for earliest). Folding can
+ * never make that range touch another stored one, since those were apart from x and from each
+ * other, so one pass suffices. */
+static void merge(sl_byte_range *out, size_t *cnt, sl_byte_range x)
+{
+    size_t into = SIZE_MAX, w = 0;
+    for (size_t r = 0; r < *cnt; r++) {
+        if (!touch(&out[r], &x)) {
+            out[w++] = out[r];
+            continue;
+        }
+        if (into == SIZE_MAX) {
+            into = w;
+            out[w++] = out[r];
+        }
+        if (out[r].first < out[into].first) out[into].first = out[r].first;
+        if (out[r].last > out[into].last) out[into].last = out[r].last;
+    }
+    if (into == SIZE_MAX) {
+        out[w++] = x;
+    } else {
+        if (x.first < out[into].first) out[into].first = x.first;
+        if (x.last > out[into].last) out[into].last = x.last;
+    }
+    *cnt = w;
 }
 
 static bool unit_is_bytes(const char *v, size_t len, size_t i)
@@ -64,7 +92,7 @@ static bool unit_is_bytes(const char *v, size_t len, size_t i)
 sl_range_result sl_range_parse(const char *v, size_t len, uint64_t size, sl_byte_range *out, size_t max,
                                size_t *n)
 {
-    size_t cnt = 0, i = 0;
+    size_t cnt = 0, specs = 0, i = 0;
     bool any_spec = false, satisfiable = false;
 
     *n = 0;
@@ -110,10 +138,9 @@ sl_range_result sl_range_parse(const char *v, size_t len, uint64_t size, sl_byte
         }
         any_spec = true;
         if (store) {
-            if (cnt == max) return SL_RANGE_IGNORE;
-            out[cnt].first = first;
-            out[cnt].last = last;
-            cnt++;
+            /* Counted before coalescing: a client cannot make us merge an unbounded list. */
+            if (specs++ == max) return SL_RANGE_IGNORE;
+            merge(out, &cnt, (sl_byte_range){first, last});
         }
 
         /* After a range-spec only OWS and then a comma or the end may follow. */
@@ -124,17 +151,6 @@ sl_range_result sl_range_parse(const char *v, size_t len, uint64_t size, sl_byte
     if (!any_spec) return SL_RANGE_IGNORE;
     if (!satisfiable) return SL_RANGE_UNSATISFIABLE;
     if (cnt == 0) return SL_RANGE_IGNORE;
-
-    if (cnt > 1) qsort(out, cnt, sizeof *out, cmp_range);
-    size_t w = 0;
-    for (size_t r = 1; r < cnt; r++) {
-        /* last < size <= UINT64_MAX, so last + 1 cannot wrap. */
-        if (out[r].first <= out[w].last + 1) {
-            if (out[r].last > out[w].last) out[w].last = out[r].last;
-        } else {
-            out[++w] = out[r];
-        }
-    }
-    *n = w + 1;
+    *n = cnt;
     return SL_RANGE_OK;
 }

@@ -19,15 +19,17 @@ typedef enum {
 
 /* Parse the Range header value v[0..len) against a representation of `size` bytes.
  *
- * SL_RANGE_OK: out[0..*n) holds the satisfiable ranges clipped to size, sorted ascending, with
- *   overlapping or adjacent ranges coalesced (so consecutive ranges have a gap of at least one byte);
+ * SL_RANGE_OK: out[0..*n) holds the satisfiable ranges clipped to size, in the order the request
+ *   lists them (RFC 9110 §14.6), with overlapping or adjacent ranges coalesced into one that stands
+ *   where the earliest of them stood (so any two ranges have a gap of at least one byte);
  *   1 <= *n <= max.
  * SL_RANGE_IGNORE: the unit is not "bytes" (case-insensitive), the value is syntactically invalid,
  *   a range has last-pos < first-pos, a number overflows uint64_t, the list has no range-spec at all,
  *   more than `max` satisfiable range-specs are listed (counted before coalescing, so a client cannot
- *   make the server sort an unbounded list), or the set is satisfiable but covers no byte (size 0 with
- *   a non-zero suffix-length: RFC 9110 calls that satisfiable, so 416 would be wrong, yet no 206 can
- *   describe an empty range; 200 with the empty body is the answer).
+ *   make the server merge an unbounded list; RFC 9110 §15.3.7 lets a server ignore a request for
+ *   many ranges), or the set is satisfiable but covers no byte (size 0 with a non-zero
+ *   suffix-length: RFC 9110 calls that satisfiable, so 416 would be wrong, yet no 206 can describe
+ *   an empty range; 200 with the empty body is the answer).
  * SL_RANGE_UNSATISFIABLE: valid, but no range-spec has first-pos < size and no suffix-range has a
  *   non-zero suffix-length (RFC 9110 §14.1.2).
  *

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "http_parse.h"
 
@@ -61,6 +62,13 @@ static void check_head(const sl_http_request *r, const char *buf, size_t len, in
         for (size_t k = 0; k < h->value_len; k++)
             check(h->value[k] != '\r' && h->value[k] != '\n' && h->value[k] != 0,
                   "no CR/LF/NUL in value");
+        /* next: the first later line of the same name, compared without case. */
+        const sl_http_header *want = NULL;
+        for (size_t j = i + 1; j < r->n_headers && !want; j++)
+            if (r->headers[j].name_len == h->name_len &&
+                strncasecmp(r->headers[j].name, h->name, h->name_len) == 0)
+                want = &r->headers[j];
+        check(h->next == want, "next links the following line of the same field");
     }
     const sl_http_header *known[] = {r->host,
                                      r->range,

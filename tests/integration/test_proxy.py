@@ -28,6 +28,8 @@ header("X-Echo-Method: " . $_SERVER["REQUEST_METHOD"]);
 header("X-Echo-Query: " . $_SERVER["QUERY_STRING"]);
 header("X-Echo-Ua: " . ($_SERVER["HTTP_USER_AGENT"] ?? ""));
 header("X-Echo-Script: " . $_SERVER["SCRIPT_NAME"]);
+header("X-Echo-Ae: " . ($_SERVER["HTTP_ACCEPT_ENCODING"] ?? ""));
+header("X-Echo-Cookie: " . ($_SERVER["HTTP_COOKIE"] ?? ""));
 echo "body=" . file_get_contents("php://input");
 """
 XS_PHP = b"""<?php
@@ -43,6 +45,16 @@ echo "teapot";
 BIG_PHP = b"""<?php
 for ($i = 0; $i < 2000; $i++) echo str_repeat(chr(65 + $i % 26), 1000);
 """
+
+
+def request_raw(srv, raw):
+    """Send raw, return every byte until the server closes."""
+    s = srv.connect()
+    try:
+        s.sendall(raw)
+        return test_core.wait_closed(s, timeout=10)
+    finally:
+        s.close()
 
 
 def wait_port(port, timeout=10):
@@ -208,6 +220,26 @@ class PhpFastCGI(SpawnedCase):
             self.assertEqual(h["x-echo-query"], "a=1&b=2")
             self.assertEqual(h["x-echo-ua"], "sl-test")
             self.assertEqual(h["x-echo-script"], prefix.decode() + "echo.php")
+
+    def test_field_on_several_lines_is_one_variable(self):
+        # CGI has one variable per name: the lines join as RFC 9110 §5.3 says (Cookie with "; ").
+        st, h, body = get(self.srv, b"/php/echo.php", b"Accept-Encoding: gzip\r\nCookie: a=1\r\n"
+                          b"accept-encoding: br\r\nCookie: b=2\r\n")
+        self.assertEqual((st, h["x-echo-ae"], h["x-echo-cookie"]), (200, "gzip, br", "a=1; b=2"))
+
+    def test_http10_client(self):
+        # HTTP/1.1 in the status line, but 1.0 rules: no chunked (the close ends the body), no
+        # 100 Continue (RFC 9110 §10.1.1: a 1.0 request's expectation is ignored).
+        data = request_raw(self.srv, b"GET /php/status.php HTTP/1.0\r\n\r\n")
+        head, _, body = data.partition(b"\r\n\r\n")
+        self.assertTrue(head.startswith(b"HTTP/1.1 418 "), head)
+        self.assertNotIn(b"Transfer-Encoding", head)
+        self.assertIn(b"\r\nConnection: close", head)
+        self.assertEqual(body, b"teapot")
+        data = request_raw(self.srv, b"POST /php/echo.php HTTP/1.0\r\nContent-Length: 3\r\n"
+                           b"Expect: 100-continue\r\n\r\nabc")
+        self.assertTrue(data.startswith(b"HTTP/1.1 200 "), data[:60])
+        self.assertTrue(data.endswith(b"\r\n\r\nbody=abc"), data[-60:])
 
     def test_post_body_and_chunked_body(self):
         data = os.urandom(40000).hex().encode()
@@ -543,6 +575,17 @@ class HttpBackend(unittest.TestCase):
         self.assertLess(len(data.partition(b"\r\n\r\n")[2]), 1000)
         # And the server still serves everyone else.
         self.assertEqual(get(self.srv, b"/a.txt")[0], 404)
+
+    def test_http_backend_gets_every_line_of_a_field(self):
+        # Lines go on in order (their combined value is kept); a name in any Connection line is
+        # hop-by-hop; X-Forwarded-For collects every line before the client's address.
+        st, h, body = get(self.srv, b"/echo/x", b"X-Forwarded-For: 10.0.0.1\r\nAccept-Encoding: gzip\r\n"
+                          b"Connection: keep-alive\r\nConnection: X-Drop\r\nX-Drop: 1\r\n"
+                          b"X-Forwarded-For: 10.0.0.2\r\nAccept-Encoding: br\r\n")
+        self.assertEqual(st, 200)
+        self.assertIn(b"\r\nX-Forwarded-For: 10.0.0.1, 10.0.0.2, 127.0.0.1\r\n", body)
+        self.assertIn(b"\r\nAccept-Encoding: gzip\r\nAccept-Encoding: br\r\n", body)
+        self.assertNotIn(b"X-Drop", body)
 
     def test_one_of_two_killed_under_load(self):
         results = []

@@ -794,13 +794,63 @@ static void test_condition_null_inputs(void **state)
 
 static void test_condition_exact_compare(void **state)
 {
-    sl_config_tree *t = parse_ok("$HTTP[\"host\"] == \"Example.org\" { a = 1 }\n");
+    sl_config_tree *t = parse_ok("$HTTP[\"url\"] == \"/Example.org\" { a = 1 }\n");
     const sl_cblock *b = t->root->children[0];
-    assert_true(sl_cond_match(b, &(sl_cond_input){.host = "Example.org"}));
-    assert_false(sl_cond_match(b, &(sl_cond_input){.host = "example.org"}));
-    assert_false(sl_cond_match(b, &(sl_cond_input){.host = "Example.org."}));
-    assert_false(sl_cond_match(b, &(sl_cond_input){.host = "Example.or"}));
+    assert_true(sl_cond_match(b, &(sl_cond_input){.url = "/Example.org"}));
+    assert_false(sl_cond_match(b, &(sl_cond_input){.url = "/example.org"}));
+    assert_false(sl_cond_match(b, &(sl_cond_input){.url = "/Example.org."}));
+    assert_false(sl_cond_match(b, &(sl_cond_input){.url = "/Example.or"}));
     sl_config_tree_free(t);
+}
+
+/* Hosts arrive normalized (lower case, no trailing dot, no ":80"); a pattern without a port names
+ * the host on any port, one with a port only that port. */
+static void test_host_condition_ports(void **state)
+{
+    sl_config_tree *t = parse_ok("$HTTP[\"host\"] == \"example.org\" { a = 1 }\n"
+                                 "$HTTP[\"host\"] != \"example.org\" { a = 2 }\n"
+                                 "$HTTP[\"host\"] == \"example.org:8080\" { a = 3 }\n"
+                                 "$HTTP[\"host\"] == \"[::1]\" { a = 4 }\n"
+                                 "$HTTP[\"host\"] == \"\" { a = 5 }\n");
+    const sl_cblock *eq = t->root->children[0], *ne = t->root->children[1];
+    const sl_cblock *port = t->root->children[2], *v6 = t->root->children[3];
+    const sl_cblock *none = t->root->children[4];
+    const char *yes[] = {"example.org", "example.org:8080", "example.org:1"};
+    const char *no[] = {"example.or", "example.org.x", "xexample.org", "example.org8080", "", "[::1]"};
+    for (size_t i = 0; i < sizeof yes / sizeof yes[0]; i++) {
+        assert_true(sl_cond_match(eq, &(sl_cond_input){.host = yes[i]}));
+        assert_false(sl_cond_match(ne, &(sl_cond_input){.host = yes[i]}));
+    }
+    for (size_t i = 0; i < sizeof no / sizeof no[0]; i++) {
+        assert_false(sl_cond_match(eq, &(sl_cond_input){.host = no[i]}));
+        assert_true(sl_cond_match(ne, &(sl_cond_input){.host = no[i]}));
+    }
+    assert_true(sl_cond_match(port, &(sl_cond_input){.host = "example.org:8080"}));
+    assert_false(sl_cond_match(port, &(sl_cond_input){.host = "example.org"}));
+    assert_false(sl_cond_match(port, &(sl_cond_input){.host = "example.org:8081"}));
+    assert_true(sl_cond_match(v6, &(sl_cond_input){.host = "[::1]"}));
+    assert_true(sl_cond_match(v6, &(sl_cond_input){.host = "[::1]:8080"}));
+    assert_false(sl_cond_match(v6, &(sl_cond_input){.host = "[::12]"}));
+    assert_true(sl_cond_match(none, &(sl_cond_input){.host = ""}));
+    assert_false(sl_cond_match(none, &(sl_cond_input){.host = "a"}));
+    sl_config_tree_free(t);
+}
+
+/* A host pattern no normalized host can equal is a config mistake, said at start-up. */
+static void test_host_pattern_never_matching_refused(void **state)
+{
+    const char *bad[] = {"Example.org", "example.org.", "example.org:80", "example.org.:8080",
+                         "[::FFFF:1.2.3.4]"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char conf[128], want[160];
+        snprintf(conf, sizeof conf, "$HTTP[\"host\"] == \"%s\" { }\n", bad[i]);
+        snprintf(want, sizeof want, "test.conf:1: $HTTP[\"host\"] == \"%s\" can never match", bad[i]);
+        parse_err_prefix(conf, want);
+    }
+    parse_err_prefix("$HTTP[\"host\"] != \"A\" { }\n", "test.conf:1: $HTTP[\"host\"] != \"A\" can");
+    sl_config_tree_free(parse_ok("$HTTP[\"host\"] == \"example.org:8080\" { }\n"
+                                 "$HTTP[\"host\"] =~ \"Example\" { }\n"
+                                 "$HTTP[\"url\"] == \"/A.\" { }\n"));
 }
 
 static void test_condition_value_expression(void **state)
@@ -1578,6 +1628,8 @@ int main(void)
         cmocka_unit_test(test_condition_fields_and_ops),
         cmocka_unit_test(test_condition_null_inputs),
         cmocka_unit_test(test_condition_exact_compare),
+        cmocka_unit_test(test_host_condition_ports),
+        cmocka_unit_test(test_host_pattern_never_matching_refused),
         cmocka_unit_test(test_condition_value_expression),
         cmocka_unit_test(test_unsupported_condition),
         cmocka_unit_test(test_socket_regex_refused),

@@ -153,6 +153,11 @@ static void test_well_known_headers(void **state)
     assert_int_equal(r.n_headers, 13);
     assert_true(hv_eq(r.host, "h"));
     assert_true(hv_eq(r.range, "bytes=0-1")); /* the first of two */
+    assert_ptr_equal(r.range->next, &r.headers[12]);
+    assert_null(r.range->next->next);
+    assert_null(sl_http_single(r.range)); /* a singleton on two lines is invalid */
+    assert_ptr_equal(sl_http_single(r.if_range), r.if_range);
+    assert_null(sl_http_single(NULL));
     assert_true(hv_eq(r.if_range, "\"e\""));
     assert_true(hv_eq(r.if_match, "\"a\""));
     assert_true(hv_eq(r.if_none_match, "W/\"b\""));
@@ -217,6 +222,13 @@ static void test_methods(void **state)
     assert_string_equal(sl_method_name(SL_METHOD_PATCH), "PATCH");
     assert_string_equal(sl_method_name(SL_METHOD_OTHER), "OTHER");
     assert_string_equal(sl_method_name((sl_method)99), "OTHER");
+}
+
+static void test_method_refused_status(void **state)
+{
+    for (sl_method m = SL_METHOD_GET; m < SL_METHOD_OTHER; m++)
+        assert_int_equal(sl_method_refused_status(m), 405);
+    assert_int_equal(sl_method_refused_status(SL_METHOD_OTHER), 501);
 }
 
 static void test_bad_methods(void **state)
@@ -813,6 +825,96 @@ static void test_max_headers_clamped(void **state)
     expect_err_n(buf, n, &big, -431);
 }
 
+/* The connection answers an error to HEAD without a body, so the method must survive every error
+ * found after its token: 400 (no Host), 414, 431, 505. */
+static void test_method_kept_on_error(void **state)
+{
+    sl_http_request r;
+    sl_http_limits small = {64, 32, SL_HTTP_MAX_HEADERS};
+    const char *cases[][2] = {
+        {"HEAD / HTTP/1.1\r\n\r\n", "400"},
+        {"HEAD /aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa HTTP/1.1\r\n", "414"},
+        {"HEAD / HTTP/1.1\r\nHost: h\r\nX: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\r\n", "431"},
+        {"HEAD / HTTP/2.0\r\n", "505"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        int rc = parse_n(cases[i][0], strlen(cases[i][0]), &small, &r);
+        assert_int_equal(rc, -atoi(cases[i][1]));
+        assert_int_equal(r.method, SL_METHOD_HEAD);
+        assert_int_equal(r.method_len, 4);
+    }
+    /* Before the method token is complete nothing is known. */
+    assert_int_equal(parse_n("HEA\x01", 4, &deflim, &r), -400);
+    assert_int_equal(r.method, SL_METHOD_OTHER);
+}
+
+/* ---- fields on several lines (RFC 9110 §5.3) ---- */
+
+static void test_field_lines_linked(void **state)
+{
+    const char *s = "GET / HTTP/1.1\r\n"
+                    "If-None-Match: \"a\"\r\n"
+                    "Host: h\r\n"
+                    "if-none-match: \"b\", \"c\"\r\n"
+                    "X-A: 1\r\n"
+                    "IF-NONE-MATCH:\r\n"
+                    "X-AB: 2\r\n"
+                    "x-a: 3\r\n"
+                    "\r\n";
+    sl_http_request r;
+    assert_int_equal(sl_http_parse_request(s, strlen(s), &deflim, &r), (int)strlen(s));
+    const sl_http_header *h = r.if_none_match;
+    assert_ptr_equal(h, &r.headers[0]);
+    assert_ptr_equal(h->next, &r.headers[2]);
+    assert_ptr_equal(h->next->next, &r.headers[4]);
+    assert_null(h->next->next->next);
+    assert_null(r.host->next);
+    const sl_http_header *xa = sl_http_find_header(&r, "X-A");
+    assert_ptr_equal(xa, &r.headers[3]);
+    assert_ptr_equal(xa->next, &r.headers[6]); /* not X-AB: names match whole */
+    assert_null(r.headers[5].next);
+
+    char buf[64];
+    size_t n = sl_http_field_join(h, ", ", buf, sizeof buf);
+    assert_int_equal(n, strlen("\"a\", \"b\", \"c\", "));
+    assert_memory_equal(buf, "\"a\", \"b\", \"c\", ", n);
+    /* Sizing call and a short buffer: the length is always the whole, the bytes a prefix. */
+    assert_int_equal(sl_http_field_join(h, ", ", NULL, 0), n);
+    memset(buf, '#', sizeof buf);
+    assert_int_equal(sl_http_field_join(h, ", ", buf, 5), n);
+    assert_memory_equal(buf, "\"a\", #", 6);
+    assert_int_equal(sl_http_field_join(xa, "; ", buf, sizeof buf), 4);
+    assert_memory_equal(buf, "1; 3", 4);
+    assert_int_equal(sl_http_field_join(NULL, ", ", buf, sizeof buf), 0);
+}
+
+/* The interpreted list fields count every line: a Connection token on a second line works. */
+static void test_connection_over_lines(void **state)
+{
+    sl_http_request r;
+    const char *s = "GET / HTTP/1.1\r\nHost: h\r\nConnection: foo\r\nConnection: close\r\n\r\n";
+    assert_int_equal(sl_http_parse_request(s, strlen(s), &deflim, &r), (int)strlen(s));
+    assert_true(r.conn_close);
+}
+
+static void test_list_next(void **state)
+{
+    const char *v = " a ,, b\t,c d ,";
+    size_t pos = 0, n;
+    const char *e;
+    assert_true(sl_http_list_next(v, strlen(v), &pos, &e, &n));
+    assert_int_equal(n, 1);
+    assert_memory_equal(e, "a", 1);
+    assert_true(sl_http_list_next(v, strlen(v), &pos, &e, &n));
+    assert_memory_equal(e, "b", n);
+    assert_true(sl_http_list_next(v, strlen(v), &pos, &e, &n));
+    assert_int_equal(n, 3);
+    assert_memory_equal(e, "c d", 3);
+    assert_false(sl_http_list_next(v, strlen(v), &pos, &e, &n));
+    pos = 0;
+    assert_false(sl_http_list_next("", 0, &pos, &e, &n));
+}
+
 /* ---- early errors on incomplete input ---- */
 
 static void test_early_errors(void **state)
@@ -855,6 +957,7 @@ int main(void)
         cmocka_unit_test(test_simple_get),
         cmocka_unit_test(test_well_known_headers),
         cmocka_unit_test(test_methods),
+        cmocka_unit_test(test_method_refused_status),
         cmocka_unit_test(test_bad_methods),
         cmocka_unit_test(test_pipelined),
         cmocka_unit_test(test_pipelined_bare_lf),
@@ -889,6 +992,10 @@ int main(void)
         cmocka_unit_test(test_max_head),
         cmocka_unit_test(test_max_headers),
         cmocka_unit_test(test_max_headers_clamped),
+        cmocka_unit_test(test_method_kept_on_error),
+        cmocka_unit_test(test_field_lines_linked),
+        cmocka_unit_test(test_connection_over_lines),
+        cmocka_unit_test(test_list_next),
         cmocka_unit_test(test_early_errors),
         cmocka_unit_test(test_request_reset_between_calls),
     };

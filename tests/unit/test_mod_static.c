@@ -14,6 +14,7 @@
 #include <cmocka.h>
 
 #include "conf.h"
+#include "connection.h"
 #include "core_conf.h"
 #include "http_date.h"
 #include "mod_static.h"
@@ -156,6 +157,28 @@ static void test_directories(void **state)
     conf_done(&s);
 }
 
+/* A name longer than the file system allows is no file: 404, never 414 (the URI was not too
+ * long; the parser answers that). */
+static void test_name_too_long_is_404(void **state)
+{
+    tconf s;
+    conf(&s);
+    char raw[1024], name[300];
+    memset(name, 'n', 256);
+    name[256] = 0;
+    snprintf(raw, sizeof raw, GET("/%s", ""), name);
+    sl_static_result r = run(&s, raw);
+    assert_int_equal(r.status, 404);
+    assert_int_equal(r.err, -ENAMETOOLONG);
+    snprintf(raw, sizeof raw, GET("/dir/%s/x", ""), name);
+    assert_int_equal(run(&s, raw).status, 404);
+    assert_int_equal(sl_errno_to_status(-ENAMETOOLONG), 404);
+    /* From a backend's X-Sendfile path too: the file is not there. */
+    assert_int_equal(sl_static_backend_status(sl_errno_to_status(-ENAMETOOLONG)), 404);
+    assert_int_equal(sl_static_backend_status(sl_errno_to_status(-EINVAL)), 502);
+    conf_done(&s);
+}
+
 static void test_symlinks_and_special_files(void **state)
 {
     tconf s;
@@ -183,6 +206,10 @@ static void test_deny_lists_and_methods(void **state)
     assert_int_equal(run(&s, "POST /hello.txt HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n")
                          .status,
                      405);
+    assert_int_equal(run(&s, "DELETE /hello.txt HTTP/1.1\r\nHost: x\r\n\r\n").status, 405);
+    /* A method HTTP does not define is not "not allowed" here: it is not implemented at all. */
+    assert_int_equal(run(&s, "FOO /hello.txt HTTP/1.1\r\nHost: x\r\n\r\n").status, 501);
+    assert_int_equal(run(&s, "get /hello.txt HTTP/1.1\r\nHost: x\r\n\r\n").status, 501);
     conf_done(&s);
 }
 
@@ -202,6 +229,50 @@ static void test_conditional_requests(void **state)
     sl_http_date_format(r.st.st_mtim.tv_sec - 10, date);
     snprintf(raw, sizeof raw, GET("/hello.txt", "If-Unmodified-Since: %s\r\n"), date);
     assert_int_equal(run(&s, raw).status, 412);
+    conf_done(&s);
+}
+
+/* Fields on several lines: the entity-tag lists join (RFC 9110 §5.3), the dates are a list of
+ * dates, which is ignored (§13.1.3, §13.1.4). */
+static void test_conditionals_over_lines(void **state)
+{
+    tconf s;
+    conf(&s);
+    sl_static_result r = run(&s, GET("/hello.txt", ""));
+    char raw[768], date[SL_HTTP_DATE_LEN + 1];
+    snprintf(raw, sizeof raw, GET("/hello.txt", "If-None-Match: \"x\"\r\nIf-None-Match: %s\r\n"),
+             r.etag);
+    assert_int_equal(run(&s, raw).status, 304);
+    snprintf(raw, sizeof raw, GET("/hello.txt", "If-Match: \"x\"\r\nIf-Match: %s\r\n"), r.etag);
+    assert_int_equal(run(&s, raw).status, 200);
+    snprintf(raw, sizeof raw, GET("/hello.txt", "If-Match: \"x\"\r\nIf-Match: \"y\"\r\n"));
+    assert_int_equal(run(&s, raw).status, 412);
+    sl_http_date_format(r.st.st_mtim.tv_sec, date);
+    snprintf(raw, sizeof raw, GET("/hello.txt", "If-Modified-Since: %s\r\nIf-Modified-Since: %s\r\n"),
+             date, date);
+    assert_int_equal(run(&s, raw).status, 200);
+    sl_http_date_format(r.st.st_mtim.tv_sec - 10, date);
+    snprintf(raw, sizeof raw,
+             GET("/hello.txt", "If-Unmodified-Since: %s\r\nIf-Unmodified-Since: %s\r\n"), date, date);
+    assert_int_equal(run(&s, raw).status, 200);
+    conf_done(&s);
+}
+
+/* Range and If-Range are singletons: on two lines, the whole file. */
+static void test_ranges_over_lines(void **state)
+{
+    tconf s;
+    conf(&s);
+    sl_static_result r = run(&s, GET("/hello.txt", ""));
+    assert_int_equal(run(&s, GET("/hello.txt", "Range: bytes=0-1\r\nRange: bytes=0-1\r\n")).status,
+                     200);
+    char raw[768];
+    snprintf(raw, sizeof raw, GET("/hello.txt", "Range: bytes=0-1\r\nIf-Range: %s\r\n"), r.etag);
+    assert_int_equal(run(&s, raw).status, 206);
+    snprintf(raw, sizeof raw,
+             GET("/hello.txt", "Range: bytes=0-1\r\nIf-Range: %s\r\nIf-Range: %s\r\n"), r.etag,
+             r.etag);
+    assert_int_equal(run(&s, raw).status, 200);
     conf_done(&s);
 }
 
@@ -227,8 +298,11 @@ static void test_ranges(void **state)
     assert_int_equal(run(&s, "HEAD /hello.txt HTTP/1.1\r\nHost: x\r\nRange: bytes=0-1\r\n\r\n")
                          .status,
                      200);
+    assert_true(run(&s, GET("/hello.txt", "")).accept_ranges);
     CORE(&s)->range_requests = false;
-    assert_int_equal(run(&s, GET("/hello.txt", "Range: bytes=0-4\r\n")).status, 200);
+    r = run(&s, GET("/hello.txt", "Range: bytes=0-4\r\n"));
+    assert_int_equal(r.status, 200);
+    assert_false(r.accept_ranges);
     conf_done(&s);
 }
 
@@ -307,7 +381,10 @@ int main(void)
         cmocka_unit_test(test_symlinks_and_special_files),
         cmocka_unit_test(test_deny_lists_and_methods),
         cmocka_unit_test(test_conditional_requests),
+        cmocka_unit_test(test_conditionals_over_lines),
+        cmocka_unit_test(test_ranges_over_lines),
         cmocka_unit_test(test_ranges),
+        cmocka_unit_test(test_name_too_long_is_404),
         cmocka_unit_test(test_open_beneath_refuses_escapes),
         cmocka_unit_test(test_cached_lookup_and_preopened_fd),
     };

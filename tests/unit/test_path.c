@@ -624,6 +624,84 @@ static void test_enc_normalize_round_trip(void **state)
     }
 }
 
+/* ---- sl_host_normalize ---- */
+
+/* want NULL: refused with -EINVAL. */
+static void host(const char *in, const char *want)
+{
+    char out[256];
+    memset(out, '#', sizeof out);
+    ssize_t n = sl_host_normalize(in, strlen(in), 80, out, sizeof out);
+    if (!want) {
+        if (n != -EINVAL) fail_msg("\"%s\": %zd, want -EINVAL", in, n);
+        return;
+    }
+    if (n < 0) fail_msg("\"%s\": %zd, want \"%s\"", in, n, want);
+    assert_int_equal(n, strlen(want));
+    assert_string_equal(out, want);
+}
+
+static void test_host_one_spelling(void **state)
+{
+    host("example.com", "example.com");
+    host("Example.COM", "example.com");
+    host("example.com:80", "example.com");
+    host("EXAMPLE.com.:80", "example.com");
+    host("example.com.", "example.com");
+    host("example.com:", "example.com");
+    host("example.com:8080", "example.com:8080");
+    host("example.com.:65535", "example.com:65535");
+    host("a-.b-c.x1", "a-.b-c.x1");
+    host("xn--bcher-kva.example", "xn--bcher-kva.example");
+    host("1.a", "1.a");
+    host("localhost", "localhost");
+    host("127.0.0.1", "127.0.0.1");
+    host("127.0.0.1:80", "127.0.0.1");
+    host("1.2.3.4.", "1.2.3.4");
+    host("255.255.255.255:1", "255.255.255.255:1");
+    host("[::1]", "[::1]");
+    host("[::1]:80", "[::1]");
+    host("[0:0::1]:8080", "[::1]:8080");
+    host("[::FFFF:1.2.3.4]", "[::ffff:1.2.3.4]");
+    host("[2001:DB8:0:0:0:0:0:1]", "[2001:db8::1]");
+}
+
+/* The values lighttpd refuses as a Host, and a few more that have no one meaning. */
+static void test_host_invalid(void **state)
+{
+    const char *bad[] = {
+        "", ".", "..", ":80", "example.com..", ".example.com", "a..b", "-a.com", "a_b.com",
+        "exa mple", "a/b", "ex%41mple.com", "a,b", "a@b", "*", "\xc3\xa9.com", "a:b:c",
+        "example.com:80:80", "example.com:0", "example.com:080", "example.com:65536",
+        "example.com:99999", "example.com:123456", "example.com:8x", "1.2.3", "127.1",
+        "1.2.3.4.5", "a.1", "0x7f.1", "127.0.0.01", "999.1.1.1", "[::1", "[]", "[::1]x",
+        "[::1]:", "[v1.x]", "[fe80::1%25eth0]", "[1.2.3.4]", "[::1]:0",
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        if (!strcmp(bad[i], "[::1]:")) {
+            host(bad[i], "[::1]"); /* an empty port is no port, as for names */
+            continue;
+        }
+        host(bad[i], NULL);
+    }
+}
+
+static void test_host_capacity_and_port_choice(void **state)
+{
+    char out[64], name[300];
+    assert_int_equal(sl_host_normalize("example.com:8080", 16, 80, out, 17), 16);
+    assert_int_equal(sl_host_normalize("example.com:8080", 16, 80, out, 16), -ENAMETOOLONG);
+    assert_int_equal(sl_host_normalize("example.com:80", 14, 80, out, 12), 11);
+    /* The default port is the listener's scheme's: 443 for https. */
+    assert_int_equal(sl_host_normalize("example.com:443", 15, 443, out, sizeof out), 11);
+    assert_int_equal(sl_host_normalize("example.com:80", 14, 443, out, sizeof out), 14);
+    memset(name, 'a', sizeof name);
+    assert_int_equal(sl_host_normalize(name, 255, 80, out, sizeof out), -ENAMETOOLONG);
+    assert_int_equal(sl_host_normalize(name, 256, 80, out, sizeof out), -ENAMETOOLONG);
+    char big[300];
+    assert_int_equal(sl_host_normalize(name, 255, 80, big, sizeof big), 255);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -664,6 +742,9 @@ int main(void)
         cmocka_unit_test(test_enc_every_byte),
         cmocka_unit_test(test_enc_capacity),
         cmocka_unit_test(test_enc_normalize_round_trip),
+        cmocka_unit_test(test_host_one_spelling),
+        cmocka_unit_test(test_host_invalid),
+        cmocka_unit_test(test_host_capacity_and_port_choice),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

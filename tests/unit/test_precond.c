@@ -120,16 +120,35 @@ static sl_precond_input get_input(void)
     return in;
 }
 
+/* Field lines for the inputs: up to 4 per test, each a one-line field unless chained. */
+static sl_http_header lines[4];
+static size_t n_lines;
+
+static const sl_http_header *line(const char *v, size_t len)
+{
+    sl_http_header *h = &lines[n_lines++ % 4];
+    *h = (sl_http_header){.name = "X", .name_len = 1, .value = v, .value_len = len};
+    return h;
+}
+
 static void set_im(sl_precond_input *in, const char *v)
 {
-    in->if_match = v;
-    in->if_match_len = strlen(v);
+    in->if_match = line(v, strlen(v));
 }
 
 static void set_inm(sl_precond_input *in, const char *v)
 {
-    in->if_none_match = v;
-    in->if_none_match_len = strlen(v);
+    in->if_none_match = line(v, strlen(v));
+}
+
+/* The field sent as the lines a, b (and c when not NULL). */
+static const sl_http_header *field(const char *a, const char *b, const char *c)
+{
+    sl_http_header *h = (sl_http_header *)line(a, strlen(a));
+    sl_http_header *h2 = (sl_http_header *)line(b, strlen(b));
+    h->next = h2;
+    if (c) h2->next = line(c, strlen(c));
+    return h;
 }
 
 static void test_eval_no_conditions(void **state)
@@ -301,11 +320,55 @@ static void test_eval_both_dates(void **state)
 static void test_eval_header_len_respected(void **state)
 {
     sl_precond_input in = get_input();
-    in.if_none_match = "\"abc\"";
-    in.if_none_match_len = 4;
+    in.if_none_match = line("\"abc\"", 4);
     assert_int_equal(sl_precond_eval(&in, ETAG, 1000), SL_PRECOND_PASS);
-    in.if_none_match_len = 5;
+    in.if_none_match = line("\"abc\"", 5);
     assert_int_equal(sl_precond_eval(&in, ETAG, 1000), SL_PRECOND_NOT_MODIFIED);
+}
+
+/* A field on several lines is one list (RFC 9110 §5.3): a match on any line counts, wherever it
+ * stands, as it would in the joined value. */
+static void test_eval_lists_over_lines(void **state)
+{
+    sl_precond_input in = get_input();
+    in.if_none_match = field("\"x\"", ETAG, NULL);
+    assert_int_equal(sl_precond_eval(&in, ETAG, 1000), SL_PRECOND_NOT_MODIFIED);
+    in.if_none_match = field(ETAG, "\"x\"", NULL);
+    assert_int_equal(sl_precond_eval(&in, ETAG, 1000), SL_PRECOND_NOT_MODIFIED);
+    in.if_none_match = field("\"x\"", "", "W/" ETAG);
+    assert_int_equal(sl_precond_eval(&in, ETAG, 1000), SL_PRECOND_NOT_MODIFIED);
+    in.if_none_match = field("\"x\"", "\"y\"", NULL);
+    assert_int_equal(sl_precond_eval(&in, ETAG, 1000), SL_PRECOND_PASS);
+
+    in = get_input();
+    in.if_match = field("\"x\"", ETAG, NULL);
+    assert_int_equal(sl_precond_eval(&in, ETAG, 1000), SL_PRECOND_PASS);
+    in.if_match = field("\"x\"", "\"y\"", NULL);
+    assert_int_equal(sl_precond_eval(&in, ETAG, 1000), SL_PRECOND_FAILED);
+    /* Weak tags never pass If-Match, on whichever line. */
+    in.if_match = field("\"x\"", "W/" ETAG, NULL);
+    assert_int_equal(sl_precond_eval(&in, ETAG, 1000), SL_PRECOND_FAILED);
+}
+
+/* Garbage on any line makes the whole list invalid, as within one line; "*" is only a whole
+ * value, never one line of several. */
+static void test_eval_lists_over_lines_invalid(void **state)
+{
+    sl_precond_input in = get_input();
+    in.if_none_match = field(ETAG, "junk", NULL);
+    assert_int_equal(sl_precond_eval(&in, ETAG, 1000), SL_PRECOND_PASS);
+    in.if_none_match = field("junk", ETAG, NULL);
+    assert_int_equal(sl_precond_eval(&in, ETAG, 1000), SL_PRECOND_PASS);
+    in.if_none_match = field("*", "\"x\"", NULL);
+    assert_int_equal(sl_precond_eval(&in, ETAG, 1000), SL_PRECOND_PASS);
+
+    in = get_input();
+    in.if_match = field(ETAG, "junk", NULL);
+    assert_int_equal(sl_precond_eval(&in, ETAG, 1000), SL_PRECOND_FAILED);
+    in.if_match = field("*", ETAG, NULL);
+    assert_int_equal(sl_precond_eval(&in, ETAG, 1000), SL_PRECOND_FAILED);
+    in.if_match = field("*", "", NULL);
+    assert_int_equal(sl_precond_eval(&in, ETAG, 1000), SL_PRECOND_FAILED);
 }
 
 /* ---- sl_if_range_ok ---- */
@@ -444,6 +507,8 @@ int main(void)
         cmocka_unit_test(test_eval_order_unmodified_before_none_match),
         cmocka_unit_test(test_eval_both_dates),
         cmocka_unit_test(test_eval_header_len_respected),
+        cmocka_unit_test(test_eval_lists_over_lines),
+        cmocka_unit_test(test_eval_lists_over_lines_invalid),
         cmocka_unit_test(test_if_range_etag),
         cmocka_unit_test(test_if_range_etag_ignores_date),
         cmocka_unit_test(test_if_range_invalid_etag),

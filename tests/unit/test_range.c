@@ -1,6 +1,7 @@
 /* Unit tests for server/range.c: RFC 9110 §14 byte ranges, plus an exhaustive cross-check against a
  * deliberately naive reference (split on commas, mark bytes in a bitmap) for tiny representations. */
 #include <setjmp.h>
+#include <stdbool.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -87,16 +88,40 @@ static void test_first_and_suffix_coalesce(void **state)
     assert_true(r[1].first == 9 && r[1].last == 9);
 }
 
-static void test_sorted(void **state)
+/* Asserts an OK result equal to the ranges in want ("a-b a-b ..."), in that order. */
+static void expect_ranges(const char *s, uint64_t size, const char *want)
 {
     sl_byte_range r[MAXR];
-    size_t n;
-    assert_int_equal(parse("bytes=80-89,-5,0-9,40-49", 100, r, &n), SL_RANGE_OK);
-    assert_int_equal(n, 4);
-    assert_true(r[0].first == 0 && r[0].last == 9);
-    assert_true(r[1].first == 40 && r[1].last == 49);
-    assert_true(r[2].first == 80 && r[2].last == 89);
-    assert_true(r[3].first == 95 && r[3].last == 99);
+    size_t n = 99, k = 0;
+    assert_int_equal(parse(s, size, r, &n), SL_RANGE_OK);
+    for (const char *p = want; *p; k++) {
+        char *e;
+        unsigned long long a = strtoull(p, &e, 10), b = strtoull(e + 1, &e, 10);
+        if (k >= n || r[k].first != a || r[k].last != b)
+            fail_msg("\"%s\": range %zu is not %llu-%llu (n = %zu)", s, k, a, b, n);
+        p = *e ? e + 1 : e;
+    }
+    assert_int_equal(n, k);
+}
+
+/* RFC 9110 §14.6: parts in the order the request asked for them. */
+static void test_request_order_kept(void **state)
+{
+    expect_ranges("bytes=80-89,-5,0-9,40-49", 100, "80-89 95-99 0-9 40-49");
+    expect_ranges("bytes=50-59,0-9", 100, "50-59 0-9");
+    expect_ranges("bytes=-10,0-5", 100, "90-99 0-5");
+}
+
+/* A coalesced range stands where the earliest of its range-specs stood. */
+static void test_coalesced_in_place(void **state)
+{
+    expect_ranges("bytes=0-9,50-59,5-14", 100, "0-14 50-59");
+    expect_ranges("bytes=50-59,0-9,10-19", 100, "50-59 0-19");
+    expect_ranges("bytes=50-59,0-9,30-39,5-35", 100, "50-59 0-39");
+    /* A late range joining two earlier ones: they fold into the first. */
+    expect_ranges("bytes=70-79,0-9,20-29,10-19", 100, "70-79 0-29");
+    expect_ranges("bytes=20-29,70-79,0-9,5-24", 100, "0-29 70-79");
+    expect_ranges("bytes=90-,0-9,80-89,10-79", 100, "0-99");
 }
 
 static void test_overlapping_coalesced(void **state)
@@ -279,7 +304,7 @@ static void test_max_zero(void **state)
 
 static void test_long_list(void **state)
 {
-    /* 2000 one-byte ranges in descending order; with a large max they sort and stay disjoint. */
+    /* 2000 one-byte ranges in descending order; with a large max they stay apart, in that order. */
     enum { N = 2000 };
     static char buf[N * 16 + 16];
     static sl_byte_range r[N];
@@ -288,7 +313,7 @@ static void test_long_list(void **state)
     size_t n;
     assert_int_equal(sl_range_parse(buf, off, 2 * N, r, N, &n), SL_RANGE_OK);
     assert_int_equal(n, N);
-    for (size_t k = 0; k < N; k++) assert_true(r[k].first == 2 * k && r[k].last == 2 * k);
+    for (size_t k = 0; k < N; k++) assert_true(r[k].first == 2 * (N - 1 - k) && r[k].last == r[k].first);
     assert_int_equal(sl_range_parse(buf, off, 2 * N, r, N - 1, &n), SL_RANGE_IGNORE);
 }
 
@@ -312,6 +337,7 @@ static sl_range_result ref_parse(const char *set, uint64_t size, size_t max, sl_
     char buf[64];
     uint64_t bitmap = 0;
     int specs = 0, stored = 0, satisfiable = 0;
+    uint64_t spec_bits[64]; /* the bytes of each stored range-spec, in request order */
     *n = 0;
     snprintf(buf, sizeof buf, "%s", set);
     char *p = buf;
@@ -344,8 +370,10 @@ static sl_range_result ref_parse(const char *set, uint64_t size, size_t max, sl_
                 lo = a;
                 hi = (nd2 && b < size) ? b + 1 : size;
             }
+            spec_bits[stored] = 0;
+            for (uint64_t k = lo; k < hi; k++) spec_bits[stored] |= 1ULL << k;
+            bitmap |= spec_bits[stored];
             stored++;
-            for (uint64_t k = lo; k < hi; k++) bitmap |= 1ULL << k;
         }
     next:
         if (!comma) break;
@@ -354,13 +382,26 @@ static sl_range_result ref_parse(const char *set, uint64_t size, size_t max, sl_
     if (specs == 0) return SL_RANGE_IGNORE;
     if (!satisfiable) return SL_RANGE_UNSATISFIABLE;
     if ((size_t)stored > max || bitmap == 0) return SL_RANGE_IGNORE;
+    /* The runs of selected bytes, in file order... */
+    sl_byte_range runs[64];
+    size_t nr = 0;
     for (uint64_t k = 0; k < size; k++) {
         if (!(bitmap >> k & 1)) continue;
-        if (*n > 0 && out[*n - 1].last + 1 == k) {
-            out[*n - 1].last = k;
+        if (nr > 0 && runs[nr - 1].last + 1 == k) {
+            runs[nr - 1].last = k;
         } else {
-            out[*n].first = out[*n].last = k;
-            (*n)++;
+            runs[nr].first = runs[nr].last = k;
+            nr++;
+        }
+    }
+    /* ...each sent where the first range-spec with a byte in it stood. */
+    for (int sp = 0; sp < stored; sp++) {
+        for (size_t k = 0; k < nr; k++) {
+            uint64_t mask = (runs[k].last - runs[k].first == 63 ? ~0ULL : ((1ULL << (runs[k].last - runs[k].first + 1)) - 1)) << runs[k].first;
+            if (!(spec_bits[sp] & mask)) continue;
+            bool seen = false;
+            for (size_t j = 0; j < *n; j++) seen |= out[j].first == runs[k].first;
+            if (!seen) out[(*n)++] = runs[k];
         }
     }
     return SL_RANGE_OK;
@@ -424,7 +465,8 @@ int main(void)
         cmocka_unit_test(test_suffix_larger_than_size_is_whole),
         cmocka_unit_test(test_last_clipped_to_size),
         cmocka_unit_test(test_first_and_suffix_coalesce),
-        cmocka_unit_test(test_sorted),
+        cmocka_unit_test(test_request_order_kept),
+        cmocka_unit_test(test_coalesced_in_place),
         cmocka_unit_test(test_overlapping_coalesced),
         cmocka_unit_test(test_adjacent_coalesced),
         cmocka_unit_test(test_whitespace_around_commas),
