@@ -129,6 +129,7 @@ static void raise_fd_limit(void)
 
 int main(int argc, char **argv)
 {
+    sl_server_block_signals(); /* before anything: a HUP or USR1 during start-up waits */
     const char *conf_path = NULL;
     bool foreground = false, test_only = false;
     static const struct option longopts[] = {
