@@ -20,9 +20,11 @@
 #include <string.h>
 #include <grp.h>
 #include <pwd.h>
+#include <pthread.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/un.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #define PCRE2_CODE_UNIT_WIDTH 8
@@ -724,43 +726,59 @@ static int access_one(const access_check *k, bool *creating)
     return r;
 }
 
-/* Run the checks in a child switched to the server's user, exactly as start-up switches, so the
- * kernel judges them (groups, ACLs) as it will judge the server. res[i] = errno << 1 | creating.
- * Returns 0, or -1 when the child could not be run (then nothing is judged). */
+/* The server user's checks, run on a thread of their own that takes the server's credentials. */
+typedef struct as_user_job {
+    const struct passwd *pw;
+    gid_t gid;
+    const access_check *v;
+    size_t n;
+    int *res;
+    bool ok;
+} as_user_job;
+
+static void *access_as_user_thread(void *arg)
+{
+    as_user_job *j = arg;
+    /* The groups initgroups() would give, as start-up's switch does. */
+    int ng = 64;
+    gid_t *groups = malloc((size_t)ng * sizeof *groups);
+    if (groups && getgrouplist(j->pw->pw_name, j->gid, groups, &ng) < 0) {
+        gid_t *more = realloc(groups, (size_t)ng * sizeof *groups);
+        groups = more ? more : groups;
+        if (!more || getgrouplist(j->pw->pw_name, j->gid, groups, &ng) < 0) ng = -1;
+    }
+    /* Raw system calls on purpose: on Linux credentials belong to a thread, and only glibc's
+     * wrappers make every thread of the process follow. So this thread alone becomes the server's
+     * user (uid, gid and groups, as sl_switch_user makes the process), the kernel judges the
+     * checks exactly as it will judge the server, and the credentials die with the thread. */
+    if (groups && ng >= 0 && syscall(SYS_setgroups, (size_t)ng, groups) == 0 &&
+        syscall(SYS_setresgid, j->gid, j->gid, j->gid) == 0 &&
+        syscall(SYS_setresuid, j->pw->pw_uid, j->pw->pw_uid, j->pw->pw_uid) == 0) {
+        for (size_t i = 0; i < j->n; i++) {
+            bool creating;
+            j->res[i] = access_one(&j->v[i], &creating) << 1 | creating;
+        }
+        j->ok = true;
+    }
+    free(groups);
+    return NULL;
+}
+
+/* res[i] = errno << 1 | creating for each check, judged as pw with group gid. 0, or -1 when they
+ * could not be judged (then res is untouched). */
 static int access_as_user(const struct passwd *pw, gid_t gid, const access_check *v, size_t n,
                           int *res)
 {
-    int p[2];
-    if (pipe2(p, O_CLOEXEC) < 0) return -1;
-    pid_t pid = fork();
-    if (pid < 0) {
-        close(p[0]);
-        close(p[1]);
-        return -1;
-    }
-    if (pid == 0) {
-        close(p[0]);
-        if (sl_switch_user(pw->pw_name, pw->pw_uid, gid) < 0) _exit(1);
-        for (size_t i = 0; i < n; i++) {
-            bool creating;
-            int r = access_one(&v[i], &creating) << 1 | creating;
-            if (write(p[1], &r, sizeof r) != sizeof r) _exit(1);
-        }
-        _exit(0);
-    }
-    close(p[1]);
-    size_t got = 0;
-    while (got < n * sizeof *res) {
-        ssize_t r = read(p[0], (char *)res + got, n * sizeof *res - got);
-        if (r < 0 && errno == EINTR) continue;
-        if (r <= 0) break;
-        got += (size_t)r;
-    }
-    close(p[0]);
-    int st;
-    while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
-    }
-    return got == n * sizeof *res ? 0 : -1;
+    as_user_job j = {pw, gid, v, n, res, false};
+    pthread_t th;
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old); /* signals stay the main thread's */
+    int e = pthread_create(&th, NULL, access_as_user_thread, &j);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (e) return -1;
+    pthread_join(th, NULL);
+    return j.ok ? 0 : -1;
 }
 
 /* What start-up would refuse beyond single values: a user or group that does not exist, and a
@@ -815,7 +833,7 @@ static void check_environment(prep_ctx *c)
             e = 0;
         res[i] = e << 1 | creating;
     }
-    /* The server user's checks, run in one child, then put back in file order. */
+    /* The server user's checks, run on one thread, then put back in file order. */
     int *theirs = calloc(n_mine + 1, sizeof *theirs);
     if (n_mine && theirs && access_as_user(pw, gid, mine, n_mine, theirs) == 0)
         for (size_t i = 0, j = 0; i < c->n_acc; i++)

@@ -103,7 +103,8 @@ typedef struct sl_listen_spec {
  * start-up would refuse: a server.username / server.groupname that does not exist, a document
  * root (or X-Sendfile root) the server's user cannot enter, an error log, pid file, access log or
  * timing file that cannot be written or created. Files the server opens after dropping
- * privileges are judged as server.username (in a child that switches to it, when we are root).
+ * privileges are judged as server.username (on a thread that alone takes that user's
+ * credentials, when we are root).
  * Every fault is appended to errs ("file:line: message"); none stops the others being checked.
  * Fills *global from the top-level block and listen[] (at most SL_MAX_LISTENERS) with the
  * default socket (server.bind:server.port) first, then one per distinct $SERVER["socket"] value.

@@ -212,7 +212,12 @@ static void test_startup_refusals(void **state)
     snprintf(w[3], sizeof w[3], "t.conf:%d: server.document-root \"%s\": cannot be entered%s: "
              "Permission denied", 5 + l, closed, by);
     const char *const want[] = {w[0], w[1], w[2], w[3]};
+    uid_t uid = geteuid();
+    gid_t gid = getegid();
     expect_errors(conf, want, 4);
+    /* Judging as "nobody" left this process's own credentials alone. */
+    assert_int_equal(geteuid(), uid);
+    assert_int_equal(getegid(), gid);
 
     static const char *const nouser[] = {
         "t.conf:2: server.username \"sl-no-such-user\": no such user",
