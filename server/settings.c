@@ -359,7 +359,7 @@ static void flush_errors(prep_ctx *c)
     }
     for (size_t i = 0; first && i < c->n_pend; i++) c->pend[i].seq = first[i] * (c->n_pend + 1) + i;
     free(first);
-    qsort(c->pend, c->n_pend, sizeof *c->pend, pending_cmp);
+    if (c->n_pend) qsort(c->pend, c->n_pend, sizeof *c->pend, pending_cmp); /* NULL when empty */
     for (size_t i = 0; i < c->n_pend; i++) {
         sl_config_error_add(c->errs, c->pend[i].file, c->pend[i].line, "%s", c->pend[i].msg);
         free(c->pend[i].msg);
