@@ -8,6 +8,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <getopt.h>
 #include <grp.h>
 #include <libgen.h>
 #include <limits.h>
@@ -35,10 +36,12 @@ static void usage(FILE *f)
                "       seekless -v | -V | -h\n"
                "  -f FILE  config file (lighttpd syntax)\n"
                "  -D       do not daemonize: stay in the foreground\n"
-               "  -t       test the config file and exit (0: OK, 1: error and why)\n"
-               "  -v       show the version\n"
+               "  -t       check the config file and exit: 0 and \"Syntax OK\", or 1 and every\n"
+               "           error on stderr (file:line: message), including what start-up would\n"
+               "           refuse (unknown user, unusable document root or log directory)\n"
+               "  -v, --version  show the version\n"
                "  -V       show the version and the compiled-in network backends and features\n"
-               "  -h       this help\n");
+               "  -h, --help     this help\n");
 }
 
 /* Run as the configured user/group. Done after binding and opening logs, before serving. */
@@ -51,7 +54,7 @@ static int drop_privileges(const sl_settings *s, char *err, size_t errlen)
         return -1;
     }
     gid_t gid = 0;
-    uid_t uid = 0;
+    uid_t uid = (uid_t)-1;
     const char *uname = NULL;
     if (s->groupname) {
         struct group *g = getgrnam(s->groupname);
@@ -71,12 +74,12 @@ static int drop_privileges(const sl_settings *s, char *err, size_t errlen)
         uname = p->pw_name;
         if (!s->groupname) gid = p->pw_gid;
     }
-    if (setgroups(0, NULL) < 0 || setgid(gid) < 0 ||
-        (uname && initgroups(uname, gid) < 0) || (s->username && setuid(uid) < 0)) {
-        snprintf(err, errlen, "dropping privileges failed: %s", strerror(errno));
+    int r = sl_switch_user(uname, uid, gid);
+    if (r < 0) {
+        snprintf(err, errlen, "dropping privileges failed: %s", strerror(-r));
         return -1;
     }
-    if (s->username && uid != 0 && setuid(0) == 0) {
+    if (s->username && uid != 0 && uid != (uid_t)-1 && setuid(0) == 0) {
         snprintf(err, errlen, "dropping privileges failed: could regain root");
         return -1;
     }
@@ -126,10 +129,13 @@ static void raise_fd_limit(void)
 
 int main(int argc, char **argv)
 {
+    sl_server_block_signals(); /* before anything: a HUP or USR1 during start-up waits */
     const char *conf_path = NULL;
     bool foreground = false, test_only = false;
+    static const struct option longopts[] = {
+        {"help", no_argument, NULL, 'h'}, {"version", no_argument, NULL, 'v'}, {NULL, 0, NULL, 0}};
     int opt;
-    while ((opt = getopt(argc, argv, "f:DtvVh")) != -1) {
+    while ((opt = getopt_long(argc, argv, "f:DtvVh", longopts, NULL)) != -1) {
         switch (opt) {
         case 'f': conf_path = optarg; break;
         case 'D': foreground = true; break;
@@ -149,26 +155,26 @@ int main(int argc, char **argv)
     }
     char err[1024] = "";
     static sl_server srv;
+    sl_config_errors errs = {0};
     for (size_t i = 0; i < SL_MAX_LISTENERS; i++) srv.listen_fd[i] = -1;
     /* proxy-core first: it takes only requests whose conditions set proxy-core.backends. */
     sl_server_add_module(&srv, &sl_mod_status);
     sl_server_add_module(&srv, &sl_mod_proxy);
     srv.backend_stats = sl_gw_each_backend;
     sl_server_add_module(&srv, &sl_mod_static);
-    srv.tree = sl_config_parse_file(conf_path, err, sizeof err);
-    if (!srv.tree) {
-        fprintf(stderr, "seekless: %s\n", err);
-        return 1;
-    }
+    /* Every error in the config, syntax and meaning, in one run (for -t and for start-up). */
+    srv.tree = sl_config_parse_file_all(conf_path, &errs);
     char real[PATH_MAX];
-    if (!realpath(conf_path, real)) {
-        fprintf(stderr, "seekless: %s: %s\n", conf_path, strerror(errno));
-        return 1;
-    }
-    const char *basedir = dirname(real);
-    if (sl_settings_prepare(srv.tree, basedir, &srv.global, srv.listen, &srv.n_listen, err,
-                            sizeof err) < 0) {
-        fprintf(stderr, "seekless: %s\n", err);
+    if (srv.tree && !realpath(conf_path, real))
+        sl_config_error_add(&errs, conf_path, 0, "%s", strerror(errno));
+    else if (srv.tree)
+        sl_settings_prepare(srv.tree, dirname(real), &srv.global, srv.listen, &srv.n_listen,
+                            &errs);
+    if (sl_config_errors_any(&errs)) {
+        for (size_t i = 0; i < errs.n; i++) fprintf(stderr, "seekless: %s\n", errs.msg[i]);
+        if (errs.dropped)
+            fprintf(stderr, "seekless: %zu more error(s) not kept: out of memory\n", errs.dropped);
+        sl_config_errors_free(&errs);
         sl_server_free(&srv);
         return 1;
     }

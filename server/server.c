@@ -7,6 +7,16 @@
  * of descriptors (resumed by a short timer), so a full server makes clients wait in the listen
  * backlog instead of getting a wrong answer. SIGTERM/SIGINT close the listeners and idle
  * connections and let responses in flight finish, bounded by server.graceful-shutdown-timeout.
+ *
+ * Signals: no signal an admin sends out of habit from another server may kill the process and
+ * leave its pid file behind. nginx's QUIT (graceful stop) stops gracefully like TERM; HUP
+ * (lighttpd, logrotate) and USR1 (nginx: reopen logs; lighttpd 1.4: graceful restart, which
+ * seekless does not have) reopen the logs; USR2 and WINCH (nginx's binary upgrade and worker
+ * stop) and TTIN (gunicorn: one worker more) are logged as having no effect. PIPE, TTOU (a write
+ * to a terminal must proceed, not stop or loop) and XFSZ (a log over the file size limit fails
+ * its write instead of killing) are ignored. TSTP keeps its default, so Ctrl-Z stops `seekless
+ * -D` like any foreground job. All are handled by libevent on the loop thread; worker threads
+ * block every signal (threadpool.c), so a signal never interrupts a blocking read.
  */
 #include "server.h"
 
@@ -15,6 +25,7 @@
 #include <event2/event.h>
 #include <event2/listener.h>
 #include <netdb.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -165,12 +176,49 @@ static void on_stop_timeout(evutil_socket_t fd, short what, void *arg)
     event_base_loopbreak(srv->base);
 }
 
+/* The signals the loop handles, in ev_sig[] order. */
+static const int handled[SL_SIGNALS_HANDLED] = {SIGTERM, SIGINT, SIGQUIT, SIGHUP,
+                                                SIGUSR1, SIGUSR2, SIGWINCH, SIGTTIN};
+/* Blocked from the start of main until the loop handles them: their default kills or stops. */
+static const int habit[] = {SIGHUP, SIGUSR1, SIGUSR2, SIGWINCH, SIGTTIN};
+
+static const char *sig_name(int sig)
+{
+    switch (sig) {
+    case SIGTERM: return "SIGTERM";
+    case SIGINT: return "SIGINT";
+    case SIGQUIT: return "SIGQUIT";
+    case SIGHUP: return "SIGHUP";
+    case SIGUSR1: return "SIGUSR1";
+    case SIGUSR2: return "SIGUSR2";
+    case SIGWINCH: return "SIGWINCH";
+    case SIGTTIN: return "SIGTTIN";
+    }
+    return "signal";
+}
+
+static void habit_mask(sigset_t *set)
+{
+    sigemptyset(set);
+    for (size_t i = 0; i < sizeof habit / sizeof habit[0]; i++) sigaddset(set, habit[i]);
+}
+
+void sl_server_block_signals(void)
+{
+    signal(SIGPIPE, SIG_IGN);
+    signal(SIGTTOU, SIG_IGN);
+    signal(SIGXFSZ, SIG_IGN);
+    sigset_t set;
+    habit_mask(&set);
+    pthread_sigmask(SIG_BLOCK, &set, NULL);
+}
+
 static void on_stop(evutil_socket_t sig, short what, void *arg)
 {
     sl_server *srv = arg;
     if (srv->stopping) return;
     srv->stopping = true;
-    sl_log("received %s, shutting down gracefully", sig == SIGINT ? "SIGINT" : "SIGTERM");
+    sl_log("received %s, shutting down gracefully", sig_name((int)sig));
     for (size_t i = 0; i < srv->n_listen; i++) {
         if (srv->listener[i]) evconnlistener_free(srv->listener[i]);
         srv->listener[i] = NULL;
@@ -214,17 +262,31 @@ static int alog_open(sl_server *srv)
     return 0;
 }
 
-static void on_hup(evutil_socket_t sig, short what, void *arg)
+/* HUP, and USR1 until seekless has a graceful restart: reopen every log (for logrotate). */
+static void on_reopen(evutil_socket_t sig, short what, void *arg)
 {
     sl_server *srv = arg;
+    const char *name = sig_name((int)sig);
     if (srv->alog_fd > 0 && alog_open(srv) < 0)
-        sl_log("SIGHUP: cannot reopen the access log %s", srv->global.accesslog_filename);
-    if (srv->timing && timing_open(srv) < 0) sl_log("SIGHUP: cannot reopen the timing file");
+        sl_log("%s: cannot reopen the access log %s", name, srv->global.accesslog_filename);
+    if (srv->timing && timing_open(srv) < 0) sl_log("%s: cannot reopen the timing file", name);
     int r = sl_log_reopen();
     if (r < 0)
-        sl_log("SIGHUP: cannot reopen the error log: %s", strerror(-r));
+        sl_log("%s: cannot reopen the error log: %s", name, strerror(-r));
     else
-        sl_log("SIGHUP: reopened logs");
+        sl_log("%s: reopened logs%s", name,
+               sig == SIGUSR1 ? " (seekless has no graceful restart; SIGUSR1 reopens the logs "
+                                "like SIGHUP)"
+                              : "");
+}
+
+/* Signals other servers give a meaning seekless has no counterpart for. */
+static void on_no_effect(evutil_socket_t sig, short what, void *arg)
+{
+    const char *why = sig == SIGUSR2    ? "seekless has no binary upgrade"
+                      : sig == SIGWINCH ? "seekless has no worker processes to stop"
+                                        : "seekless has no worker processes to add";
+    sl_log("received %s: no effect (%s)", sig_name((int)sig), why);
 }
 
 int sl_server_init_loop(sl_server *srv, char *err, size_t errlen)
@@ -260,16 +322,23 @@ int sl_server_init_loop(sl_server *srv, char *err, size_t errlen)
         srv->listen_fd[i] = -1; /* owned by the listener now */
         evconnlistener_set_error_cb(srv->listener[i], on_accept_error);
     }
-    signal(SIGPIPE, SIG_IGN);
-    srv->ev_term = evsignal_new(srv->base, SIGTERM, on_stop, srv);
-    srv->ev_int = evsignal_new(srv->base, SIGINT, on_stop, srv);
-    srv->ev_hup = evsignal_new(srv->base, SIGHUP, on_hup, srv);
+    sl_server_block_signals(); /* for callers that did not (tests); idempotent */
+    for (size_t i = 0; i < SL_SIGNALS_HANDLED; i++) {
+        int sig = handled[i];
+        void (*cb)(evutil_socket_t, short, void *) =
+            sig == SIGTERM || sig == SIGINT || sig == SIGQUIT ? on_stop
+            : sig == SIGHUP || sig == SIGUSR1                 ? on_reopen
+                                                              : on_no_effect;
+        srv->ev_sig[i] = evsignal_new(srv->base, sig, cb, srv);
+        if (!srv->ev_sig[i] || evsignal_add(srv->ev_sig[i], NULL) < 0) {
+            snprintf(err, errlen, "cannot set up signal handling");
+            return -1;
+        }
+    }
     srv->ev_resume = evtimer_new(srv->base, on_resume, srv);
     srv->ev_stop_timeout = evtimer_new(srv->base, on_stop_timeout, srv);
-    if (!srv->ev_term || !srv->ev_int || !srv->ev_hup || !srv->ev_resume ||
-        !srv->ev_stop_timeout || evsignal_add(srv->ev_term, NULL) || evsignal_add(srv->ev_int, NULL) ||
-        evsignal_add(srv->ev_hup, NULL)) {
-        snprintf(err, errlen, "cannot set up signal handling");
+    if (!srv->ev_resume || !srv->ev_stop_timeout) {
+        snprintf(err, errlen, "out of memory");
         return -1;
     }
     if (srv->global.accesslog_filename) {
@@ -300,7 +369,12 @@ int sl_server_init_loop(sl_server *srv, char *err, size_t errlen)
             return -1;
         }
     }
-    return sl_netback_init(srv, err, errlen);
+    if (sl_netback_init(srv, err, errlen) < 0) return -1;
+    /* Handled now: what arrived during start-up is delivered to the loop at its first turn. */
+    sigset_t set;
+    habit_mask(&set);
+    pthread_sigmask(SIG_UNBLOCK, &set, NULL);
+    return 0;
 }
 
 int sl_server_run(sl_server *srv)
@@ -327,10 +401,10 @@ void sl_server_free(sl_server *srv)
         if (srv->listener[i]) evconnlistener_free(srv->listener[i]);
         if (srv->listen_fd[i] >= 0) close(srv->listen_fd[i]);
     }
-    struct event *evs[] = {srv->ev_term, srv->ev_int, srv->ev_hup, srv->ev_resume,
-                           srv->ev_stop_timeout};
-    for (size_t i = 0; i < sizeof evs / sizeof evs[0]; i++)
-        if (evs[i]) event_free(evs[i]);
+    for (size_t i = 0; i < SL_SIGNALS_HANDLED; i++)
+        if (srv->ev_sig[i]) event_free(srv->ev_sig[i]);
+    if (srv->ev_resume) event_free(srv->ev_resume);
+    if (srv->ev_stop_timeout) event_free(srv->ev_stop_timeout);
     if (srv->base) event_base_free(srv->base);
     if (srv->timing_fd > 0) close(srv->timing_fd);
     if (srv->alog_fd > 0) close(srv->alog_fd);

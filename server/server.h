@@ -19,6 +19,9 @@ struct sl_netbackend;
 struct sl_fileread;
 struct sl_tpool;
 
+/* Signals the loop handles (TERM INT QUIT HUP USR1 USR2 WINCH TTIN). */
+#define SL_SIGNALS_HANDLED 8
+
 /* One process's server. */
 typedef struct sl_server {
     struct event_base *base;
@@ -33,7 +36,8 @@ typedef struct sl_server {
     bool stopping;
     bool paused_full;  /* accept paused at server.max-connections */
     bool paused_fds;   /* accept paused after EMFILE/ENFILE */
-    struct event *ev_term, *ev_int, *ev_hup, *ev_resume, *ev_stop_timeout;
+    struct event *ev_sig[SL_SIGNALS_HANDLED]; /* see sl_server_block_signals */
+    struct event *ev_resume, *ev_stop_timeout;
     time_t date_sec;
     char date[SL_HTTP_DATE_LEN + 1];
     unsigned long long boundary_seq;
@@ -79,8 +83,16 @@ int sl_server_add_module(sl_server *srv, const struct sl_module *m);
 /* Bind every listening socket described by the settings (before daemonizing and dropping
  * privileges). Returns 0, or -1 with a message in err. */
 int sl_server_bind(sl_server *srv, char *err, size_t errlen);
-/* Create the event base (honouring server.event-handler), wire listeners and signals.
- * Returns 0, or -1 with a message in err. */
+/* First thing in main: ignore SIGPIPE, SIGTTOU and SIGXFSZ, and block the signals that would
+ * kill or stop the process by default but that users send by habit (HUP, USR1, USR2, TTIN; WINCH
+ * for the same habit) until sl_server_init_loop handles them, so one that arrives during start-up
+ * waits instead of killing it (also the parent waiting for a daemon to be ready). */
+void sl_server_block_signals(void);
+
+/* Create the event base (honouring server.event-handler), wire listeners and signals: on the
+ * loop thread, TERM, INT and QUIT stop gracefully, HUP and USR1 reopen the logs, USR2, WINCH
+ * and TTIN are logged and have no effect; then the signals sl_server_block_signals blocked are
+ * unblocked (worker threads keep every signal blocked). Returns 0, or -1 with a message in err. */
 int sl_server_init_loop(sl_server *srv, char *err, size_t errlen);
 /* Run until SIGTERM/SIGINT and a graceful drain. Returns the process exit code. */
 int sl_server_run(sl_server *srv);

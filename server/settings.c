@@ -18,6 +18,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <grp.h>
+#include <pwd.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -263,29 +269,120 @@ static void apply_value(sl_settings *s, const key_def *k, const sl_cval *v)
     }
 }
 
+/* A file or directory start-up will open, checked by sl_settings_prepare as the user that will
+ * open it (see check_access). */
+typedef enum { ACC_SEARCH_DIR, ACC_APPEND_FILE } access_kind;
+
+typedef struct access_check {
+    const sl_cassign *a; /* the assignment that names it, for file:line and the key */
+    const char *path;    /* absolute (owned by the prepared value) */
+    access_kind kind;
+    bool as_server;      /* opened after privileges are dropped (else by the starting user) */
+} access_check;
+
+/* An error waiting to be reported in file order. */
+typedef struct pending_error {
+    const char *file;
+    int line;
+    size_t seq;
+    char *msg;
+} pending_error;
+
 typedef struct prep_ctx {
     const char *basedir;
-    char *err;
-    size_t errlen;
-    int failed;
+    sl_config_errors *errs;
+    int n_err;
+    pending_error *pend; /* the walk visits blocks, not lines: sorted before they are reported */
+    size_t n_pend, cap_pend;
     sl_settings *global;
     const sl_config_tree *tree;
     sl_listen_spec *listen; /* [0] is reserved for the default socket */
     size_t n_listen;
+    /* Top-level assignments that passed their checks, for the checks that combine them. */
+    const sl_cassign *username, *groupname, *bind, *port, *docroot;
+    access_check *acc;
+    size_t n_acc, cap_acc;
 } prep_ctx;
 
+/* Every check reports its own error and the walk goes on, so one run names every fault. */
 static void fail(prep_ctx *c, const char *file, int line, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 static void fail(prep_ctx *c, const char *file, int line, const char *fmt, ...)
 {
-    if (c->failed) return;
-    c->failed = 1;
-    int n = snprintf(c->err, c->errlen, "%s:%d: ", file, line);
-    if (n < 0 || (size_t)n >= c->errlen) return;
+    char msg[1024];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(c->err + n, c->errlen - (size_t)n, fmt, ap);
+    vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
+    c->n_err++;
+    if (c->n_pend == c->cap_pend) {
+        size_t nc = c->cap_pend ? c->cap_pend * 2 : 16;
+        pending_error *np = realloc(c->pend, nc * sizeof *np);
+        if (!np) {
+            sl_config_error_add(c->errs, file, line, "%s", msg); /* out of order, not lost */
+            return;
+        }
+        c->pend = np;
+        c->cap_pend = nc;
+    }
+    char *m = strdup(msg);
+    if (!m) {
+        sl_config_error_add(c->errs, file, line, "%s", msg);
+        return;
+    }
+    c->pend[c->n_pend] = (pending_error){file, line, c->n_pend, m};
+    c->n_pend++;
+}
+
+static int pending_cmp(const void *x, const void *y)
+{
+    const pending_error *a = x, *b = y;
+    if (a->file != b->file) return a->seq < b->seq ? -1 : 1; /* files keep their first order */
+    if (a->line != b->line) return a->line < b->line ? -1 : 1;
+    return a->seq < b->seq ? -1 : a->seq > b->seq;
+}
+
+/* Report the pending errors in file order: by line within a file, files in the order their
+ * first error was found. */
+static void flush_errors(prep_ctx *c)
+{
+    /* Give every error of a file the seq of that file's first error (kept in `first`), so that
+     * the sort groups files without comparing names. */
+    size_t *first = calloc(c->n_pend + 1, sizeof *first);
+    for (size_t i = 0; first && i < c->n_pend; i++) {
+        first[i] = i;
+        for (size_t j = 0; j < i; j++)
+            if (c->pend[j].file == c->pend[i].file) {
+                first[i] = first[j];
+                break;
+            }
+    }
+    for (size_t i = 0; first && i < c->n_pend; i++) c->pend[i].seq = first[i] * (c->n_pend + 1) + i;
+    free(first);
+    if (c->n_pend) qsort(c->pend, c->n_pend, sizeof *c->pend, pending_cmp); /* NULL when empty */
+    for (size_t i = 0; i < c->n_pend; i++) {
+        sl_config_error_add(c->errs, c->pend[i].file, c->pend[i].line, "%s", c->pend[i].msg);
+        free(c->pend[i].msg);
+    }
+    free(c->pend);
+    c->pend = NULL;
+    c->n_pend = c->cap_pend = 0;
+}
+
+static void want_access(prep_ctx *c, const sl_cassign *a, const char *path, access_kind kind,
+                        bool as_server)
+{
+    if (c->n_acc == c->cap_acc) {
+        size_t nc = c->cap_acc ? c->cap_acc * 2 : 8;
+        access_check *na = realloc(c->acc, nc * sizeof *na);
+        if (!na) {
+            fail(c, a->file, a->line, "out of memory");
+            return;
+        }
+        c->acc = na;
+        c->cap_acc = nc;
+    }
+    c->acc[c->n_acc++] = (access_check){a, path, kind, as_server};
 }
 
 static char *abs_path(const char *basedir, const char *p)
@@ -313,7 +410,6 @@ static const char *type_want(key_type t)
 static void check_assign(const sl_cblock *b, const sl_cassign *a, void *ud)
 {
     prep_ctx *c = ud;
-    if (c->failed) return;
     const key_def *k = key_find(a->key);
     const sl_cval *v = a->val;
     if (!k) {
@@ -447,7 +543,7 @@ static void check_assign(const sl_cblock *b, const sl_cassign *a, void *ud)
     /* The parser shares value objects (a variable used twice is one value), so a value may
      * come back here under another key: prepare what this key needs that is still missing. */
     prepared *p = (prepared *)prep_find(v);
-    if (p && !(k->type == KT_DOCROOT && p->fd < 0)) return;
+    if (p && !(k->type == KT_DOCROOT && p->fd < 0)) goto record;
     switch (k->type) {
     case KT_PATH:
     case KT_DOCROOT:
@@ -538,6 +634,23 @@ static void check_assign(const sl_cblock *b, const sl_cassign *a, void *ud)
     }
     default: break;
     }
+record:
+    /* What start-up opens, checked as the user who opens it once the walk is over. */
+    if (k->type == KT_DOCROOT && p && p->fd >= 0) want_access(c, a, p->path, ACC_SEARCH_DIR, true);
+    if (k->type == KT_ROOTS && p)
+        for (size_t i = 0; i < p->n; i++)
+            if (p->fds[i] >= 0) want_access(c, a, p->list[i], ACC_SEARCH_DIR, true);
+    /* The error log and the pid file are opened before privileges are dropped, the access log
+     * and the timing file after. */
+    if (k->type == KT_PATH && p)
+        want_access(c, a, p->path, ACC_APPEND_FILE,
+                    strcmp(a->key, "server.errorlog") && strcmp(a->key, "server.pid-file"));
+    if (b->field == SL_COND_NONE) {
+        if (!strcmp(a->key, "server.username")) c->username = a;
+        if (!strcmp(a->key, "server.groupname")) c->groupname = a;
+        if (!strcmp(a->key, "server.bind")) c->bind = a;
+        if (!strcmp(a->key, "server.port")) c->port = a;
+    }
     return;
 nomem:
     fail(c, a->file, a->line, "out of memory");
@@ -546,7 +659,7 @@ nomem:
 static void check_block(const sl_cblock *b, void *ud)
 {
     prep_ctx *c = ud;
-    if (c->failed || b->field != SL_COND_SOCKET) return;
+    if (b->field != SL_COND_SOCKET) return;
     char canon[128];
     int r = sl_socket_canonical(b->pattern, canon, sizeof canon);
     if (r < 0) {
@@ -583,45 +696,214 @@ static void apply_cb(const sl_cassign *a, void *ud)
     if (k) apply_value(ud, k, a->val);
 }
 
+int sl_switch_user(const char *uname, uid_t uid, gid_t gid)
+{
+    if (setgroups(0, NULL) < 0 || setgid(gid) < 0 || (uname && initgroups(uname, gid) < 0) ||
+        (uid != (uid_t)-1 && setuid(uid) < 0))
+        return -errno;
+    return 0;
+}
+
+/* One access check, by the calling process's effective ids: 0 or an errno; *creating tells
+ * whether a file that does not exist yet was judged by its directory. */
+static int access_one(const access_check *k, bool *creating)
+{
+    *creating = false;
+    if (k->kind == ACC_SEARCH_DIR)
+        return faccessat(AT_FDCWD, k->path, X_OK, AT_EACCESS) < 0 ? errno : 0;
+    struct stat st;
+    if (stat(k->path, &st) == 0)
+        return S_ISDIR(st.st_mode) ? EISDIR
+               : faccessat(AT_FDCWD, k->path, W_OK, AT_EACCESS) < 0 ? errno : 0;
+    if (errno != ENOENT) return errno;
+    *creating = true;
+    char *dir = strdup(k->path);
+    if (!dir) return ENOMEM;
+    char *slash = strrchr(dir, '/');
+    if (slash) *(slash == dir ? slash + 1 : slash) = 0;
+    int r = faccessat(AT_FDCWD, slash ? dir : ".", W_OK | X_OK, AT_EACCESS) < 0 ? errno : 0;
+    free(dir);
+    return r;
+}
+
+/* The server user's checks, run on a thread of their own that takes the server's credentials. */
+typedef struct as_user_job {
+    const struct passwd *pw;
+    gid_t gid;
+    const access_check *v;
+    size_t n;
+    int *res;
+    bool ok;
+} as_user_job;
+
+static void *access_as_user_thread(void *arg)
+{
+    as_user_job *j = arg;
+    /* The groups initgroups() would give, as start-up's switch does. */
+    int ng = 64;
+    gid_t *groups = malloc((size_t)ng * sizeof *groups);
+    if (groups && getgrouplist(j->pw->pw_name, j->gid, groups, &ng) < 0) {
+        gid_t *more = realloc(groups, (size_t)ng * sizeof *groups);
+        groups = more ? more : groups;
+        if (!more || getgrouplist(j->pw->pw_name, j->gid, groups, &ng) < 0) ng = -1;
+    }
+    /* Raw system calls on purpose: on Linux credentials belong to a thread, and only glibc's
+     * wrappers make every thread of the process follow. So this thread alone becomes the server's
+     * user (uid, gid and groups, as sl_switch_user makes the process), the kernel judges the
+     * checks exactly as it will judge the server, and the credentials die with the thread. */
+    if (groups && ng >= 0 && syscall(SYS_setgroups, (size_t)ng, groups) == 0 &&
+        syscall(SYS_setresgid, j->gid, j->gid, j->gid) == 0 &&
+        syscall(SYS_setresuid, j->pw->pw_uid, j->pw->pw_uid, j->pw->pw_uid) == 0) {
+        for (size_t i = 0; i < j->n; i++) {
+            bool creating;
+            j->res[i] = access_one(&j->v[i], &creating) << 1 | creating;
+        }
+        j->ok = true;
+    }
+    free(groups);
+    return NULL;
+}
+
+/* res[i] = errno << 1 | creating for each check, judged as pw with group gid. 0, or -1 when they
+ * could not be judged (then res is untouched). */
+static int access_as_user(const struct passwd *pw, gid_t gid, const access_check *v, size_t n,
+                          int *res)
+{
+    as_user_job j = {pw, gid, v, n, res, false};
+    pthread_t th;
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old); /* signals stay the main thread's */
+    int e = pthread_create(&th, NULL, access_as_user_thread, &j);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (e) return -1;
+    pthread_join(th, NULL);
+    return j.ok ? 0 : -1;
+}
+
+/* What start-up would refuse beyond single values: a user or group that does not exist, and a
+ * document root, log directory or pid-file directory its user cannot use. Files opened after
+ * privileges are dropped are judged as server.username; when that needs root and we are not
+ * root, they are left to start-up (which then refuses anyway: switching user needs root). */
+static void check_environment(prep_ctx *c)
+{
+    const struct passwd *pw = NULL;
+    gid_t gid = 0;
+    bool user_ok = true;
+    if (c->username) {
+        const sl_cassign *a = c->username;
+        if (!(pw = getpwnam(a->val->str))) {
+            fail(c, a->file, a->line, "server.username \"%s\": no such user", a->val->str);
+            user_ok = false;
+        } else {
+            gid = pw->pw_gid;
+        }
+    }
+    if (c->groupname) {
+        const sl_cassign *a = c->groupname;
+        const struct group *g = getgrnam(a->val->str);
+        if (!g) {
+            fail(c, a->file, a->line, "server.groupname \"%s\": no such group", a->val->str);
+            user_ok = false;
+        } else {
+            gid = g->gr_gid;
+        }
+    }
+    bool switching = pw && user_ok && pw->pw_uid != 0 && geteuid() == 0;
+    bool cannot_judge = (c->username || c->groupname) && geteuid() != 0;
+    int *res = calloc(c->n_acc + 1, sizeof *res);
+    access_check *mine = calloc(c->n_acc + 1, sizeof *mine);
+    size_t n_mine = 0;
+    if (!res || !mine) {
+        fail(c, c->tree->root->file, 0, "out of memory");
+        free(res);
+        free(mine);
+        return;
+    }
+    for (size_t i = 0; i < c->n_acc; i++) {
+        if (c->acc[i].as_server && switching) {
+            mine[n_mine++] = c->acc[i];
+            continue;
+        }
+        bool creating;
+        int e = access_one(&c->acc[i], &creating);
+        /* Without the server's user to judge by, only what no user could do is an error. */
+        if (c->acc[i].as_server && (cannot_judge || !user_ok) && e != ENOENT && e != ENOTDIR &&
+            e != EISDIR)
+            e = 0;
+        res[i] = e << 1 | creating;
+    }
+    /* The server user's checks, run on one thread, then put back in file order. */
+    int *theirs = calloc(n_mine + 1, sizeof *theirs);
+    if (n_mine && theirs && access_as_user(pw, gid, mine, n_mine, theirs) == 0)
+        for (size_t i = 0, j = 0; i < c->n_acc; i++)
+            if (c->acc[i].as_server && switching) res[i] = theirs[j++];
+    for (size_t i = 0; i < c->n_acc; i++) {
+        const access_check *k = &c->acc[i];
+        int e = res[i] >> 1;
+        if (!e) continue;
+        char who[300] = "";
+        if (k->as_server && switching) snprintf(who, sizeof who, " by user \"%s\"", pw->pw_name);
+        if (k->kind == ACC_SEARCH_DIR) {
+            fail(c, k->a->file, k->a->line, "%s \"%s\": cannot be entered%s: %s", k->a->key,
+                 k->path, who, strerror(e));
+        } else if (res[i] & 1) {
+            const char *slash = strrchr(k->path, '/');
+            int dl = !slash ? 1 : slash == k->path ? 1 : (int)(slash - k->path);
+            fail(c, k->a->file, k->a->line, "%s \"%s\": cannot be created in %.*s%s: %s",
+                 k->a->key, k->path, dl, slash ? k->path : ".", who, strerror(e));
+        } else {
+            fail(c, k->a->file, k->a->line, "%s \"%s\": cannot be written%s: %s", k->a->key,
+                 k->path, who, strerror(e));
+        }
+    }
+    free(theirs);
+    free(mine);
+    free(res);
+}
+
 int sl_settings_prepare(sl_config_tree *t, const char *basedir, sl_settings *global,
-                        sl_listen_spec *listen, size_t *n_listen, char *err, size_t errlen)
+                        sl_listen_spec *listen, size_t *n_listen, sl_config_errors *errs)
 {
     prep_ctx *c = calloc(1, sizeof *c);
     if (!c) {
-        snprintf(err, errlen, "out of memory");
+        sl_config_error_add(errs, t->root->file, 0, "out of memory");
         return -1;
     }
     c->basedir = basedir;
-    c->err = err;
-    c->errlen = errlen;
+    c->errs = errs;
     c->global = global;
     c->tree = t;
     c->listen = listen;
     c->n_listen = 1;
     sl_config_walk(t, check_assign, check_block, c);
-    int failed = c->failed;
-    size_t nl = c->n_listen;
-    free(c);
-    if (failed) return -1;
-    /* Global settings are the top-level block's own assignments; conditions are per request. */
-    sl_settings_defaults(global);
-    for (size_t i = 0; i < t->root->n_assigns; i++) apply_cb(&t->root->assigns[i], global);
-    if (global->docroot_fd < 0) {
-        snprintf(err, errlen, "server.document-root is not set");
-        return -1;
-    }
+    for (size_t i = 0; i < t->root->n_assigns; i++)
+        if (!strcmp(t->root->assigns[i].key, "server.document-root")) c->docroot = &t->root->assigns[i];
+    /* Not set at all (a partial tree may have lost the assignment to a syntax error: that error
+     * was reported, this would only echo it). */
+    if (!c->docroot && !t->partial)
+        fail(c, t->root->file, 0, "server.document-root is not set");
     /* The default socket; when a condition names the same address, the listener takes the
      * condition's spelling so that the condition matches it. */
     char spec[300], canon[128];
-    const char *b = global->bind ? global->bind : "0.0.0.0";
-    snprintf(spec, sizeof spec, strchr(b, ':') && b[0] != '[' ? "[%s]:%ld" : "%s:%ld", b,
-             global->port);
-    int r = sl_socket_canonical(spec, canon, sizeof canon);
-    if (r < 0) {
-        snprintf(err, errlen, "server.bind \"%s\" / server.port %ld: not a usable address", b,
-                 global->port);
-        return -1;
+    const char *b = c->bind ? c->bind->val->str : "0.0.0.0";
+    long port = c->port ? (long)c->port->val->num : 80;
+    snprintf(spec, sizeof spec, strchr(b, ':') && b[0] != '[' ? "[%s]:%ld" : "%s:%ld", b, port);
+    if (sl_socket_canonical(spec, canon, sizeof canon) < 0) {
+        const sl_cassign *a = c->bind ? c->bind : c->port;
+        fail(c, a ? a->file : t->root->file, a ? a->line : 0,
+             "server.bind \"%s\" / server.port %ld: not a usable address", b, port);
     }
+    check_environment(c);
+    flush_errors(c);
+    int n_err = c->n_err;
+    size_t nl = c->n_listen;
+    free(c->acc);
+    free(c);
+    if (n_err || t->partial) return -1;
+    /* Global settings are the top-level block's own assignments; conditions are per request. */
+    sl_settings_defaults(global);
+    for (size_t i = 0; i < t->root->n_assigns; i++) apply_cb(&t->root->assigns[i], global);
     snprintf(listen[0].canon, sizeof listen[0].canon, "%s", canon);
     snprintf(listen[0].literal, sizeof listen[0].literal, "%s", canon);
     for (size_t i = 1; i < nl; i++) {

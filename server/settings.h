@@ -10,6 +10,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <sys/types.h>
 
 #include "config_parse.h"
 #include "mime.h"
@@ -96,14 +97,25 @@ typedef struct sl_listen_spec {
 
 #define SL_MAX_LISTENERS 64
 
-/* Check every assignment in the tree (known key, right type, allowed in that block, implemented),
- * make relative paths absolute against basedir, canonicalize $SERVER["socket"] patterns, open
- * document roots and build mime tables. Fills *global from the top-level block and listen[] (at
- * most SL_MAX_LISTENERS) with the default socket (server.bind:server.port) first, then one per
- * distinct $SERVER["socket"] value. On error returns -1
- * with "file:line: message" in err. Resources are released by sl_settings_release. */
+/* Check every assignment in the tree (known key, right type, allowed in that block, implemented,
+ * a value that works), make relative paths absolute against basedir, canonicalize
+ * $SERVER["socket"] patterns, open document roots and build mime tables; then check what
+ * start-up would refuse: a server.username / server.groupname that does not exist, a document
+ * root (or X-Sendfile root) the server's user cannot enter, an error log, pid file, access log or
+ * timing file that cannot be written or created. Files the server opens after dropping
+ * privileges are judged as server.username (on a thread that alone takes that user's
+ * credentials, when we are root).
+ * Every fault is appended to errs ("file:line: message"); none stops the others being checked.
+ * Fills *global from the top-level block and listen[] (at most SL_MAX_LISTENERS) with the
+ * default socket (server.bind:server.port) first, then one per distinct $SERVER["socket"] value.
+ * Returns 0, or -1 when it found errors or the tree is partial (t->partial: the parser already
+ * reported why). Resources are released by sl_settings_release. */
 int sl_settings_prepare(sl_config_tree *t, const char *basedir, sl_settings *global,
-                        sl_listen_spec *listen, size_t *n_listen, char *err, size_t errlen);
+                        sl_listen_spec *listen, size_t *n_listen, sl_config_errors *errs);
+
+/* Become uid/gid as start-up does after binding: supplementary groups cleared, then uname's
+ * (when given) added; uid (uid_t)-1 keeps the user. Needs root. 0 or a negative errno. */
+int sl_switch_user(const char *uname, uid_t uid, gid_t gid);
 
 /* Release the document-root fds, mime tables and string lists made by sl_settings_prepare. */
 void sl_settings_release(void);

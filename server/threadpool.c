@@ -5,13 +5,15 @@
  * Finished jobs are appended to a completion list under a second lock, and the worker that turns
  * the list from empty to non-empty writes the eventfd once, so a burst of completions costs the
  * loop one wake-up. The loop swaps the whole list out under the lock and runs the done()
- * callbacks without it, in completion order.
+ * callbacks without it, in completion order. Workers block every signal (they start with the
+ * full mask), so signals are handled on the loop thread only and never interrupt a blocking call.
  */
 #include "threadpool.h"
 
 #include <errno.h>
 #include <event2/event.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
@@ -143,15 +145,21 @@ sl_tpool *sl_tpool_new(struct event_base *base, const char *name, unsigned threa
     pthread_cond_init(&p->qcond, NULL);
     p->ev = event_new(base, p->efd, EV_READ | EV_PERSIST, on_eventfd, p);
     if (!p->ev || event_add(p->ev, NULL) < 0) goto fail_locks;
+    /* A new thread inherits its creator's mask: create the workers with every signal blocked. */
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
     for (unsigned i = 0; i < threads; i++) {
         int e = pthread_create(&p->threads[i], NULL, worker, p);
         if (e) {
+            pthread_sigmask(SIG_SETMASK, &old, NULL);
             errno = e;
             goto fail_threads;
         }
         p->n_threads++;
         if (name) pthread_setname_np(p->threads[i], name);
     }
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
     return p;
 
 fail_threads: {

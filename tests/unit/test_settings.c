@@ -46,15 +46,21 @@ typedef struct fixture {
     sl_settings g;
     sl_listen_spec listen[SL_MAX_LISTENERS];
     size_t n_listen;
-    char err[512];
+    char err[4096];
 } fixture;
 
+/* Parse (keeping a partial tree) and prepare; every error, one per line, lands in f->err. */
 static int prepare(fixture *f, const char *text)
 {
     memset(f, 0, sizeof *f);
-    f->t = sl_config_parse_string(text, strlen(text), "t.conf", dir, f->err, sizeof f->err);
+    sl_config_errors errs = {0};
+    f->t = sl_config_parse_string_all(text, strlen(text), "t.conf", dir, &errs);
     assert_non_null(f->t);
-    return sl_settings_prepare(f->t, dir, &f->g, f->listen, &f->n_listen, f->err, sizeof f->err);
+    int r = sl_settings_prepare(f->t, dir, &f->g, f->listen, &f->n_listen, &errs);
+    sl_config_errors_join(&errs, f->err, sizeof f->err);
+    if (r == 0 && sl_config_errors_any(&errs)) fail_msg("prepare passed with errors: %s", f->err);
+    sl_config_errors_free(&errs);
+    return r;
 }
 
 static void done(fixture *f)
@@ -103,6 +109,133 @@ static void test_errors_name_file_and_line(void **state)
     expect_error("server.document-root = \"a\"\nserver.port = 70000\n", "out of range");
     expect_error("server.document-root = \"a\"\nserver.event-handler = \"kqueue\"\n",
                  "not supported");
+}
+
+/* Exactly these errors, in this order (each a full "file:line: message" prefix). */
+static void expect_errors(const char *text, const char *const *want, size_t n)
+{
+    fixture f;
+    assert_int_equal(prepare(&f, text), -1);
+    const char *p = f.err;
+    for (size_t i = 0; i < n; i++) {
+        if (strncmp(p, want[i], strlen(want[i])) != 0)
+            fail_msg("error %zu: wanted '%s' in:\n%s", i, want[i], f.err);
+        p = strchr(p, '\n');
+        if (i + 1 < n && !p) fail_msg("only %zu errors in:\n%s", i + 1, f.err);
+        if (p) p++;
+    }
+    if (p && *p) fail_msg("more errors than the %zu expected:\n%s", n, f.err);
+    done(&f);
+}
+
+static void test_every_error_is_reported(void **state)
+{
+    /* One of each kind of semantic error, in the top level and in conditions: all reported,
+     * in file order, in one call. */
+    static const char *const want[] = {
+        "t.conf:2: unknown config key 'server.bogus'",
+        "t.conf:3: 'server.port' must be an integer, not string",
+        "t.conf:4: server.event-handler \"kqueue\" is not supported",
+        "t.conf:6: 'server.max-read-threads' can only be set at the top level",
+        "t.conf:7: server.document-root \"",
+        "t.conf:9: proxy-core.protocol \"scgi\" is not supported",
+        "t.conf:10: $SERVER[\"socket\"] \"nonsense\": not a socket address",
+    };
+    expect_errors("server.document-root = \"a\"\n"
+                  "server.bogus = 1\n"
+                  "server.port = \"80\"\n"
+                  "server.event-handler = \"kqueue\"\n"
+                  "$HTTP[\"host\"] == \"x\" {\n"
+                  "  server.max-read-threads = 4\n"
+                  "  server.document-root = \"missing\"\n"
+                  "}\n"
+                  "proxy-core.protocol = \"scgi\"\n"
+                  "$SERVER[\"socket\"] == \"nonsense\" { }\n",
+                  want, sizeof want / sizeof want[0]);
+    /* Syntax and meaning together: the parser's errors, then the checks of what did parse. */
+    static const char *const both[] = {
+        "t.conf:2: invalid integer '12x'",
+        "t.conf:3: unsupported condition $HTTP[\"useragent\"]",
+        "t.conf:4: unknown config key 'nope.inside'",
+        "t.conf:6: unknown config key 'nope.after'",
+    };
+    expect_errors("server.document-root = \"a\"\n"
+                  "server.port = 12x\n"
+                  "$HTTP[\"useragent\"] =~ \"bot\" {\n"
+                  "  nope.inside = 1\n"
+                  "}\n"
+                  "nope.after = 1\n",
+                  both, sizeof both / sizeof both[0]);
+    /* A document root lost to a syntax error is not also reported as "not set". */
+    static const char *const lost[] = {"t.conf:1: unterminated string"};
+    expect_errors("server.document-root = \"a\n", lost, 1);
+    /* Not set at all: named by the file, without a line. */
+    static const char *const unset[] = {"t.conf: server.document-root is not set"};
+    expect_errors("server.port = 8080\n", unset, 1);
+}
+
+static void path_in_dir(char *out, size_t len, const char *name)
+{
+    snprintf(out, len, "%s/%s", dir, name);
+}
+
+/* What start-up would refuse: a user or group that does not exist, a document root the server's
+ * user cannot enter, log and pid files that cannot be created or written. As root the checks
+ * are made as server.username "nobody" (the way start-up would open them); otherwise as the
+ * user running the test, with permissions that shut it out. */
+static void test_startup_refusals(void **state)
+{
+    bool root = geteuid() == 0;
+    char closed[300], ro[300], conf[3000];
+    path_in_dir(closed, sizeof closed, "closed");
+    path_in_dir(ro, sizeof ro, "ro");
+    assert_int_equal(mkdir(closed, root ? 0700 : 0600), 0);
+    assert_int_equal(mkdir(ro, root ? 0755 : 0555), 0);
+    assert_int_equal(chmod(dir, 0755), 0); /* mkdtemp's 0700 would shut "nobody" out of all */
+    snprintf(conf, sizeof conf,
+             "server.document-root = \"a\"\n"
+             "%s"
+             "server.errorlog = \"nodir/error.log\"\n"
+             "accesslog.filename = \"ro/access.log\"\n"
+             "server.pid-file = \"b\"\n"
+             "$HTTP[\"host\"] == \"c\" { server.document-root = \"closed\" }\n",
+             root ? "server.username = \"nobody\"\n" : "");
+    char w[4][1400];
+    const char *by = root ? " by user \"nobody\"" : "";
+    int l = root ? 1 : 0; /* the username line shifts the rest */
+    snprintf(w[0], sizeof w[0], "t.conf:%d: server.errorlog \"%s/nodir/error.log\": cannot be "
+             "created in %s/nodir: No such file or directory", 2 + l, dir, dir);
+    snprintf(w[1], sizeof w[1], "t.conf:%d: accesslog.filename \"%s/access.log\": cannot be "
+             "created in %s%s: Permission denied", 3 + l, ro, ro, by);
+    snprintf(w[2], sizeof w[2], "t.conf:%d: server.pid-file \"%s/b\": cannot be written: Is a "
+             "directory", 4 + l, dir);
+    snprintf(w[3], sizeof w[3], "t.conf:%d: server.document-root \"%s\": cannot be entered%s: "
+             "Permission denied", 5 + l, closed, by);
+    const char *const want[] = {w[0], w[1], w[2], w[3]};
+    uid_t uid = geteuid();
+    gid_t gid = getegid();
+    expect_errors(conf, want, 4);
+    /* Judging as "nobody" left this process's own credentials alone. */
+    assert_int_equal(geteuid(), uid);
+    assert_int_equal(getegid(), gid);
+
+    static const char *const nouser[] = {
+        "t.conf:2: server.username \"sl-no-such-user\": no such user",
+        "t.conf:3: server.groupname \"sl-no-such-group\": no such group",
+    };
+    expect_errors("server.document-root = \"a\"\nserver.username = \"sl-no-such-user\"\n"
+                  "server.groupname = \"sl-no-such-group\"\n", nouser, 2);
+
+    /* What the server's user can use passes. */
+    fixture f;
+    snprintf(conf, sizeof conf, "server.document-root = \"a\"\n%s"
+             "server.errorlog = \"error.log\"\naccesslog.filename = \"%s/access.log\"\n",
+             root ? "server.username = \"nobody\"\n" : "", root ? "/tmp" : dir);
+    assert_int_equal(prepare(&f, conf), 0);
+    done(&f);
+    assert_int_equal(chmod(dir, 0700), 0);
+    rmdir(closed);
+    rmdir(ro);
 }
 
 static void test_cidr(void **state)
@@ -304,6 +437,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_defaults_and_relative_docroot),
         cmocka_unit_test(test_errors_name_file_and_line),
+        cmocka_unit_test(test_every_error_is_reported),
+        cmocka_unit_test(test_startup_refusals),
         cmocka_unit_test(test_proxy_core_keys),
         cmocka_unit_test(test_cidr),
         cmocka_unit_test(test_backend_keys),
