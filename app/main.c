@@ -27,16 +27,19 @@
 #include "module.h"
 #include "server.h"
 #include "sl_version.h"
+#include "user.h"
 
 static void usage(FILE *f)
 {
     fprintf(f, "usage: seekless -f FILE [-D] [-t]\n"
                "       seekless -v | -V | -h\n"
-               "  -f FILE        config file (lighttpd syntax)\n"
-               "  -D             do not daemonize: stay in the foreground\n"
-               "  -t             test the config file and exit (0: OK, 1: every error and why)\n"
+               "  -f FILE  config file (lighttpd syntax)\n"
+               "  -D       do not daemonize: stay in the foreground\n"
+               "  -t       check the config file and exit: 0 and \"Syntax OK\", or 1 and every\n"
+               "           error on stderr (file:line: message), including what start-up would\n"
+               "           refuse (unknown user, unusable document root or log directory)\n"
                "  -v, --version  show the version\n"
-               "  -V             show the version and the compiled-in network backends and features\n"
+               "  -V       show the version and the compiled-in network backends and features\n"
                "  -h, --help     this help\n");
 }
 
@@ -50,7 +53,7 @@ static int drop_privileges(const sl_core_conf *s, char *err, size_t errlen)
         return -1;
     }
     gid_t gid = 0;
-    uid_t uid = 0;
+    uid_t uid = (uid_t)-1;
     const char *uname = NULL;
     if (s->groupname) {
         struct group *g = getgrnam(s->groupname);
@@ -70,12 +73,12 @@ static int drop_privileges(const sl_core_conf *s, char *err, size_t errlen)
         uname = p->pw_name;
         if (!s->groupname) gid = p->pw_gid;
     }
-    if (setgroups(0, NULL) < 0 || setgid(gid) < 0 || (uname && initgroups(uname, gid) < 0) ||
-        (s->username && setuid(uid) < 0)) {
-        snprintf(err, errlen, "dropping privileges failed: %s", strerror(errno));
+    int r = sl_switch_user(uname, uid, gid);
+    if (r < 0) {
+        snprintf(err, errlen, "dropping privileges failed: %s", strerror(-r));
         return -1;
     }
-    if (s->username && uid != 0 && setuid(0) == 0) {
+    if (s->username && uid != 0 && uid != (uid_t)-1 && setuid(0) == 0) {
         snprintf(err, errlen, "dropping privileges failed: could regain root");
         return -1;
     }
@@ -123,21 +126,9 @@ static void raise_fd_limit(void)
     }
 }
 
-/* Signals go to the main thread only: block them before any thread starts, so every thread
- * inherits the mask, and take them with sigwaitinfo (sl_server_run). A write to a socket the
- * client closed must not kill the process. */
-static void block_signals(void)
-{
-    signal(SIGPIPE, SIG_IGN);
-    sigset_t set;
-    sigemptyset(&set);
-    int sigs[] = {SIGTERM, SIGINT, SIGQUIT, SIGHUP, SIGUSR1, SIGUSR2, SIGWINCH};
-    for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++) sigaddset(&set, sigs[i]);
-    pthread_sigmask(SIG_BLOCK, &set, NULL);
-}
-
 int main(int argc, char **argv)
 {
+    sl_server_block_signals(); /* before anything: a HUP or USR1 during start-up waits */
     const char *conf_path = NULL;
     bool foreground = false, test_only = false;
     static const struct option longs[] = {
@@ -164,14 +155,17 @@ int main(int argc, char **argv)
         usage(stderr);
         return 1;
     }
-    /* Signals that arrive while starting are taken by sigwaitinfo later, not lost or fatal. */
-    block_signals();
     char err[1024] = "";
-    sl_errs errs = {0};
-    sl_conf_set *cs = sl_conf_load(conf_path, sl_modules_builtin, test_only, &errs);
+    /* Every error in the config, syntax and meaning, and what start-up would refuse (unknown
+     * user, a directory its user cannot enter), in one run: for -t and for start-up. */
+    sl_config_errors errs = {0};
+    sl_conf_set *cs = sl_conf_load(conf_path, sl_modules_builtin, true, &errs);
     if (!cs) {
-        fprintf(stderr, "%s", errs.text ? errs.text : "seekless: cannot load the config\n");
-        sl_errs_free(&errs);
+        for (size_t i = 0; i < errs.n; i++) fprintf(stderr, "seekless: %s\n", errs.msg[i]);
+        if (errs.dropped)
+            fprintf(stderr, "seekless: %zu more error(s) not kept: out of memory\n", errs.dropped);
+        if (!sl_config_errors_any(&errs)) fprintf(stderr, "seekless: cannot load the config\n");
+        sl_config_errors_free(&errs);
         return 1;
     }
     static sl_server srv;

@@ -17,6 +17,7 @@
 #include <errno.h>
 #include <event2/event.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,6 +38,11 @@ static void paio_done(sl_job *job)
 
 static void paio_notify(union sigval sv)
 {
+    /* glibc runs this on a thread of its own that starts with no signal blocked; signals are
+     * the main thread's (see server.c), so block them here as in every worker. */
+    sigset_t all;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, NULL);
     sl_xfer *x = sv.sival_ptr;
     struct aiocb *cb = x->priv;
     int e = aio_error(cb);

@@ -178,9 +178,15 @@ sl_tpool *sl_tpool_new(const char *name, unsigned threads, unsigned max_queue)
     }
     pthread_mutex_init(&p->qlock, NULL);
     pthread_cond_init(&p->qcond, NULL);
+    /* A new thread inherits its creator's mask: create the workers with every signal blocked,
+     * so not even their first instructions can take one. */
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
     for (unsigned i = 0; i < threads; i++) {
         int e = pthread_create(&p->threads[i], NULL, worker, p);
         if (e) {
+            pthread_sigmask(SIG_SETMASK, &old, NULL);
             sl_tpool_free(p);
             errno = e;
             return NULL;
@@ -188,6 +194,7 @@ sl_tpool *sl_tpool_new(const char *name, unsigned threads, unsigned max_queue)
         p->n_threads++;
         if (name) pthread_setname_np(p->threads[i], name);
     }
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
     return p;
 }
 

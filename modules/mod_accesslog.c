@@ -165,7 +165,7 @@ static int prep_format(const sl_cval *v, const sl_key_ctx *ctx, void **out)
 }
 
 static const sl_key alog_keys[] = {
-    {"accesslog.filename", SL_KEY_PATH, SL_KEY_GLOBAL, offsetof(alog_conf, filename), NULL, NULL},
+    {"accesslog.filename", SL_KEY_PATH, SL_KEY_GLOBAL | SL_KEY_APPENDS, offsetof(alog_conf, filename), NULL, NULL},
     {"accesslog.format", SL_KEY_STRING, SL_KEY_GLOBAL, offsetof(alog_conf, format), prep_format,
      NULL},
     {NULL},

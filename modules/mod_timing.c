@@ -143,7 +143,7 @@ static void timing_fini(sl_server *srv)
 
 static const sl_key timing_keys[] = {
     {"debug.log-timing", SL_KEY_BOOL, SL_KEY_GLOBAL, offsetof(timing_conf, on), NULL, NULL},
-    {"debug.timing-file", SL_KEY_PATH, SL_KEY_GLOBAL, offsetof(timing_conf, file), NULL, NULL},
+    {"debug.timing-file", SL_KEY_PATH, SL_KEY_GLOBAL | SL_KEY_APPENDS, offsetof(timing_conf, file), NULL, NULL},
     {NULL},
 };
 

@@ -1411,6 +1411,8 @@ static int prep_roots(const sl_cval *v, const sl_key_ctx *ctx, void **out)
             return -1;
         }
     }
+    for (size_t i = 0; i < v->n_items; i++) /* entered as server.username */
+        sl_key_access(ctx, r->paths[i], SL_ACCESS_SEARCH_DIR, true);
     r->roots.path = (const char *const *)r->paths;
     r->roots.fd = r->fds;
     *out = r; /* the field is the roots, first member of r */

@@ -24,36 +24,21 @@
 
 /* ---- messages ---- */
 
-void sl_errs_add(sl_errs *e, const char *file, int line, const char *fmt, ...)
-{
-    char msg[1200];
-    int n = 0;
-    if (file) n = snprintf(msg, sizeof msg, "%s:%d: ", file, line);
-    if (n < 0 || (size_t)n >= sizeof msg) n = 0;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg + n, sizeof msg - (size_t)n, fmt, ap);
-    va_end(ap);
-    size_t len = strlen(msg);
-    if (e->len + len + 2 > e->cap) {
-        size_t nc = e->cap ? e->cap * 2 : 1024;
-        while (nc < e->len + len + 2) nc *= 2;
-        char *t = realloc(e->text, nc);
-        if (!t) return;
-        e->text = t;
-        e->cap = nc;
-    }
-    memcpy(e->text + e->len, msg, len);
-    e->len += len;
-    e->text[e->len++] = '\n';
-    e->text[e->len] = 0;
-    e->n++;
-}
+/* An error waiting to be given out: the walk visits blocks, not lines, so errors are collected
+ * and sorted into file order before they reach the caller. */
+typedef struct pending {
+    const char *file;
+    int line;
+    size_t seq;
+    char *msg;
+} pending;
 
-void sl_errs_free(sl_errs *e)
+static int pending_cmp(const void *x, const void *y)
 {
-    free(e->text);
-    memset(e, 0, sizeof *e);
+    const pending *a = x, *b = y;
+    if (a->seq / 1000000 != b->seq / 1000000) return a->seq < b->seq ? -1 : 1; /* file order */
+    if (a->line != b->line) return a->line < b->line ? -1 : 1;
+    return a->seq < b->seq ? -1 : a->seq > b->seq;
 }
 
 int sl_key_choice(const char *key, const sl_cval *v, const sl_key_ctx *ctx,
@@ -148,13 +133,133 @@ static void apply_ops(sl_conf *block, const ops *o)
 
 /* ---- loading ---- */
 
-typedef struct load_ctx {
+/* Loading state; modules' check() hooks see it as sl_conf_check. */
+struct sl_conf_check {
     sl_conf_set *cs;
     sl_module *const *builtin;
     bool loaded[SL_MAX_MODULES];  /* by index into builtin */
     bool check_system;
-    sl_errs *errs;
-} load_ctx;
+    sl_config_errors *errs;
+    pending *pend;
+    size_t n_pend, cap_pend;
+    size_t n_failed;              /* errors reported (pending or given out) */
+    sl_conf_access *acc;          /* files the server will open */
+    size_t n_acc, cap_acc;
+    bool *accepted;               /* per top-level assignment: it compiled */
+};
+typedef struct sl_conf_check load_ctx;
+
+static void lc_failv(load_ctx *lc, const char *file, int line, const char *fmt, va_list ap)
+{
+    char msg[1200];
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    if (!file) file = lc->cs->tree->root->file;
+    lc->n_failed++;
+    if (lc->n_pend == lc->cap_pend) {
+        size_t nc = lc->cap_pend ? lc->cap_pend * 2 : 16;
+        pending *np = realloc(lc->pend, nc * sizeof *np);
+        if (!np) {
+            sl_config_error_add(lc->errs, file, line, "%s", msg); /* out of order, not lost */
+            return;
+        }
+        lc->pend = np;
+        lc->cap_pend = nc;
+    }
+    char *m = strdup(msg);
+    if (!m) {
+        sl_config_error_add(lc->errs, file, line, "%s", msg);
+        return;
+    }
+    lc->pend[lc->n_pend] = (pending){file, line, lc->n_pend, m};
+    lc->n_pend++;
+}
+
+static void lc_fail(load_ctx *lc, const char *file, int line, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static void lc_fail(load_ctx *lc, const char *file, int line, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    lc_failv(lc, file, line, fmt, ap);
+    va_end(ap);
+}
+
+void sl_conf_fail(sl_conf_check *k, const char *file, int line, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    lc_failv(k, file, line, fmt, ap);
+    va_end(ap);
+}
+
+/* Give the pending errors out in file order: files in the order their first error was found,
+ * by line within a file. */
+static void flush_errors(load_ctx *lc)
+{
+    for (size_t i = 0; i < lc->n_pend; i++) {
+        size_t first = i;
+        for (size_t j = 0; j < i; j++)
+            if (!strcmp(lc->pend[j].file, lc->pend[i].file)) {
+                first = lc->pend[j].seq / 1000000;
+                break;
+            }
+        lc->pend[i].seq = first * 1000000 + i; /* SL_CONFIG_MAX_ERRORS keeps i far below */
+    }
+    if (lc->n_pend) qsort(lc->pend, lc->n_pend, sizeof *lc->pend, pending_cmp);
+    for (size_t i = 0; i < lc->n_pend; i++) {
+        sl_config_error_add(lc->errs, lc->pend[i].file, lc->pend[i].line, "%s", lc->pend[i].msg);
+        free(lc->pend[i].msg);
+    }
+    free(lc->pend);
+    lc->pend = NULL;
+    lc->n_pend = lc->cap_pend = 0;
+}
+
+static void want_access(load_ctx *lc, const sl_cassign *a, const char *path, sl_access_kind kind,
+                        bool as_server)
+{
+    if (lc->n_acc == lc->cap_acc) {
+        size_t nc = lc->cap_acc ? lc->cap_acc * 2 : 8;
+        sl_conf_access *na = realloc(lc->acc, nc * sizeof *na);
+        if (!na) {
+            lc_fail(lc, a->file, a->line, "out of memory");
+            return;
+        }
+        lc->acc = na;
+        lc->cap_acc = nc;
+    }
+    lc->acc[lc->n_acc++] = (sl_conf_access){a->file, a->line, a->key, path, kind, as_server};
+}
+
+void sl_key_access(const sl_key_ctx *ctx, const char *path, sl_access_kind kind, bool as_server)
+{
+    if (ctx->loader && ctx->assign) want_access(ctx->loader, ctx->assign, path, kind, as_server);
+}
+
+bool sl_conf_check_system(const sl_conf_check *k)
+{
+    return k->check_system;
+}
+
+const sl_config_tree *sl_conf_check_tree(const sl_conf_check *k)
+{
+    return k->cs->tree;
+}
+
+const sl_cassign *sl_conf_top_assign(const sl_conf_check *k, const char *key)
+{
+    const sl_cblock *root = k->cs->tree->root;
+    for (size_t i = root->n_assigns; i-- > 0;)
+        if (k->accepted && k->accepted[i] && !strcmp(root->assigns[i].key, key))
+            return &root->assigns[i];
+    return NULL;
+}
+
+size_t sl_conf_check_accesses(const sl_conf_check *k, const sl_conf_access **out)
+{
+    *out = k->acc;
+    return k->n_acc;
+}
 
 static const char *type_want(sl_key_type t)
 {
@@ -221,18 +326,18 @@ static int compile_assign(load_ctx *lc, const sl_cblock *b, const sl_cassign *a,
     const sl_cval *v = a->val;
     if (!strcmp(a->key, "server.modules")) return 1; /* read before everything else */
     if (!k) {
-        sl_errs_add(lc->errs, a->file, a->line, "unknown config key '%s'", a->key);
+        lc_fail(lc, a->file, a->line, "unknown config key '%s'", a->key);
         return -1;
     }
     const sl_module *m = lc->builtin[mi];
     if (!lc->loaded[mi]) {
-        sl_errs_add(lc->errs, a->file, a->line,
+        lc_fail(lc, a->file, a->line,
                     "'%s' belongs to %s, which server.modules does not load (add \"%s\" to it)",
                     a->key, module_label(m), module_label(m));
         return -1;
     }
     if ((k->flags & SL_KEY_GLOBAL) && b->field != SL_COND_NONE) {
-        sl_errs_add(lc->errs, a->file, a->line,
+        lc_fail(lc, a->file, a->line,
                     "'%s' can only be set at the top level, not inside a condition", a->key);
         return -1;
     }
@@ -254,21 +359,21 @@ static int compile_assign(load_ctx *lc, const sl_cblock *b, const sl_cassign *a,
     default: ok = v->type == SL_CV_STRING; break;
     }
     if (!ok) {
-        sl_errs_add(lc->errs, a->file, a->line, "'%s' must be %s, not %s", a->key,
+        lc_fail(lc, a->file, a->line, "'%s' must be %s, not %s", a->key,
                     type_want(k->type), sl_cval_type_name(v->type));
         return -1;
     }
     if (k->type == SL_KEY_INT && v->num < 0) {
-        sl_errs_add(lc->errs, a->file, a->line, "'%s' must not be negative", a->key);
+        lc_fail(lc, a->file, a->line, "'%s' must not be negative", a->key);
         return -1;
     }
     void *prep = NULL;
     if (k->prepare) {
         char msg[1024] = "";
         sl_key_ctx ctx = {.basedir = cs->basedir, .check_system = lc->check_system,
-                          .err = msg, .errlen = sizeof msg};
+                          .err = msg, .errlen = sizeof msg, .loader = lc, .assign = a};
         if (k->prepare(v, &ctx, &prep) < 0) {
-            sl_errs_add(lc->errs, a->file, a->line, "%s", msg[0] ? msg : "invalid value");
+            lc_fail(lc, a->file, a->line, "%s", msg[0] ? msg : "invalid value");
             return -1;
         }
         if (prep) own(cs, prep, k->release);
@@ -281,6 +386,8 @@ static int compile_assign(load_ctx *lc, const sl_cblock *b, const sl_cassign *a,
         char *p = own(cs, abs_path(cs->basedir, v->str), NULL);
         if (!p) return -1;
         o->v.s = p;
+        if (k->flags & SL_KEY_APPENDS)
+            want_access(lc, a, p, SL_ACCESS_APPEND_FILE, !(k->flags & SL_KEY_OPENED_BEFORE_DROP));
         break;
     }
     case SL_KEY_INT: o->v.i = (long)v->num; break;
@@ -314,8 +421,11 @@ static void compile_block(load_ctx *lc, sl_cblock *b)
     if (!o) return;
     o->v = own(lc->cs, calloc(b->n_assigns + 1, sizeof *o->v), NULL);
     if (!o->v) return;
-    for (size_t i = 0; i < b->n_assigns; i++)
-        if (compile_assign(lc, b, &b->assigns[i], &o->v[o->n]) == 0) o->n++;
+    for (size_t i = 0; i < b->n_assigns; i++) {
+        if (compile_assign(lc, b, &b->assigns[i], &o->v[o->n]) != 0) continue;
+        o->n++;
+        if (b == lc->cs->tree->root && lc->accepted) lc->accepted[i] = true;
+    }
     b->ext = o;
 }
 
@@ -326,20 +436,20 @@ static void collect_socket(load_ctx *lc, const sl_cblock *b)
     char canon[128];
     int r = sl_socket_canonical(b->pattern, canon, sizeof canon);
     if (r < 0) {
-        sl_errs_add(lc->errs, b->file, b->line, "$SERVER[\"socket\"] \"%s\": %s", b->pattern,
+        lc_fail(lc, b->file, b->line, "$SERVER[\"socket\"] \"%s\": %s", b->pattern,
                     r == -EINVAL
                         ? "not a socket address (want \":port\", \"ip:port\" or \"[ip6]:port\")"
                         : "cannot resolve");
         return;
     }
     if (strlen(b->pattern) >= sizeof cs->listen[0].literal) {
-        sl_errs_add(lc->errs, b->file, b->line, "$SERVER[\"socket\"] value too long");
+        lc_fail(lc, b->file, b->line, "$SERVER[\"socket\"] value too long");
         return;
     }
     for (size_t i = 1; i < cs->n_listen; i++) {
         if (!strcmp(cs->listen[i].canon, canon)) {
             if (strcmp(cs->listen[i].literal, b->pattern))
-                sl_errs_add(lc->errs, b->file, b->line,
+                lc_fail(lc, b->file, b->line,
                             "$SERVER[\"socket\"] \"%s\" names the same socket as \"%s\"; write it "
                             "one way",
                             b->pattern, cs->listen[i].literal);
@@ -347,7 +457,7 @@ static void collect_socket(load_ctx *lc, const sl_cblock *b)
         }
     }
     if (cs->n_listen == SL_MAX_LISTENERS) {
-        sl_errs_add(lc->errs, b->file, b->line, "too many distinct $SERVER[\"socket\"] values");
+        lc_fail(lc, b->file, b->line, "too many distinct $SERVER[\"socket\"] values");
         return;
     }
     snprintf(cs->listen[cs->n_listen].canon, sizeof cs->listen[0].canon, "%s", canon);
@@ -382,7 +492,7 @@ static void pick_modules(load_ctx *lc)
         for (size_t i = 0; ok && i < v->n_items; i++)
             ok = !v->items[i].key && v->items[i].val->type == SL_CV_STRING;
         if (!ok) {
-            sl_errs_add(lc->errs, list->file, list->line,
+            lc_fail(lc, list->file, list->line,
                         "'server.modules' must be an array of module names");
         } else {
             for (size_t i = 0; i < v->n_items; i++) {
@@ -400,7 +510,7 @@ static void pick_modules(load_ctx *lc)
                         for (size_t a = 0; lc->builtin[m]->aliases && lc->builtin[m]->aliases[a]; a++)
                             snprintf(have + strlen(have), sizeof have - strlen(have), "%s%s",
                                      have[0] ? ", " : "", lc->builtin[m]->aliases[a]);
-                    sl_errs_add(lc->errs, list->file, list->line,
+                    lc_fail(lc, list->file, list->line,
                                 "server.modules: \"%s\" is not a module of seekless (it has: %s)",
                                 name, have);
                     continue;
@@ -444,16 +554,18 @@ static void defaults_into(const sl_conf_set *cs, sl_conf *block)
         if (cs->mods[i]->defaults) cs->mods[i]->defaults((char *)block + cs->mods[i]->conf_off);
 }
 
+/* Check a parsed tree (also a partial one, whose errors the parser gave: its statements are
+ * still checked so that one run names every fault). Takes t. */
 static sl_conf_set *load_tree(sl_config_tree *t, const char *basedir, sl_module *const *builtin,
-                              bool check_system, sl_errs *errs)
+                              bool check_system, sl_config_errors *errs)
 {
     sl_conf_set *cs = calloc(1, sizeof *cs);
     struct sl_conf_priv *pv = calloc(1, sizeof *pv);
     if (!cs || !pv) {
         free(cs);
         free(pv);
+        sl_config_error_add(errs, t->root->file, 0, "out of memory");
         sl_config_tree_free(t);
-        sl_errs_add(errs, NULL, 0, "out of memory");
         return NULL;
     }
     cs->tree = t;
@@ -461,47 +573,52 @@ static sl_conf_set *load_tree(sl_config_tree *t, const char *basedir, sl_module 
     cs->basedir = basedir ? strdup(basedir) : NULL;
     cs->n_listen = 1; /* [0]: the core's server.bind:server.port */
     load_ctx lc = {.cs = cs, .builtin = builtin, .check_system = check_system, .errs = errs};
-    unsigned before = errs->n;
+    lc.accepted = calloc(t->root->n_assigns + 1, sizeof *lc.accepted);
+    if (!lc.accepted) lc_fail(&lc, NULL, 0, "out of memory");
     pick_modules(&lc);
     bool only_socket = true;
     walk(&lc, t->root, &only_socket);
     cs->global = own(cs, malloc(cs->block_size), NULL);
-    if (pv->failed_oom || !cs->global) sl_errs_add(errs, NULL, 0, "out of memory");
-    if (errs->n != before) {
+    if (pv->failed_oom || !cs->global) {
+        lc_fail(&lc, NULL, 0, "out of memory");
+    } else {
+        /* The global block from what was accepted, so the checks below judge the values that
+         * would be served, and each module's own combined checks. */
+        defaults_into(cs, cs->global);
+        apply_ops(cs->global, t->root->ext);
+        for (size_t i = 0; i < cs->n_mods; i++)
+            if (cs->mods[i]->check)
+                cs->mods[i]->check(&lc, (const char *)cs->global + cs->mods[i]->conf_off);
+    }
+    flush_errors(&lc);
+    free(lc.acc);
+    free(lc.accepted);
+    if (lc.n_failed || t->partial) {
         sl_conf_free(cs);
         return NULL;
     }
-    defaults_into(cs, cs->global);
-    apply_ops(cs->global, t->root->ext);
     cs->only_socket = only_socket;
     return cs;
 }
 
 sl_conf_set *sl_conf_load_string(const char *text, size_t len, const char *name,
                                  const char *basedir, sl_module *const *builtin,
-                                 bool check_system, sl_errs *errs)
+                                 bool check_system, sl_config_errors *errs)
 {
-    char err[1024];
-    sl_config_tree *t = sl_config_parse_string(text, len, name, basedir, err, sizeof err);
-    if (!t) {
-        sl_errs_add(errs, NULL, 0, "%s", err);
-        return NULL;
-    }
+    sl_config_tree *t = sl_config_parse_string_all(text, len, name, basedir, errs);
+    if (!t) return NULL;
     return load_tree(t, basedir, builtin, check_system, errs);
 }
 
 sl_conf_set *sl_conf_load(const char *path, sl_module *const *builtin, bool check_system,
-                          sl_errs *errs)
+                          sl_config_errors *errs)
 {
-    char err[1024];
+    sl_config_tree *t = sl_config_parse_file_all(path, errs);
+    if (!t) return NULL;
     char real[PATH_MAX];
     if (!realpath(path, real)) {
-        sl_errs_add(errs, NULL, 0, "%s: %s", path, strerror(errno));
-        return NULL;
-    }
-    sl_config_tree *t = sl_config_parse_file(path, err, sizeof err);
-    if (!t) {
-        sl_errs_add(errs, NULL, 0, "%s", err);
+        sl_config_error_add(errs, path, 0, "%s", strerror(errno));
+        sl_config_tree_free(t);
         return NULL;
     }
     return load_tree(t, dirname(real), builtin, check_system, errs);

@@ -24,18 +24,18 @@
 /* A conf block (opaque here: the core conf struct comes first, see core_conf.h). */
 typedef struct sl_conf sl_conf;
 
-/* Messages collected while loading: every error, each "file:line: message\n". */
-typedef struct sl_errs {
-    char *text;
-    size_t len, cap;
-    unsigned n;
-} sl_errs;
+/* A file or directory the server will open, to be checked as the user that will open it
+ * (sl_conf_accesses; the core checks them against server.username). */
+typedef enum { SL_ACCESS_SEARCH_DIR, SL_ACCESS_APPEND_FILE } sl_access_kind;
 
-/* Add one error (file may be NULL: no location). */
-void sl_errs_add(sl_errs *e, const char *file, int line, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-/* Free the messages. */
-void sl_errs_free(sl_errs *e);
+typedef struct sl_conf_access {
+    const char *file;    /* where the key that names it is set */
+    int line;
+    const char *key;
+    const char *path;    /* absolute */
+    sl_access_kind kind;
+    bool as_server;      /* opened after privileges are dropped (else by the starting user) */
+} sl_conf_access;
 
 /* One listening socket: its canonical address and the literal that $SERVER["socket"] conditions
  * compare with (the config's own spelling, so a condition matches the listener it named). */
@@ -64,22 +64,44 @@ typedef struct sl_conf_set {
 } sl_conf_set;
 
 /* Load the config file at path with the modules in builtin (NULL-terminated; builtin[0] is the
- * core, always loaded and first). On any error returns NULL with every message in errs (a file
- * that cannot be read is named with its path). check_system also checks what start-up would
- * refuse that the file alone does not show (users and groups that do not exist, unreadable
- * directories). */
+ * core, always loaded and first). Every error is appended to errs, the parser's (it goes on past
+ * a syntax error) and then every key's in file order, so one run names every fault; a file that
+ * cannot be read is named with its path. Returns NULL when there was any. check_system also
+ * checks what the file alone does not show (users and groups that exist). */
 sl_conf_set *sl_conf_load(const char *path, sl_module *const *builtin, bool check_system,
-                          sl_errs *errs);
+                          sl_config_errors *errs);
 /* The same from text; name is used in messages, basedir resolves relative paths and includes. */
 sl_conf_set *sl_conf_load_string(const char *text, size_t len, const char *name,
                                  const char *basedir, sl_module *const *builtin,
-                                 bool check_system, sl_errs *errs);
+                                 bool check_system, sl_config_errors *errs);
 /* Free a loaded config and everything prepared for it. */
 void sl_conf_free(sl_conf_set *cs);
 
 /* The listeners are final (the core set listen[0] from its bind/port keys): precompute each
  * listener's block when only $SERVER["socket"] conditions exist. 0 or -ENOMEM. */
 int sl_conf_listeners_done(sl_conf_set *cs);
+
+/* For keys' prepare(): the server will open path (search a directory, or append to a file,
+ * creating it), as the server's user (as_server) or as the user starting it. */
+void sl_key_access(const sl_key_ctx *ctx, const char *path, sl_access_kind kind, bool as_server);
+
+/* What a module's check() hook gets (module.h): the config being loaded. */
+typedef struct sl_conf_check sl_conf_check;
+
+/* Report an error at file:line (line <= 0: the file as a whole). Errors are given out sorted
+ * by file and line with the keys' own. */
+void sl_conf_fail(sl_conf_check *k, const char *file, int line, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+/* Whether the load also checks the system (users, groups, access rights): start-up and -t. */
+bool sl_conf_check_system(const sl_conf_check *k);
+/* The config tree (partial when the parser found errors: then the root's own assignments may be
+ * missing, and a key that "is not set" may only have been lost). */
+const sl_config_tree *sl_conf_check_tree(const sl_conf_check *k);
+/* The last top-level assignment of key that was accepted, or NULL. */
+const sl_cassign *sl_conf_top_assign(const sl_conf_check *k, const char *key);
+/* The files and directories the server will open, from SL_KEY_APPENDS keys and sl_key_access,
+ * in file order. */
+size_t sl_conf_check_accesses(const sl_conf_check *k, const sl_conf_access **out);
 
 /* Helpers for keys' prepare(): 0 when v (a string) is one of the NULL-terminated choices, else
  * -1 with "key \"v\" is not supported (use ...)" in ctx->err. */

@@ -96,6 +96,7 @@ typedef struct lexer {
     int line;
     tok_type type;
     int tok_line;
+    size_t tok_pos; /* where the token at hand starts, for error recovery */
     long long num;
     char *text; /* STRING (decoded), NAME, COND: NUL-terminated */
     size_t text_len, text_cap;
@@ -104,9 +105,9 @@ typedef struct lexer {
 typedef struct parse_ctx {
     sl_config_tree *tree;
     struct sl_config_priv *priv;
-    char *err;
-    size_t errlen;
-    bool failed;
+    sl_config_errors *errs;
+    bool failed; /* the statement at hand failed: parse_text skips to the next one */
+    bool fatal;  /* out of memory, over a size limit or too many errors: stop parsing */
     const char *file; /* current file's name (arena) */
     const char *dir;  /* directory for its relative includes; NULL: includes refused */
     lexer *lx;
@@ -118,16 +119,104 @@ typedef struct parse_ctx {
     str_map map;
     sl_cval **vars;
     size_t n_vars;
+    char poisoned; /* map scope of keys and variables whose assignment failed (its address) */
 } parse_ctx;
 
+/* ------------------------------------------------------------------------------------------ */
+/* Error list                                                                                 */
+
+static void errors_addv(sl_config_errors *e, const char *file, int line, const char *fmt,
+                        va_list ap)
+{
+    char buf[1200];
+    int n = line > 0 ? snprintf(buf, sizeof buf, "%s:%d: ", file, line)
+                     : snprintf(buf, sizeof buf, "%s: ", file);
+    if (n < 0 || (size_t)n >= sizeof buf) n = 0;
+    vsnprintf(buf + n, sizeof buf - (size_t)n, fmt, ap);
+    /* One fault seen twice (a statement re-read after recovery) is one message. */
+    if (e->n && e->msg[e->n - 1] && !strcmp(e->msg[e->n - 1], buf)) return;
+    /* Capacity doubles at powers of two, as arena_push. */
+    char *m = strdup(buf);
+    char **nm = m && (e->n & (e->n - 1)) == 0
+                    ? realloc(e->msg, (e->n ? e->n * 2 : 1) * sizeof *nm)
+                    : e->msg;
+    if (!m || !nm) {
+        free(m);
+        e->dropped++; /* counted, so a check never passes for lack of memory */
+        return;
+    }
+    e->msg = nm;
+    e->msg[e->n++] = m;
+}
+
+void sl_config_error_add(sl_config_errors *e, const char *file, int line, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    errors_addv(e, file ? file : "<config>", line, fmt, ap);
+    va_end(ap);
+}
+
+void sl_config_errors_free(sl_config_errors *e)
+{
+    for (size_t i = 0; i < e->n; i++) free(e->msg[i]);
+    free(e->msg);
+    e->msg = NULL;
+    e->n = e->dropped = 0;
+}
+
+void sl_config_errors_join(const sl_config_errors *e, char *buf, size_t len)
+{
+    if (!buf || !len) return;
+    size_t o = 0;
+    buf[0] = 0;
+    for (size_t i = 0; i <= e->n && o + 1 < len; i++) {
+        int k = i < e->n ? snprintf(buf + o, len - o, "%s%s", i ? "\n" : "", e->msg[i])
+                : e->dropped ? snprintf(buf + o, len - o, "%s%zu more error(s) not kept: out of "
+                                        "memory", i ? "\n" : "", e->dropped)
+                             : 0;
+        if (k < 0) break;
+        o += (size_t)k < len - o ? (size_t)k : len - o - 1;
+    }
+}
+
+/* Record an error that does not break the syntax: the statement goes on. */
+static void reportv(parse_ctx *c, int line, const char *fmt, va_list ap)
+{
+    if (c->fatal) return;
+    c->tree->partial = true;
+    errors_addv(c->errs, c->file ? c->file : "<config>", line, fmt, ap);
+    if (c->errs->n + c->errs->dropped >= SL_CONFIG_MAX_ERRORS) {
+        sl_config_error_add(c->errs, c->file, line, "too many errors (%d); not reading further",
+                            SL_CONFIG_MAX_ERRORS);
+        c->fatal = c->failed = true;
+    }
+}
+
+static void report(parse_ctx *c, int line, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void report(parse_ctx *c, int line, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    reportv(c, line, fmt, ap);
+    va_end(ap);
+}
+
+/* Record an error that ends the statement; the first one per statement is the one reported
+ * (what follows it is a consequence). */
 static void failv(parse_ctx *c, int line, const char *fmt, va_list ap)
 {
     if (c->failed) return;
+    reportv(c, line, fmt, ap);
     c->failed = true;
-    if (!c->err || !c->errlen) return;
-    int n = snprintf(c->err, c->errlen, "%s:%d: ", c->file ? c->file : "<config>", line);
-    if (n < 0 || (size_t)n >= c->errlen) return;
-    vsnprintf(c->err + n, c->errlen - (size_t)n, fmt, ap);
+}
+
+/* End the statement without a message: it only failed because an earlier error was reported. */
+static void fail_quietly(parse_ctx *c)
+{
+    c->tree->partial = true;
+    c->failed = true;
 }
 
 static void fail_at(parse_ctx *c, int line, const char *fmt, ...)
@@ -150,10 +239,19 @@ static void fail(parse_ctx *c, const char *fmt, ...)
     va_end(ap);
 }
 
+/* Out of memory, or a limit that recovery cannot get around: stop parsing. */
+static void fail_fatal(parse_ctx *c, const char *what)
+{
+    fail(c, "%s", what);
+    c->fatal = true;
+}
+
 static void fail_too_large(parse_ctx *c)
 {
-    fail(c, "configuration too large (its values would need more than %u MiB)",
-         SL_CONFIG_MAX_MEMORY >> 20);
+    char m[96];
+    snprintf(m, sizeof m, "configuration too large (its values would need more than %u MiB)",
+             SL_CONFIG_MAX_MEMORY >> 20);
+    fail_fatal(c, m);
 }
 
 static void *arena_alloc(parse_ctx *c, size_t n)
@@ -175,7 +273,7 @@ static void *arena_alloc(parse_ctx *c, size_t n)
     if (p->bytes + sizeof(arena_chunk) + cap > SL_CONFIG_MAX_MEMORY) goto too_big;
     ch = calloc(1, sizeof(arena_chunk) + cap);
     if (!ch) {
-        fail(c, "out of memory");
+        fail_fatal(c, "out of memory");
         return NULL;
     }
     p->bytes += sizeof(arena_chunk) + cap;
@@ -269,7 +367,7 @@ static int map_put(parse_ctx *c, const void *scope, const char *key, size_t idx)
         }
         map_ent *ne = calloc(ncap, sizeof *ne);
         if (!ne) {
-            fail(c, "out of memory");
+            fail_fatal(c, "out of memory");
             return -1;
         }
         str_map nm = {ne, ncap, m->n};
@@ -360,7 +458,7 @@ static int text_put(parse_ctx *c, char ch)
         size_t ncap = lx->text_cap ? lx->text_cap * 2 : 128;
         char *nt = realloc(lx->text, ncap);
         if (!nt) {
-            fail(c, "out of memory");
+            fail_fatal(c, "out of memory");
             return -1;
         }
         lx->text = nt;
@@ -470,6 +568,7 @@ static int lex_next(parse_ctx *c)
         if (lx->pos >= lx->len) {
             lx->type = T_EOF;
             lx->tok_line = lx->line;
+            lx->tok_pos = lx->pos;
             return 0;
         }
         char ch = lx->src[lx->pos];
@@ -485,6 +584,7 @@ static int lex_next(parse_ctx *c)
         }
     }
     lx->tok_line = lx->line;
+    lx->tok_pos = lx->pos;
     unsigned char ch = (unsigned char)lx->src[lx->pos];
     unsigned char next = lx->pos + 1 < lx->len ? (unsigned char)lx->src[lx->pos + 1] : 0;
     if (ch == '"') return lex_string(c);
@@ -650,6 +750,12 @@ static sl_cval *lookup_ref(parse_ctx *c, const char *name)
 {
     char tmp[64];
     size_t idx;
+    /* A name whose own assignment failed was reported there; its use is no new error. */
+    if (map_get(&c->map, &c->poisoned, name, &idx) && !visible_key(c, name) &&
+        !(strncmp(name, "var.", 4) == 0 && map_get(&c->map, &c->vars, name, &idx))) {
+        fail_quietly(c);
+        return NULL;
+    }
     if (!strncmp(name, "var.", 4)) {
         if (map_get(&c->map, &c->vars, name, &idx)) return c->vars[idx];
         fail(c, "unknown variable '%s'", printable(tmp, sizeof tmp, name, 40));
@@ -671,6 +777,16 @@ static sl_cval *lookup_ref(parse_ctx *c, const char *name)
     return v;
 }
 
+static bool at_line_start(const lexer *lx, size_t pos);
+static bool starts_statement(const lexer *lx, size_t pos);
+
+/* A name that begins a line and a statement ("b = 1") where an array item or its ',' / ')' was
+ * due: the array was left open, which says more than "unknown variable 'b'". */
+static bool next_statement_here(const lexer *lx)
+{
+    return lx->type == T_NAME && at_line_start(lx, lx->tok_pos) && starts_statement(lx, lx->tok_pos);
+}
+
 static sl_cval *parse_array(parse_ctx *c, int depth)
 {
     int open_line = c->lx->tok_line;
@@ -682,6 +798,10 @@ static sl_cval *parse_array(parse_ctx *c, int depth)
     if (!arr || lex_next(c) < 0) return NULL;
     for (;;) {
         if (c->lx->type == T_RPAREN) break;
+        if (next_statement_here(c->lx)) {
+            fail(c, "unterminated array (opened on line %d)", open_line);
+            return NULL;
+        }
         int item_line = c->lx->tok_line;
         sl_cval *v = parse_expr(c, depth + 1);
         if (!v) return NULL;
@@ -711,7 +831,7 @@ static sl_cval *parse_array(parse_ctx *c, int depth)
             continue;
         }
         if (c->lx->type == T_RPAREN) break;
-        if (c->lx->type == T_EOF) {
+        if (c->lx->type == T_EOF || next_statement_here(c->lx)) {
             fail(c, "unterminated array (opened on line %d)", open_line);
         } else {
             char d[96];
@@ -770,9 +890,9 @@ static int set_var(parse_ctx *c, int line, char *name, tok_type op, sl_cval *v)
     bool have = map_get(&c->map, &c->vars, name, &idx);
     if (have && op == T_ASSIGN) {
         char tmp[64];
-        fail_at(c, line, "duplicate variable '%s'; use := to override",
-                printable(tmp, sizeof tmp, name, 40));
-        return -1;
+        /* The syntax is fine: say so and go on with the new value, as := would. */
+        report(c, line, "duplicate variable '%s'; use := to override",
+               printable(tmp, sizeof tmp, name, 40));
     }
     if (have && op == T_APPEND && !(v = combine(c, line, c->vars[idx], v, true))) return -1;
     if (have) {
@@ -793,9 +913,9 @@ static int set_key(parse_ctx *c, int line, char *key, tok_type op, sl_cval *v)
     bool here = map_get(&c->map, b, key, &idx);
     if (here && op == T_ASSIGN) {
         char tmp[64];
-        fail_at(c, line, "duplicate config key '%s'; use := to override",
-                printable(tmp, sizeof tmp, key, 40));
-        return -1;
+        /* The syntax is fine: say so and go on with the new value, as := would. */
+        report(c, line, "duplicate config key '%s'; use := to override",
+               printable(tmp, sizeof tmp, key, 40));
     }
     if (op == T_APPEND) {
         sl_cval *prev = visible_key(c, key);
@@ -828,16 +948,16 @@ static int parse_assignment(parse_ctx *c)
                 printable(tmp, sizeof tmp, key, 40), tok_desc(lx, d, sizeof d));
         return -1;
     }
-    if (!strncmp(key, "env.", 4)) {
-        fail_at(c, line, "cannot assign to environment variable '%s'",
-                printable(tmp, sizeof tmp, key, 40));
-        return -1;
-    }
-    if (lex_next(c) < 0) return -1;
-    sl_cval *v = parse_expr(c, 0);
-    if (!v) return -1;
-    if (!strncmp(key, "var.", 4)) return set_var(c, line, key, op, v);
-    return set_key(c, line, key, op, v);
+    bool to_env = !strncmp(key, "env.", 4);
+    if (to_env)
+        report(c, line, "cannot assign to environment variable '%s'",
+               printable(tmp, sizeof tmp, key, 40));
+    sl_cval *v = lex_next(c) < 0 ? NULL : parse_expr(c, 0);
+    int r = !v ? -1 : to_env ? 0 : !strncmp(key, "var.", 4) ? set_var(c, line, key, op, v)
+                                                              : set_key(c, line, key, op, v);
+    /* Later uses of a key or variable that could not be set would only repeat this error. */
+    if (r < 0 && !c->fatal) map_put(c, &c->poisoned, key, 0);
+    return r;
 }
 
 static int compile_pattern(parse_ctx *c, int line, sl_cblock *b)
@@ -852,8 +972,9 @@ static int compile_pattern(parse_ctx *c, int line, sl_cblock *b)
         char tmp[96];
         if (pcre2_get_error_message(ec, msg, sizeof msg) < 0)
             snprintf((char *)msg, sizeof msg, "?");
-        fail_at(c, line, "bad regex \"%s\": %s at offset %zu",
-                printable(tmp, sizeof tmp, b->pattern, 80), (char *)msg, (size_t)off);
+        /* A report, not a failure: the block is read on, its pattern never matches. */
+        report(c, line, "bad regex \"%s\": %s at offset %zu",
+               printable(tmp, sizeof tmp, b->pattern, 80), (char *)msg, (size_t)off);
         return -1;
     }
     if (p->n_res == p->cap_res) {
@@ -861,7 +982,7 @@ static int compile_pattern(parse_ctx *c, int line, sl_cblock *b)
         pcre2_code **nr = realloc(p->res, ncap * sizeof *nr);
         if (!nr) {
             pcre2_code_free(re);
-            fail_at(c, line, "out of memory");
+            fail_fatal(c, "out of memory");
             return -1;
         }
         p->res = nr;
@@ -919,10 +1040,13 @@ static sl_cblock *parse_condition(parse_ctx *c)
     if (!strcmp(name, "HTTP") && !strcmp(lx->text, "url")) field = SL_COND_URL;
     if (!strcmp(name, "HTTP") && !strcmp(lx->text, "host")) field = SL_COND_HOST;
     if (!strcmp(name, "HTTP") && !strcmp(lx->text, "querystring")) field = SL_COND_QUERY;
+    /* Errors in what a condition means (not in its syntax) are reported and the block is read
+     * on as a placeholder, so that its statements are checked too. */
+    bool placeholder = false;
     if (field == SL_COND_NONE) {
-        fail_at(c, line, "unsupported condition $%s[\"%s\"]", printable(t1, sizeof t1, name, 40),
-                printable(t2, sizeof t2, lx->text, 40));
-        return NULL;
+        report(c, line, "unsupported condition $%s[\"%s\"]", printable(t1, sizeof t1, name, 40),
+               printable(t2, sizeof t2, lx->text, 40));
+        placeholder = true;
     }
     if (lex_next(c) < 0) return NULL;
     if (lx->type != T_RBRACKET) {
@@ -942,39 +1066,46 @@ static sl_cblock *parse_condition(parse_ctx *c)
         return NULL;
     }
     if (field == SL_COND_SOCKET && (op == SL_COND_MATCH || op == SL_COND_NOMATCH)) {
-        fail(c, "$SERVER[\"socket\"] only supports == and !=");
-        return NULL;
+        report(c, lx->tok_line, "$SERVER[\"socket\"] only supports == and !=");
+        placeholder = true;
     }
     if (lex_next(c) < 0) return NULL;
     int value_line = lx->tok_line;
     sl_cval *v = parse_expr(c, 0);
     if (!v) return NULL;
     if (v->type != SL_CV_STRING) {
-        fail_at(c, value_line, "condition value must be a string, not %s",
-                sl_cval_type_name(v->type));
-        return NULL;
+        report(c, value_line, "condition value must be a string, not %s",
+               sl_cval_type_name(v->type));
+        placeholder = true;
     }
     if (lx->type != T_LBRACE) {
         fail(c, "expected '{' after condition, got %s", tok_desc(lx, d, sizeof d));
         return NULL;
     }
-    if (field == SL_COND_HOST && (op == SL_COND_EQ || op == SL_COND_NE) &&
+    if (!placeholder && field == SL_COND_HOST && (op == SL_COND_EQ || op == SL_COND_NE) &&
         !host_pattern_normal(v->str)) {
-        fail_at(c, value_line,
-                "$HTTP[\"host\"] %s \"%s\" can never match: hosts are compared normalized (lower "
-                "case, no trailing dot, no \":80\")",
-                op == SL_COND_EQ ? "==" : "!=", printable(t1, sizeof t1, v->str, 80));
-        return NULL;
+        report(c, value_line,
+               "$HTTP[\"host\"] %s \"%s\" can never match: hosts are compared normalized (lower "
+               "case, no trailing dot, no \":80\")",
+               op == SL_COND_EQ ? "==" : "!=", printable(t1, sizeof t1, v->str, 80));
+        placeholder = true;
     }
     sl_cblock *b = arena_alloc(c, sizeof *b);
     if (!b) return NULL;
     b->field = field;
     b->op = op;
-    b->pattern = v->str;
+    b->pattern = v->type == SL_CV_STRING ? v->str : arena_strdup(c, "");
     b->file = c->file;
     b->line = line;
-    if ((op == SL_COND_MATCH || op == SL_COND_NOMATCH) && compile_pattern(c, value_line, b) < 0)
+    if (!b->pattern) return NULL;
+    if (placeholder) {
+        /* Never matches, never names a listener: it only carries its statements to the checks. */
+        b->field = SL_COND_URL;
+        b->op = SL_COND_MATCH;
+    } else if ((op == SL_COND_MATCH || op == SL_COND_NOMATCH) &&
+               compile_pattern(c, value_line, b) < 0 && c->fatal) {
         return NULL;
+    }
     if (lex_next(c) < 0) return NULL; /* '{' */
     return b;
 }
@@ -1026,7 +1157,7 @@ static int parse_else(parse_ctx *c, sl_cblock *prev)
     return 0;
 }
 
-static int parse_text(parse_ctx *c, const char *text, size_t len);
+static void parse_text(parse_ctx *c, const char *text, size_t len);
 
 static int read_all(const char *path, char **out, size_t *outlen)
 {
@@ -1134,13 +1265,13 @@ static int include_one(parse_ctx *c, int line, const char *path)
     c->file = fname;
     c->dir = fdir;
     c->include_depth++;
-    r = parse_text(c, text, len);
+    parse_text(c, text, len); /* its errors are its own: this include statement did its part */
     c->include_depth--;
     c->file = sv_file;
     c->dir = sv_dir;
     c->lx = sv_lx;
     free(text);
-    return r;
+    return 0;
 }
 
 static int parse_include(parse_ctx *c)
@@ -1171,7 +1302,7 @@ static int parse_include(parse_ctx *c)
     if (!strpbrk(v->str, "*?[")) {
         char *path = join_path(c->dir, v->str, false);
         if (!path) {
-            fail_at(c, line, "out of memory");
+            fail_fatal(c, "out of memory");
             return -1;
         }
         int r = include_one(c, line, path);
@@ -1180,7 +1311,7 @@ static int parse_include(parse_ctx *c)
     }
     char *pat = join_path(c->dir, v->str, true);
     if (!pat) {
-        fail_at(c, line, "out of memory");
+        fail_fatal(c, "out of memory");
         return -1;
     }
     glob_t g;
@@ -1199,8 +1330,121 @@ static int parse_include(parse_ctx *c)
     return r;
 }
 
-/* One file's (or string's) statements, added to the block open at the start. */
-static int parse_text(parse_ctx *c, const char *text, size_t len)
+/* ---- Recovery after an error: skip to the next statement, keep the braces balanced ---- */
+
+static bool is_blank(char ch)
+{
+    return ch == ' ' || ch == '\t' || ch == '\r';
+}
+
+/* Whether only blanks stand between the last newline (or the start) and pos. */
+static bool at_line_start(const lexer *lx, size_t pos)
+{
+    while (pos > 0 && is_blank(lx->src[pos - 1])) pos--;
+    return pos == 0 || lx->src[pos - 1] == '\n';
+}
+
+/* Whether the line at pos (after blanks) begins a statement: a condition, '}', a key or variable
+ * followed by '=', '+=' or ':=', or include / include_shell / else followed by what they take.
+ * A name followed by anything else (',' or ')') is a reference inside a value, not a statement. */
+static bool starts_statement(const lexer *lx, size_t pos)
+{
+    const char *s = lx->src;
+    size_t n = lx->len;
+    while (pos < n && is_blank(s[pos])) pos++;
+    if (pos >= n) return false;
+    if (s[pos] == '$' || s[pos] == '}') return true;
+    if (!is_alpha((unsigned char)s[pos]) && s[pos] != '_') return false;
+    size_t w = pos;
+    while (pos < n && is_name_char((unsigned char)s[pos])) pos++;
+    size_t wl = pos - w;
+    while (pos < n && is_blank(s[pos])) pos++;
+    char a = pos < n ? s[pos] : 0, b = pos + 1 < n ? s[pos + 1] : 0;
+    if (a == '=') return b != '=' && b != '~' && b != '>';
+    if ((a == '+' || a == ':') && b == '=') return true;
+    bool keyword = (wl == 7 && !memcmp(s + w, "include", 7)) ||
+                   (wl == 13 && !memcmp(s + w, "include_shell", 13)) ||
+                   (wl == 4 && !memcmp(s + w, "else", 4));
+    return keyword && (a == '"' || a == '{' || a == '$' || is_alpha((unsigned char)a));
+}
+
+/* Where to read on after the statement that began at stmt_start failed: at the token at hand
+ * when it begins a line and a statement (the failed statement ended early, e.g. "a = ( 1,"
+ * followed by the next key), else at the next line that begins a statement, or at the end. */
+static size_t resume_point(const lexer *lx, size_t stmt_start)
+{
+    size_t p = lx->tok_pos < lx->len ? lx->tok_pos : lx->len;
+    if (p > stmt_start && at_line_start(lx, p) && starts_statement(lx, p)) return p;
+    for (;;) {
+        while (p < lx->len && lx->src[p] != '\n') p++;
+        if (p >= lx->len) return lx->len;
+        p++;
+        if (starts_statement(lx, p)) return p;
+    }
+}
+
+/* A block standing in for a condition that did not parse, so that braces stay balanced and its
+ * statements are still read and checked. It never matches. */
+static void open_placeholder(parse_ctx *c, int line)
+{
+    if (c->block_depth >= SL_CONFIG_MAX_BLOCK_DEPTH) return;
+    sl_cblock *b = arena_alloc(c, sizeof *b);
+    sl_cblock *p = c->cur;
+    if (!b || !(b->pattern = arena_strdup(c, "")) ||
+        !(p->children = arena_push(c, p->children, p->n_children, sizeof *p->children)))
+        return;
+    b->field = SL_COND_URL;
+    b->op = SL_COND_MATCH; /* no compiled pattern: never matches */
+    b->file = c->file;
+    b->line = line;
+    b->parent = p;
+    p->children[p->n_children++] = b;
+    open_block(c, b);
+}
+
+/* After a failed statement (begun at stmt_start), move the lexer to where the next one can be
+ * read, and apply the braces of the skipped text (outside strings and comments): a '{' opens a
+ * placeholder block, a '}' closes the block at hand unless that is base. */
+static void recover(parse_ctx *c, size_t stmt_start, sl_cblock *base)
+{
+    lexer *lx = c->lx;
+    size_t to = resume_point(lx, stmt_start);
+    int line = lx->tok_line;
+    /* The line at `to`, counted from the token at hand (resume_point never goes back before it). */
+    for (size_t i = lx->tok_pos; i < to && i < lx->len; i++) line += lx->src[i] == '\n';
+    int bline = lx->tok_line;
+    for (size_t i = stmt_start; i < lx->tok_pos && i < lx->len; i++) bline -= lx->src[i] == '\n';
+    bool in_str = false, closed_last = false;
+    for (size_t i = stmt_start; i < to; i++) {
+        char ch = lx->src[i];
+        if (ch == '\n') bline++;
+        if (in_str) {
+            if (ch == '\\') i++;
+            else if (ch == '"') in_str = false;
+        } else if (ch == '"') {
+            in_str = true;
+        } else if (ch == '#') {
+            while (i + 1 < to && lx->src[i + 1] != '\n') i++;
+        } else if (ch == '{') {
+            open_placeholder(c, bline);
+            closed_last = false;
+        } else if (ch == '}' && c->cur != base) {
+            c->last_closed = c->cur;
+            c->cur = c->cur->parent;
+            c->block_depth--;
+            closed_last = true;
+        }
+    }
+    if (!closed_last) c->last_closed = NULL;
+    c->failed = false;
+    lx->pos = to;
+    lx->line = line;
+    lex_next(c); /* a failure here is recovered from on the next turn */
+}
+
+/* One file's (or string's) statements, added to the block open at the start. Errors are
+ * collected in c->errs; after each failed statement, recover() finds the next one. */
+static void parse_text(parse_ctx *c, const char *text, size_t len)
 {
     lexer lx = {.src = text, .len = len, .line = 1};
     c->lx = &lx;
@@ -1209,15 +1453,28 @@ static int parse_text(parse_ctx *c, const char *text, size_t len)
     char d[96];
     /* An `else` must follow its '}' within the same file. */
     c->last_closed = NULL;
-    if (lex_next(c) < 0) goto out;
-    while (!c->failed) {
+    size_t stmt_start = 0;
+    lex_next(c);
+    while (!c->fatal) {
+        if (c->failed) {
+            recover(c, stmt_start, base);
+            stmt_start = lx.tok_pos;
+            continue;
+        }
         sl_cblock *closed = c->last_closed;
         c->last_closed = NULL;
         if (lx.type == T_EOF) {
-            if (c->cur != base)
-                fail_at(c, c->cur->line, "missing '}': this block is still open at end of file");
+            if (c->cur != base) {
+                int around = -1;
+                for (sl_cblock *b = c->cur; b != base; b = b->parent) around++;
+                char more[64] = "";
+                if (around > 0) snprintf(more, sizeof more, " (and %d around it)", around);
+                report(c, c->cur->line, "missing '}': this block is still open at end of file%s",
+                       more);
+            }
             break;
         }
+        stmt_start = lx.tok_pos;
         switch (lx.type) {
         case T_NAME:
             if (!strcmp(lx.text, "include")) {
@@ -1243,13 +1500,14 @@ static int parse_text(parse_ctx *c, const char *text, size_t len)
         }
         case T_RBRACE:
             if (c->cur == base) {
-                fail(c, "unexpected '}' (no block is open)");
-                break;
+                report(c, lx.tok_line, "unexpected '}' (no block is open)");
+            } else {
+                c->last_closed = c->cur;
+                c->cur = c->cur->parent;
+                c->block_depth--;
             }
-            c->last_closed = c->cur;
-            c->cur = c->cur->parent;
-            c->block_depth--;
             lex_next(c);
+            stmt_start = lx.tok_pos; /* recovering from a bad next token must not see this '}' */
             break;
         default:
             fail(c, "unexpected %s; expected a key, a condition, 'include' or '}'",
@@ -1257,32 +1515,27 @@ static int parse_text(parse_ctx *c, const char *text, size_t len)
             break;
         }
     }
-out:
     free(lx.text);
     c->lx = NULL;
     c->last_closed = NULL;
-    if (c->failed) {
-        c->cur = base;
-        c->block_depth = base_depth;
-        return -1;
-    }
-    return 0;
+    c->cur = base;
+    c->block_depth = base_depth;
 }
 
 static sl_config_tree *parse_common(const char *text, size_t len, const char *name,
-                                    const char *basedir, char *err, size_t errlen)
+                                    const char *basedir, sl_config_errors *errs)
 {
-    if (err && errlen) err[0] = 0;
     sl_config_tree *t = calloc(1, sizeof *t);
     struct sl_config_priv *p = calloc(1, sizeof *p);
     if (!t || !p) {
         free(t);
         free(p);
-        if (err && errlen) snprintf(err, errlen, "%s:0: out of memory", name);
+        sl_config_error_add(errs, name, 0, "out of memory");
         return NULL;
     }
     t->priv = p;
-    parse_ctx c = {.tree = t, .priv = p, .err = err, .errlen = errlen, .file = name};
+    parse_ctx c = {.tree = t, .priv = p, .errs = errs, .file = name};
+    size_t before = errs->n + errs->dropped;
     sl_cblock *root = arena_alloc(&c, sizeof *root);
     char *fname = arena_strdup(&c, name);
     char *dir = basedir ? arena_strdup(&c, basedir) : NULL;
@@ -1292,34 +1545,35 @@ static sl_config_tree *parse_common(const char *text, size_t len, const char *na
         t->root = c.cur = root;
         c.dir = dir;
         if (len > SL_CONFIG_MAX_TEXT)
-            fail_at(&c, 0, "configuration too large (more than %u MiB)", SL_CONFIG_MAX_TEXT >> 20);
+            report(&c, 0, "configuration too large (more than %u MiB)", SL_CONFIG_MAX_TEXT >> 20);
         else
             parse_text(&c, text, len);
     }
     free(c.map.e);
-    if (c.failed) {
+    if (!t->root || c.fatal) {
+        /* Out of memory or over a limit: what was read is not worth checking further. */
+        if (errs->n + errs->dropped == before) sl_config_error_add(errs, name, 0, "out of memory");
         sl_config_tree_free(t);
         return NULL;
     }
+    t->partial = errs->n + errs->dropped > before;
     return t;
 }
 
-sl_config_tree *sl_config_parse_string(const char *text, size_t len, const char *name,
-                                       const char *basedir, char *err, size_t errlen)
+sl_config_tree *sl_config_parse_string_all(const char *text, size_t len, const char *name,
+                                           const char *basedir, sl_config_errors *errs)
 {
-    return parse_common(text ? text : "", text ? len : 0, name ? name : "<config>", basedir, err,
-                        errlen);
+    return parse_common(text ? text : "", text ? len : 0, name ? name : "<config>", basedir, errs);
 }
 
-sl_config_tree *sl_config_parse_file(const char *path, char *err, size_t errlen)
+sl_config_tree *sl_config_parse_file_all(const char *path, sl_config_errors *errs)
 {
     char *text;
     size_t len;
     int r = read_all(path, &text, &len);
     if (r < 0) {
-        if (err && errlen)
-            snprintf(err, errlen, "%s:0: cannot read config file: %s", path,
-                     r == -EFBIG ? "file too large" : strerror(-r));
+        sl_config_error_add(errs, path, 0, "cannot read config file: %s",
+                            r == -EFBIG ? "file too large" : strerror(-r));
         return NULL;
     }
     /* Relative includes resolve against the file's own directory ("" = working directory). */
@@ -1328,15 +1582,43 @@ sl_config_tree *sl_config_parse_file(const char *path, char *err, size_t errlen)
     char *dir = malloc(dl + 1);
     if (!dir) {
         free(text);
-        if (err && errlen) snprintf(err, errlen, "%s:0: out of memory", path);
+        sl_config_error_add(errs, path, 0, "out of memory");
         return NULL;
     }
     memcpy(dir, path, dl);
     dir[dl] = 0;
-    sl_config_tree *t = parse_common(text, len, path, dir, err, errlen);
+    sl_config_tree *t = parse_common(text, len, path, dir, errs);
     free(dir);
     free(text);
     return t;
+}
+
+/* The single-buffer interface: a tree only when the config is clean. */
+static sl_config_tree *clean_or_null(sl_config_tree *t, sl_config_errors *errs, char *err,
+                                     size_t errlen)
+{
+    if (err && errlen) sl_config_errors_join(errs, err, errlen);
+    if (sl_config_errors_any(errs)) {
+        sl_config_tree_free(t);
+        t = NULL;
+    }
+    sl_config_errors_free(errs);
+    return t;
+}
+
+sl_config_tree *sl_config_parse_string(const char *text, size_t len, const char *name,
+                                       const char *basedir, char *err, size_t errlen)
+{
+    sl_config_errors errs = {0};
+    sl_config_tree *t = sl_config_parse_string_all(text, len, name, basedir, &errs);
+    return clean_or_null(t, &errs, err, errlen);
+}
+
+sl_config_tree *sl_config_parse_file(const char *path, char *err, size_t errlen)
+{
+    sl_config_errors errs = {0};
+    sl_config_tree *t = sl_config_parse_file_all(path, &errs);
+    return clean_or_null(t, &errs, err, errlen);
 }
 
 void sl_config_tree_free(sl_config_tree *t)

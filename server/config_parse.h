@@ -105,17 +105,61 @@ struct sl_config_priv;
 /* A parsed config. */
 typedef struct sl_config_tree {
     sl_cblock *root;
+    bool partial; /* errors were found: statements are missing, placeholder blocks stand in for
+                   * conditions that did not parse; check it further, never serve from it */
     struct sl_config_priv *priv; /* private to config_parse.c */
 } sl_config_tree;
 
-/* Parse a config file. On error returns NULL and writes "file:line: message" into err (a file that
- * cannot be read at all is reported as "file:0: ..."). Relative includes are resolved against the
- * directory of the file that contains them. */
+/* Most errors one check collects; beyond it the parser stops with a last message saying so. */
+#define SL_CONFIG_MAX_ERRORS 200
+
+/* Every error found in a config, in the order found, each "file:line: message" (or "file: message"
+ * for one that concerns the whole file). Zero-initialize; release with sl_config_errors_free. */
+typedef struct sl_config_errors {
+    char **msg;
+    size_t n;
+    size_t dropped; /* messages lost for lack of memory (still errors) */
+} sl_config_errors;
+
+/* Whether any error was found. */
+static inline bool sl_config_errors_any(const sl_config_errors *e)
+{
+    return e->n || e->dropped;
+}
+
+/* Add one error at file:line (line <= 0: the file as a whole). A message equal to the previous
+ * one is not repeated. Out of memory drops the message and counts it in dropped. */
+void sl_config_error_add(sl_config_errors *e, const char *file, int line, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+/* Free the messages and reset to empty. */
+void sl_config_errors_free(sl_config_errors *e);
+/* Every message, one per line (no newline after the last), cut to fit buf. */
+void sl_config_errors_join(const sl_config_errors *e, char *buf, size_t len);
+
+/* Parse a config file and collect EVERY error: after a syntax error the parser skips to the next
+ * line that starts a statement (a key or variable followed by '=', '+=' or ':=', a condition,
+ * '}', 'include' or 'else') and goes on, keeping braces in the skipped text balanced (a '{' there
+ * opens a placeholder block so the block's own statements are still checked); an error that does
+ * not break the syntax (an unsupported condition, a bad regex, a duplicate key) is reported and
+ * parsing goes on as if the statement were right. Errors are appended to errs.
+ * Returns the tree, partial when errors were found (tree->partial; only good for more checks,
+ * never for serving), or NULL when the file cannot be read ("path: cannot read config file: ...")
+ * or memory ran out. Relative includes are resolved against the directory of the file that
+ * contains them. */
+sl_config_tree *sl_config_parse_file_all(const char *path, sl_config_errors *errs);
+
+/* The same for text; name is used in messages (NULL: "<config>"); basedir resolves relative
+ * includes (NULL: any include is refused with an error). */
+sl_config_tree *sl_config_parse_string_all(const char *text, size_t len, const char *name,
+                                           const char *basedir, sl_config_errors *errs);
+
+/* Parse a config file. On error returns NULL and writes every error, one per line, into err.
+ * Relative includes are resolved against the directory of the file that contains them. */
 sl_config_tree *sl_config_parse_file(const char *path, char *err, size_t errlen);
 
 /* Parse text; name is used in messages (NULL: "<config>"); basedir resolves relative includes
- * (NULL: any include is refused with an error). On error returns NULL and writes
- * "name:line: message" into err. */
+ * (NULL: any include is refused with an error). On error returns NULL and writes every error,
+ * "name:line: message", one per line, into err. */
 sl_config_tree *sl_config_parse_string(const char *text, size_t len, const char *name,
                                        const char *basedir, char *err, size_t errlen);
 

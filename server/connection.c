@@ -565,7 +565,9 @@ static void handled(sl_conn *c, sl_hresult r)
 {
     if (r == SL_ERROR) {
         int status = c->status ? c->status : sl_errno_to_status(c->error);
-        if (status >= 500)
+        /* Our faults are logged; 501 and 505 answer what the client asked for (a method or a
+         * version we do not implement), which nginx and lighttpd do not log either. */
+        if (status >= 500 && status != 501 && status != 505)
             sl_log("%s %s: %s (%d)", sl_method_name(c->req.method), c->path ? c->path : "-",
                    c->error ? strerror(-c->error) : "error", status);
         sl_resp_error(c, status);

@@ -20,7 +20,9 @@
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
 
+#include "addr.h"
 #include "netback.h"
+#include "user.h"
 
 #define OFF(f) offsetof(sl_core_conf, f)
 
@@ -74,6 +76,7 @@ static int prep_docroot(const sl_cval *v, const sl_key_ctx *ctx, void **out)
         dir_release(d);
         return -1;
     }
+    sl_key_access(ctx, d->path, SL_ACCESS_SEARCH_DIR, true); /* entered as server.username */
     *out = d;
     return 0;
 }
@@ -182,29 +185,36 @@ static int prep_workers(const sl_cval *v, const sl_key_ctx *ctx, void **out)
     return sl_key_range("server.max-worker", v, ctx, 0, 1024);
 }
 
-static int prep_username(const sl_cval *v, const sl_key_ctx *ctx, void **out)
+/* What only the keys together or the system show. */
+static void core_check(sl_conf_check *k, const void *conf)
 {
-    if (!ctx->check_system || getpwnam(v->str)) return 0;
-    snprintf(ctx->err, ctx->errlen, "server.username \"%s\": no such user", v->str);
-    return -1;
-}
-
-static int prep_groupname(const sl_cval *v, const sl_key_ctx *ctx, void **out)
-{
-    if (!ctx->check_system || getgrnam(v->str)) return 0;
-    snprintf(ctx->err, ctx->errlen, "server.groupname \"%s\": no such group", v->str);
-    return -1;
+    const sl_core_conf *g = conf;
+    const sl_config_tree *t = sl_conf_check_tree(k);
+    /* In a partial tree the assignment may only have been lost to a syntax error, which was
+     * reported: saying it is not set would only echo that. */
+    if (!g->docroot && !t->partial && !sl_conf_top_assign(k, "server.document-root"))
+        sl_conf_fail(k, t->root->file, 0, "server.document-root is not set");
+    char spec[300], canon[128];
+    const char *b = g->bind ? g->bind : "0.0.0.0";
+    snprintf(spec, sizeof spec, strchr(b, ':') && b[0] != '[' ? "[%s]:%ld" : "%s:%ld", b, g->port);
+    if (sl_socket_canonical(spec, canon, sizeof canon) < 0) {
+        const sl_cassign *a = sl_conf_top_assign(k, "server.bind");
+        if (!a) a = sl_conf_top_assign(k, "server.port");
+        sl_conf_fail(k, a ? a->file : NULL, a ? a->line : 0,
+                     "server.bind \"%s\" / server.port %ld: not a usable address", b, g->port);
+    }
+    sl_user_check(k, g);
 }
 
 static const sl_key core_keys[] = {
     {"mimetype.assign", SL_KEY_VALUE, 0, OFF(mime), prep_mime, mime_release},
     {"server.bind", SL_KEY_STRING, SL_KEY_GLOBAL, OFF(bind), NULL, NULL},
     {"server.document-root", SL_KEY_VALUE, 0, OFF(docroot), prep_docroot, dir_release},
-    {"server.errorlog", SL_KEY_PATH, SL_KEY_GLOBAL, OFF(errorlog), NULL, NULL},
+    {"server.errorlog", SL_KEY_PATH, SL_KEY_GLOBAL | SL_KEY_APPENDS | SL_KEY_OPENED_BEFORE_DROP, OFF(errorlog), NULL, NULL},
     {"server.event-handler", SL_KEY_STRING, SL_KEY_GLOBAL, OFF(event_handler), prep_event_handler, NULL},
     {"server.follow-symlink", SL_KEY_BOOL, 0, OFF(follow_symlink), NULL, NULL},
     {"server.graceful-shutdown-timeout", SL_KEY_INT, SL_KEY_GLOBAL, OFF(graceful_shutdown_timeout), NULL, NULL},
-    {"server.groupname", SL_KEY_STRING, SL_KEY_GLOBAL, OFF(groupname), prep_groupname, NULL},
+    {"server.groupname", SL_KEY_STRING, SL_KEY_GLOBAL, OFF(groupname), NULL, NULL},
     {"server.max-connections", SL_KEY_INT, SL_KEY_GLOBAL, OFF(max_connections), NULL, NULL},
     {"server.max-keep-alive-idle", SL_KEY_INT, 0, OFF(max_keep_alive_idle), NULL, NULL},
     {"server.max-keep-alive-requests", SL_KEY_INT, 0, OFF(max_keep_alive_requests), NULL, NULL},
@@ -217,13 +227,13 @@ static const sl_key core_keys[] = {
     {"server.max-write-idle", SL_KEY_INT, 0, OFF(max_write_idle), NULL, NULL},
     {"server.network-backend", SL_KEY_STRING, SL_KEY_GLOBAL, OFF(network_backend), prep_network_backend, NULL},
     {"server.network-backend-block-size", SL_KEY_INT, SL_KEY_GLOBAL, OFF(block_size), prep_block_size, NULL},
-    {"server.pid-file", SL_KEY_PATH, SL_KEY_GLOBAL, OFF(pid_file), NULL, NULL},
+    {"server.pid-file", SL_KEY_PATH, SL_KEY_GLOBAL | SL_KEY_APPENDS | SL_KEY_OPENED_BEFORE_DROP, OFF(pid_file), NULL, NULL},
     {"server.port", SL_KEY_INT, SL_KEY_GLOBAL, OFF(port), prep_port, NULL},
     {"server.range-requests", SL_KEY_BOOL, 0, OFF(range_requests), NULL, NULL},
     {"server.reuse-port", SL_KEY_BOOL, SL_KEY_GLOBAL, OFF(reuse_port), NULL, NULL},
     {"server.stat-cache-engine", SL_KEY_STRING, SL_KEY_GLOBAL, OFF(stat_cache_engine), prep_stat_cache, NULL},
     {"server.use-noatime", SL_KEY_BOOL, SL_KEY_GLOBAL, OFF(use_noatime), NULL, NULL},
-    {"server.username", SL_KEY_STRING, SL_KEY_GLOBAL, OFF(username), prep_username, NULL},
+    {"server.username", SL_KEY_STRING, SL_KEY_GLOBAL, OFF(username), NULL, NULL},
     {NULL},
 };
 
@@ -233,6 +243,7 @@ sl_module sl_mod_core = {
     .keys = core_keys,
     .conf_size = sizeof(sl_core_conf),
     .defaults = core_defaults,
+    .check = core_check,
 };
 
 void sl_core_print_features(void)

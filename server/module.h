@@ -40,6 +40,7 @@ struct sl_conn;
 struct sl_loop;
 struct sl_server;
 struct sl_status_out;
+struct sl_conf_check;
 
 /* What a hook tells the core. */
 typedef enum {
@@ -75,6 +76,9 @@ typedef struct sl_kvlist {
 
 /* Key flags. */
 #define SL_KEY_GLOBAL 1u  /* process-wide: only at the top level, never inside a condition */
+#define SL_KEY_APPENDS 2u /* SL_KEY_PATH: a file the server appends to (a log), opened after
+                           * privileges are dropped; checked as server.username at load */
+#define SL_KEY_OPENED_BEFORE_DROP 4u /* with SL_KEY_APPENDS: opened by the starting user */
 
 /* Where prepare() runs. */
 typedef struct sl_key_ctx {
@@ -82,6 +86,8 @@ typedef struct sl_key_ctx {
     bool check_system;    /* also check what start-up would refuse (users exist, dirs readable) */
     char *err;            /* room for a message (without file:line; the config layer adds it) */
     size_t errlen;
+    void *loader;         /* the config layer's (sl_key_access) */
+    const sl_cassign *assign; /* the assignment being prepared */
 } sl_key_ctx;
 
 /* One config key a module owns. */
@@ -109,6 +115,12 @@ typedef struct sl_module {
     size_t conf_size;               /* sizeof its conf struct (0: none) */
     /* Defaults into a zeroed conf struct. */
     void (*defaults)(void *conf);
+
+    /* Optional, at load (start-up and -t), after every key was checked, also when some were
+     * refused (those keep their defaults): what only keys together or the system show (a key
+     * that must be set, users that must exist). conf is the top-level conf struct. Reports with
+     * sl_conf_fail (conf.h). */
+    void (*check)(struct sl_conf_check *k, const void *conf);
 
     /* Process: after the config was checked and before serving (still root, before the fork):
      * open files, start shared state. conf is the top-level (global) conf. 0 or -1 + err. */

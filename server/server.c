@@ -251,13 +251,38 @@ int sl_server_start(sl_server *srv, char *err, size_t errlen)
     return -1;
 }
 
-static void reopen_logs(sl_server *srv, const char *why)
+/* Signals the main thread takes; every other thread, and the main thread outside sigwaitinfo,
+ * keeps them blocked (sl_server_block_signals). */
+static const int handled[] = {SIGTERM, SIGINT, SIGQUIT, SIGHUP, SIGUSR1, SIGUSR2, SIGWINCH, SIGTTIN};
+
+static void handled_set(sigset_t *set)
+{
+    sigemptyset(set);
+    for (size_t i = 0; i < sizeof handled / sizeof handled[0]; i++) sigaddset(set, handled[i]);
+}
+
+void sl_server_block_signals(void)
+{
+    /* A write to a socket the client closed, to a terminal we are in the background of, or to
+     * a log past the file size limit fails; it never stops or kills the process. */
+    signal(SIGPIPE, SIG_IGN);
+    signal(SIGTTOU, SIG_IGN);
+    signal(SIGXFSZ, SIG_IGN);
+    sigset_t set;
+    handled_set(&set);
+    pthread_sigmask(SIG_BLOCK, &set, NULL);
+}
+
+static void reopen_logs(sl_server *srv, int sig)
 {
     int r = sl_log_reopen();
-    if (r < 0) sl_log("%s: cannot reopen the error log: %s", why, strerror(-r));
+    if (r < 0) sl_log("SIG%s: cannot reopen the error log: %s", sigabbrev_np(sig), strerror(-r));
     for (size_t i = 0; i < srv->cs->n_mods; i++)
         if (srv->cs->mods[i]->reopen) srv->cs->mods[i]->reopen(srv);
-    sl_log("%s: reopened logs", why);
+    sl_log("SIG%s: reopened logs%s", sigabbrev_np(sig),
+           sig == SIGUSR1 ? " (seekless has no graceful restart; SIGUSR1 reopens the logs like "
+                            "SIGHUP)"
+                          : "");
 }
 
 /* Ask every serving loop to stop, and wait for every loop thread (one whose start failed has
@@ -278,10 +303,15 @@ int sl_server_run(sl_server *srv)
 {
     sl_log("seekless started (%s, %zu listener(s), %u loop(s), network-backend %s)",
            srv->global->docroot->path, srv->cs->n_listen, srv->n_loops, srv->nb->name);
+    /* No signal a user sends by habit from another server kills the process and leaves its pid
+     * file behind: nginx's QUIT (graceful stop) stops gracefully like TERM and INT; HUP
+     * (lighttpd, logrotate) and USR1 (nginx: reopen logs; lighttpd 1.4: graceful restart,
+     * which seekless does not have yet) reopen the logs; USR2 and WINCH (nginx's binary upgrade
+     * and worker stop) and TTIN (gunicorn: one worker more) are logged as having no effect.
+     * PIPE, TTOU and XFSZ are ignored; TSTP keeps its default, so Ctrl-Z stops `seekless -D`
+     * like any foreground job. */
     sigset_t set;
-    sigemptyset(&set);
-    int sigs[] = {SIGTERM, SIGINT, SIGQUIT, SIGHUP, SIGUSR1, SIGUSR2, SIGWINCH};
-    for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++) sigaddset(&set, sigs[i]);
+    handled_set(&set);
     for (;;) {
         siginfo_t si;
         int sig = sigwaitinfo(&set, &si);
@@ -291,13 +321,13 @@ int sl_server_run(sl_server *srv)
             break;
         }
         if (sig == SIGHUP || sig == SIGUSR1) {
-            /* lighttpd users send SIGUSR1 for a graceful restart, nginx users to reopen logs;
-             * until reload exists it reopens the logs, as SIGHUP does. */
-            reopen_logs(srv, sig == SIGHUP ? "SIGHUP" : "SIGUSR1");
+            reopen_logs(srv, sig);
             continue;
         }
-        sl_log("received SIG%s: no effect (SIGTERM stops, SIGHUP and SIGUSR1 reopen the logs)",
-               sigabbrev_np(sig));
+        const char *why = sig == SIGUSR2    ? "seekless has no binary upgrade"
+                          : sig == SIGWINCH ? "seekless has no worker processes to stop"
+                                            : "seekless has no worker processes to add";
+        sl_log("received SIG%s: no effect (%s)", sigabbrev_np(sig), why);
     }
     stop_loops(srv);
     sl_log("seekless stopped");

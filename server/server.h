@@ -9,8 +9,9 @@
  * user signals one process. What each loop owns is listed in loop.h.
  *
  * Signals belong to the main thread: every thread blocks them, and the main thread takes them
- * with sigwaitinfo. SIGTERM/SIGINT stop every loop gracefully; SIGHUP and SIGUSR1 reopen every
- * log file; SIGUSR2 and SIGWINCH are logged and otherwise ignored; SIGPIPE is ignored.
+ * with sigwaitinfo. SIGTERM/SIGINT/SIGQUIT stop every loop gracefully; SIGHUP and SIGUSR1
+ * reopen every log file; SIGUSR2, SIGWINCH and SIGTTIN are logged and otherwise ignored;
+ * SIGPIPE, SIGTTOU and SIGXFSZ are ignored.
  */
 #ifndef SL_SERVER_H
 #define SL_SERVER_H
@@ -45,6 +46,11 @@ typedef struct sl_server {
     bool req_clock;                   /* read the clocks at each request's start (access log) */
     void *mod[SL_MAX_MODULES];        /* each module's process-wide state */
 } sl_server;
+
+/* First thing in main: ignore SIGPIPE, SIGTTOU and SIGXFSZ and block the signals the main thread
+ * takes (TERM INT QUIT HUP USR1 USR2 WINCH TTIN), so one that arrives during start-up waits, and
+ * every thread started later inherits the mask. */
+void sl_server_block_signals(void);
 
 /* The number of loops a config asks for (server.max-worker, 0: the CPUs this process may use). */
 unsigned sl_server_loops_wanted(const sl_core_conf *g);

@@ -30,19 +30,6 @@ Adding a feature is ONE new Factor entry in FACTORS:
            after=None)           # (level, run) -> [failure strings]: checks after the stop
 The generator, the coverage check and the printed lists pick it up; if the feature changes an
 answer in a way the Model cannot say yet, add a Model field and use it in answer().
-
-PENDING_HTTP15 gates the checks of five answers that are being fixed on another branch (issue
-15). While it is True they are still evaluated and reported as "pending" (per config and gate),
-but do not fail the run; set it to False once the fix is merged. Exactly these checks:
-  accept-ranges       with server.range-requests disabled, a 200/206 static answer carries no
-                      Accept-Ranges (or "none")
-  multipart-order     the order of the parts of "multipart-order" (600000-600099, then 0-149,
-                      the two overlapping ranges merged); their bytes and ranges are checked
-                      ungated
-  head-error-body     no bytes follow the head of an answer to HEAD with a status >= 400
-                      (today "head-no-host", a 400, sends its page)
-  http10-status-line  answers to HTTP/1.0 requests start "HTTP/1.1"
-  unknown-method-501  the status of "unknown-method" (BREW) is 501
 """
 import collections
 import dataclasses
@@ -71,16 +58,6 @@ from test_stat_accel import alive  # noqa: E402
 if "--build" in sys.argv[:-1]:
     test_core.BUILD = sys.argv[sys.argv.index("--build") + 1]
 test_core.BUILD = os.path.abspath(test_core.BUILD)
-
-# The five answers fixed on the http15 branch; see the module docstring and GATES.
-PENDING_HTTP15 = True
-GATES = {
-    "accept-ranges": "no Accept-Ranges: bytes when server.range-requests is disabled",
-    "multipart-order": "multipart parts in the order requested, overlapping ranges coalesced",
-    "head-error-body": "a HEAD error response carries no body",
-    "http10-status-line": "an HTTP/1.0 request is answered with an HTTP/1.1 status line",
-    "unknown-method-501": "an unknown method is answered 501 (a known one 405)",
-}
 
 SEED = 15
 VALGRIND = "valgrind" in os.environ.get("SEEKLESS_WRAPPER", "")
@@ -243,7 +220,6 @@ class Expected:
     conn: str = "keep"           # keep | close | any
     parts: list = None           # multipart: [(first, last)] in the expected order
     checks: list = dataclasses.field(default_factory=list)
-    gates: dict = dataclasses.field(default_factory=dict)  # check name -> gate
 
 
 PRESENT, ABSENT = object(), object()
@@ -320,7 +296,7 @@ def answer_as(m, req, etags, conn):
     if req.method not in ("GET", "HEAD"):
         if req.method in KNOWN_METHODS:
             return Expected(405, {"allow": "GET, HEAD"}, conn=conn)
-        return Expected(501, conn="any", gates={"status": "unknown-method-501"})
+        return Expected(501, conn="any")
     head = req.method == "HEAD"
     if m.route == "status":
         return Expected(200, {"content-type": "application/json"}, conn=conn,
@@ -345,12 +321,7 @@ def answer_as(m, req, etags, conn):
     name, data = found[1], found[2]
     h = {"content-type": mime_of(m, name), "etag": PRESENT if m.etags else ABSENT,
          "last-modified": PRESENT}
-    gates = {}
-    if m.ranges:
-        h["accept-ranges"] = "bytes"
-    else:
-        h["accept-ranges"] = ABSENT
-        gates["accept-ranges"] = "accept-ranges"
+    h["accept-ranges"] = "bytes" if m.ranges else ABSENT
     if req.etag_of and m.etags:
         return Expected(304, {"etag": etags.get(req.path, PRESENT)}, b"", conn)
     rng = req.header("range")
@@ -361,13 +332,12 @@ def answer_as(m, req, etags, conn):
         if len(parts) == 1:
             (a, b), = parts
             h.update({"content-range": f"bytes {a}-{b}/{len(data)}", "content-length": str(b - a + 1)})
-            return Expected(206, h, data[a:b + 1], conn, gates=gates)
+            return Expected(206, h, data[a:b + 1], conn)
         h["content-type"] = PRESENT  # multipart/byteranges; boundary=..., checked with the parts
-        gates["parts"] = "multipart-order"
-        return Expected(206, h, None, conn, parts=parts, gates=gates)
+        return Expected(206, h, None, conn, parts=parts)
     h["content-length"] = str(len(data))
     h["content-range"] = ABSENT
-    return Expected(200, h, b"" if head else data, conn, gates=gates)
+    return Expected(200, h, b"" if head else data, conn)
 
 
 def status_json_check(m):
@@ -833,7 +803,6 @@ class Run:
         self.responses = []
         self.checked = []   # (expected, resp)
         self.failures = []
-        self.pending = []   # failures of checks gated by PENDING_HTTP15
         self.etags = {}
         self.timing_text = ""
         self.lock = threading.Lock()
@@ -845,11 +814,8 @@ class Run:
                 f.expect(self.cfg[f.name], req, m)
         return m
 
-    def fail(self, msg, gate=None):
-        if gate and PENDING_HTTP15:
-            self.pending.append((gate, msg))
-        else:
-            self.failures.append(msg + (f" [{gate}]" if gate else ""))
+    def fail(self, msg):
+        self.failures.append(msg)
 
     def start(self):
         conf = BASE_CONF + "\n".join(f.config(self.cfg[f.name], self.env) for f in FACTORS)
@@ -930,23 +896,20 @@ class Run:
 
     def check(self, exp, resp):
         name = resp.req.name
-        gates = exp.gates
         if resp.status != exp.status:
-            self.fail(f"{name}: status {resp.status}, expected {exp.status}", gates.get("status"))
+            self.fail(f"{name}: status {resp.status}, expected {exp.status}")
             return  # the rest describes the expected status
         want_line = "HTTP/1.1 "
         if not resp.status_line.startswith(want_line):
-            self.fail(f"{name}: status line {resp.status_line!r}, expected HTTP/1.1",
-                      "http10-status-line" if resp.req.version == "1.0" else None)
+            self.fail(f"{name}: status line {resp.status_line!r}, expected HTTP/1.1")
         for k, v in exp.headers.items():
             got = resp.headers.get(k)
-            gate = gates.get(k)
             if v is PRESENT and got is None:
-                self.fail(f"{name}: no {k}", gate)
+                self.fail(f"{name}: no {k}")
             elif v is ABSENT and got is not None and not (k == "accept-ranges" and got == "none"):
-                self.fail(f"{name}: {k}: {got} sent, expected none", gate)
+                self.fail(f"{name}: {k}: {got} sent, expected none")
             elif isinstance(v, str) and got != v:
-                self.fail(f"{name}: {k}: {got!r}, expected {v!r}", gate)
+                self.fail(f"{name}: {k}: {got!r}, expected {v!r}")
         if "date" not in resp.headers:
             self.fail(f"{name}: no Date")
         chunked = resp.headers.get("transfer-encoding") == "chunked"
@@ -963,8 +926,7 @@ class Run:
         if exp.conn == "keep" and resp.closed:
             self.fail(f"{name}: connection closed (Connection: {resp.headers.get('connection')})")
         if resp.trailing:
-            gate = "head-error-body" if resp.req.method == "HEAD" and resp.status >= 400 else None
-            self.fail(f"{name}: {len(resp.trailing)} bytes after the answer: {resp.trailing[:60]!r}", gate)
+            self.fail(f"{name}: {len(resp.trailing)} bytes after the answer: {resp.trailing[:60]!r}")
         for c in exp.checks:
             for msg in c(resp, self):
                 self.fail(f"{name}: {msg}")
@@ -993,7 +955,7 @@ class Run:
         if sorted(got) != sorted(exp.parts):
             self.fail(f"{name}: parts {got}, expected {exp.parts}")
         elif got != exp.parts:
-            self.fail(f"{name}: parts in the order {got}, requested {exp.parts}", exp.gates.get("parts"))
+            self.fail(f"{name}: parts in the order {got}, requested {exp.parts}")
 
     def finish(self):
         """Stop the server and check what it left behind."""
@@ -1046,11 +1008,6 @@ class Combo(unittest.TestCase):
             if run.srv and run.srv.proc and run.srv.proc.poll() is None:
                 run.srv.stop()
             run.env.close()
-        by_gate = collections.defaultdict(list)
-        for gate, msg in run.pending:
-            by_gate[gate].append(msg)
-        for gate, msgs in by_gate.items():
-            print(f"\n  pending (PENDING_HTTP15) #{n} [{gate}] {len(msgs)} check(s), e.g. {msgs[0]}", end="")
         if run.failures:
             self.fail(describe(n, run.cfg) + "\n  " + "\n  ".join(run.failures))
 
@@ -1069,7 +1026,6 @@ def print_plan():
     total = len(all_pairs_needed([len(f.levels) for f in FACTORS]))
     print(f"pairs of levels covered: {total - len(missing)} of {total} (first config covering each):")
     print("\n".join(lines))
-    print(f"PENDING_HTTP15 = {PENDING_HTTP15}: gated checks: " + "; ".join(GATES.values()))
     if not ATIME_WORKS:
         print("reads do not update atime on this file system: the O_NOATIME check is left out")
     sys.stdout.flush()

@@ -81,8 +81,10 @@ static sl_module mod_demo = {
     .defaults = demo_defaults,
 };
 
+extern sl_module sl_mod_accesslog; /* modules/mod_accesslog.c: no header, a table only */
+
 static sl_module *const mods[] = {&sl_mod_core, &sl_mod_status, &mod_demo, &sl_mod_proxy,
-                                  &sl_mod_static, NULL};
+                                  &sl_mod_accesslog, &sl_mod_static, NULL};
 
 #define DEMO(b) SL_MODCONF(b, mod_demo, demo_conf)
 #define STATIC(b) SL_MODCONF(b, sl_mod_static, sl_static_conf)
@@ -112,20 +114,31 @@ static int teardown(void **state)
 
 typedef struct fixture {
     sl_conf_set *cs;
-    sl_errs errs;
+    size_t n_errs;
+    char errs[8192]; /* every error, one per line */
 } fixture;
+
+/* Load text; check_system also judges users, groups and access rights as start-up does. */
+static sl_conf_set *load_as(fixture *f, const char *text, bool check_system)
+{
+    memset(f, 0, sizeof *f);
+    sl_config_errors errs = {0};
+    f->cs = sl_conf_load_string(text, strlen(text), "t.conf", dir, mods, check_system, &errs);
+    sl_config_errors_join(&errs, f->errs, sizeof f->errs);
+    f->n_errs = errs.n;
+    if (f->cs && sl_config_errors_any(&errs)) fail_msg("loaded with errors: %s", f->errs);
+    sl_config_errors_free(&errs);
+    return f->cs;
+}
 
 static sl_conf_set *load(fixture *f, const char *text)
 {
-    memset(f, 0, sizeof *f);
-    f->cs = sl_conf_load_string(text, strlen(text), "t.conf", dir, mods, false, &f->errs);
-    return f->cs;
+    return load_as(f, text, false);
 }
 
 static void done(fixture *f)
 {
     sl_conf_free(f->cs);
-    sl_errs_free(&f->errs);
 }
 
 static const sl_core_conf *G(fixture *f)
@@ -137,8 +150,7 @@ static void expect_error(const char *text, const char *needle)
 {
     fixture f;
     assert_null(load(&f, text));
-    if (!f.errs.text || !strstr(f.errs.text, needle))
-        fail_msg("errors '%s' lack '%s'", f.errs.text ? f.errs.text : "", needle);
+    if (!strstr(f.errs, needle)) fail_msg("errors '%s' lack '%s'", f.errs, needle);
     done(&f);
 }
 
@@ -188,15 +200,153 @@ static void test_every_error_in_one_run(void **state)
                          "  demo.count = 2\n"
                          "  another.bogus = 3\n"
                          "}\n"));
-    assert_int_equal(f.errs.n, 5);
+    assert_int_equal(f.n_errs, 5);
     const char *want[] = {"t.conf:2: unknown config key 'server.bogus'",
                           "t.conf:3: 'server.port' must be an integer",
                           "t.conf:4: demo.checked must start with ok-",
                           "t.conf:6: 'demo.count' can only be set at the top level",
                           "t.conf:7: unknown config key 'another.bogus'"};
     for (size_t i = 0; i < 5; i++)
-        if (!strstr(f.errs.text, want[i])) fail_msg("'%s' lacks '%s'", f.errs.text, want[i]);
+        if (!strstr(f.errs, want[i])) fail_msg("'%s' lacks '%s'", f.errs, want[i]);
     done(&f);
+}
+
+/* Exactly these errors, in this order (each a full "file:line: message" prefix). */
+static void expect_errors_as(const char *text, bool check_system, const char *const *want,
+                             size_t n)
+{
+    fixture f;
+    assert_null(load_as(&f, text, check_system));
+    const char *p = f.errs;
+    for (size_t i = 0; i < n; i++) {
+        if (strncmp(p, want[i], strlen(want[i])) != 0)
+            fail_msg("error %zu: wanted '%s' in:\n%s", i, want[i], f.errs);
+        p = strchr(p, '\n');
+        if (i + 1 < n && !p) fail_msg("only %zu errors in:\n%s", i + 1, f.errs);
+        if (p) p++;
+    }
+    if (p && *p) fail_msg("more errors than the %zu expected:\n%s", n, f.errs);
+    done(&f);
+}
+
+static void expect_errors(const char *text, const char *const *want, size_t n)
+{
+    expect_errors_as(text, false, want, n);
+}
+
+static void test_errors_in_file_order(void **state)
+{
+    /* One of each kind of error, in the top level and in conditions: all reported, in file
+     * order (the walk visits blocks, not lines), in one call. */
+    static const char *const want[] = {
+        "t.conf:2: unknown config key 'server.bogus'",
+        "t.conf:3: 'server.port' must be an integer, not string",
+        "t.conf:4: server.event-handler \"kqueue\" is not supported",
+        "t.conf:6: 'server.max-read-threads' can only be set at the top level",
+        "t.conf:7: server.document-root \"",
+        "t.conf:9: proxy-core.protocol \"scgi\" is not supported",
+        "t.conf:10: $SERVER[\"socket\"] \"nonsense\": not a socket address",
+    };
+    expect_errors("server.document-root = \"a\"\n"
+                  "server.bogus = 1\n"
+                  "server.port = \"80\"\n"
+                  "server.event-handler = \"kqueue\"\n"
+                  "$HTTP[\"host\"] == \"x\" {\n"
+                  "  server.max-read-threads = 4\n"
+                  "  server.document-root = \"missing\"\n"
+                  "}\n"
+                  "proxy-core.protocol = \"scgi\"\n"
+                  "$SERVER[\"socket\"] == \"nonsense\" { }\n",
+                  want, sizeof want / sizeof want[0]);
+    /* Syntax and meaning together: the parser's errors, then the checks of what did parse. */
+    static const char *const both[] = {
+        "t.conf:2: invalid integer '12x'",
+        "t.conf:3: unsupported condition $HTTP[\"useragent\"]",
+        "t.conf:4: unknown config key 'nope.inside'",
+        "t.conf:6: unknown config key 'nope.after'",
+    };
+    expect_errors("server.document-root = \"a\"\n"
+                  "server.port = 12x\n"
+                  "$HTTP[\"useragent\"] =~ \"bot\" {\n"
+                  "  nope.inside = 1\n"
+                  "}\n"
+                  "nope.after = 1\n",
+                  both, sizeof both / sizeof both[0]);
+    /* A document root lost to a syntax error is not also reported as "not set". */
+    static const char *const lost[] = {"t.conf:1: unterminated string"};
+    expect_errors("server.document-root = \"a\n", lost, 1);
+    /* Not set at all: named by the file, without a line. */
+    static const char *const unset[] = {"t.conf: server.document-root is not set"};
+    expect_errors("server.port = 8080\n", unset, 1);
+}
+
+static void path_in_dir(char *out, size_t len, const char *name)
+{
+    snprintf(out, len, "%s/%s", dir, name);
+}
+
+/* What start-up would refuse: a user or group that does not exist, a document root the server's
+ * user cannot enter, log and pid files that cannot be created or written. As root the checks
+ * are made as server.username "nobody" (the way start-up would open them); otherwise as the
+ * user running the test, with permissions that shut it out. */
+static void test_startup_refusals(void **state)
+{
+    bool root = geteuid() == 0;
+    char closed[300], ro[300], conf[3000];
+    path_in_dir(closed, sizeof closed, "closed");
+    path_in_dir(ro, sizeof ro, "ro");
+    assert_int_equal(mkdir(closed, root ? 0700 : 0600), 0);
+    assert_int_equal(mkdir(ro, root ? 0755 : 0555), 0);
+    assert_int_equal(chmod(dir, 0755), 0); /* mkdtemp's 0700 would shut "nobody" out of all */
+    snprintf(conf, sizeof conf,
+             "server.document-root = \"a\"\n"
+             "%s"
+             "server.errorlog = \"nodir/error.log\"\n"
+             "accesslog.filename = \"ro/access.log\"\n"
+             "server.pid-file = \"b\"\n"
+             "$HTTP[\"host\"] == \"c\" { server.document-root = \"closed\" }\n",
+             root ? "server.username = \"nobody\"\n" : "");
+    char w[4][1400];
+    const char *by = root ? " by user \"nobody\"" : "";
+    int l = root ? 1 : 0; /* the username line shifts the rest */
+    snprintf(w[0], sizeof w[0], "t.conf:%d: server.errorlog \"%s/nodir/error.log\": cannot be "
+             "created in %s/nodir: No such file or directory", 2 + l, dir, dir);
+    snprintf(w[1], sizeof w[1], "t.conf:%d: accesslog.filename \"%s/access.log\": cannot be "
+             "created in %s%s: Permission denied", 3 + l, ro, ro, by);
+    snprintf(w[2], sizeof w[2], "t.conf:%d: server.pid-file \"%s/b\": cannot be written: Is a "
+             "directory", 4 + l, dir);
+    snprintf(w[3], sizeof w[3], "t.conf:%d: server.document-root \"%s\": cannot be entered%s: "
+             "Permission denied", 5 + l, closed, by);
+    const char *const want[] = {w[0], w[1], w[2], w[3]};
+    uid_t uid = geteuid();
+    gid_t gid = getegid();
+    expect_errors_as(conf, true, want, 4);
+    /* Judging as "nobody" left this process's own credentials alone. */
+    assert_int_equal(geteuid(), uid);
+    assert_int_equal(getegid(), gid);
+
+    static const char *const nouser[] = {
+        "t.conf:2: server.username \"sl-no-such-user\": no such user",
+        "t.conf:3: server.groupname \"sl-no-such-group\": no such group",
+    };
+    expect_errors_as("server.document-root = \"a\"\nserver.username = \"sl-no-such-user\"\n"
+                     "server.groupname = \"sl-no-such-group\"\n",
+                     true, nouser, 2);
+    /* Without the system checks (unit tests of values alone) the same file loads. */
+    fixture f;
+    assert_non_null(load(&f, "server.document-root = \"a\"\n"
+                             "server.username = \"sl-no-such-user\"\n"));
+    done(&f);
+
+    /* What the server's user can use passes. */
+    snprintf(conf, sizeof conf, "server.document-root = \"a\"\n%s"
+             "server.errorlog = \"error.log\"\naccesslog.filename = \"%s/access.log\"\n",
+             root ? "server.username = \"nobody\"\n" : "", root ? "/tmp" : dir);
+    assert_non_null(load_as(&f, conf, true));
+    done(&f);
+    assert_int_equal(chmod(dir, 0700), 0);
+    rmdir(closed);
+    rmdir(ro);
 }
 
 static void test_module_keys_types_and_prepare(void **state)
@@ -249,8 +399,8 @@ static void test_server_modules(void **state)
                  "t.conf:1: server.modules: \"mod_rainbow\" is not a module of seekless");
     /* Without server.modules every module is there. */
     assert_non_null(load(&f, "server.document-root = \"a\"\n"));
-    assert_int_equal(f.cs->n_mods, 5);
-    assert_ptr_equal(f.cs->mods[4], &sl_mod_static);
+    assert_int_equal(f.cs->n_mods, 6);
+    assert_ptr_equal(f.cs->mods[5], &sl_mod_static);
     done(&f);
 }
 
@@ -458,6 +608,8 @@ int main(void)
         cmocka_unit_test(test_defaults_and_relative_docroot),
         cmocka_unit_test(test_errors_name_file_and_line),
         cmocka_unit_test(test_every_error_in_one_run),
+        cmocka_unit_test(test_errors_in_file_order),
+        cmocka_unit_test(test_startup_refusals),
         cmocka_unit_test(test_module_keys_types_and_prepare),
         cmocka_unit_test(test_server_modules),
         cmocka_unit_test(test_proxy_core_keys),

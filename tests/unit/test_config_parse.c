@@ -1122,7 +1122,10 @@ static void test_block_depth_limit(void **state)
 
     o = 0;
     for (size_t i = 0; i < n; i++) o += (size_t)sprintf(text + o, "%s", open);
-    parse_err(text, "test.conf:257: conditions nested too deep (more than 256 levels)");
+    /* Reported once; every block stays open, which is an error of its own, said once. */
+    parse_err(text, "test.conf:257: conditions nested too deep (more than 256 levels)\n"
+                    "test.conf:256: missing '}': this block is still open at end of file "
+                    "(and 255 around it)");
     free(text);
 }
 
@@ -1223,7 +1226,7 @@ static void test_text_too_large(void **state)
     assert_non_null(text);
     memset(text, ' ', n);
     assert_null(sl_config_parse_string(text, n, "big.conf", NULL, errbuf, sizeof errbuf));
-    assert_string_equal(errbuf, "big.conf:0: configuration too large (more than 8 MiB)");
+    assert_string_equal(errbuf, "big.conf: configuration too large (more than 8 MiB)");
     free(text);
 }
 
@@ -1295,11 +1298,12 @@ static void test_parse_file_basic(void **state)
     assert_string_equal(errbuf, want);
 
     assert_null(parse_file_in_tmp("missing.conf"));
-    snprintf(want, sizeof want, "%s/missing.conf:0: cannot read config file: No such file or "
+    /* The whole file: named by its path, with no line. */
+    snprintf(want, sizeof want, "%s/missing.conf: cannot read config file: No such file or "
                                 "directory", tmpdir);
     assert_string_equal(errbuf, want);
     assert_null(parse_file_in_tmp(""));
-    snprintf(want, sizeof want, "%s/:0: cannot read config file: Is a directory", tmpdir);
+    snprintf(want, sizeof want, "%s/: cannot read config file: Is a directory", tmpdir);
     assert_string_equal(errbuf, want);
     rm_tmpdir();
 }
@@ -1525,14 +1529,16 @@ static void test_include_unbalanced(void **state)
     write_file("main.conf", "$HTTP[\"url\"] =~ \"^/x\" {\n  include \"close.conf\"\n");
     write_file("close.conf", "a = 1\n}\n");
     assert_null(parse_file_in_tmp("main.conf"));
-    snprintf(want, sizeof want, "%s/close.conf:2: unexpected '}' (no block is open)", tmpdir);
+    snprintf(want, sizeof want, "%s/close.conf:2: unexpected '}' (no block is open)\n"
+             "%s/main.conf:1: missing '}': this block is still open at end of file", tmpdir,
+             tmpdir);
     assert_string_equal(errbuf, want);
     /* A block opened in an included file must close there. */
     write_file("main.conf", "include \"open.conf\"\n}\n");
     write_file("open.conf", "\n$HTTP[\"url\"] =~ \"^/x\" {\n");
     assert_null(parse_file_in_tmp("main.conf"));
     snprintf(want, sizeof want, "%s/open.conf:2: missing '}': this block is still open at end of "
-                                "file", tmpdir);
+             "file\n%s/main.conf:2: unexpected '}' (no block is open)", tmpdir, tmpdir);
     assert_string_equal(errbuf, want);
     /* `else` cannot continue a chain across a file boundary. */
     write_file("main.conf", "$HTTP[\"url\"] =~ \"^/x\" { }\ninclude \"else.conf\"\n");
@@ -1590,6 +1596,136 @@ static void test_truncated_inputs(void **state)
     }
 }
 
+/* ---- Every error in one run: recovery after syntax errors, meaning errors reported on ---- */
+
+static sl_config_tree *parse_all(const char *text, sl_config_errors *errs)
+{
+    memset(errs, 0, sizeof *errs);
+    return sl_config_parse_string_all(text, strlen(text), "test.conf", NULL, errs);
+}
+
+static void assert_errors(const sl_config_errors *errs, const char *const *want, size_t n)
+{
+    char all[4096];
+    sl_config_errors_join(errs, all, sizeof all);
+    if (errs->n != n) fail_msg("%zu errors, wanted %zu:\n%s", errs->n, n, all);
+    for (size_t i = 0; i < n; i++)
+        if (strncmp(errs->msg[i], want[i], strlen(want[i])) != 0)
+            fail_msg("error %zu is '%s', wanted '%s'", i, errs->msg[i], want[i]);
+}
+
+static void test_every_error_reported(void **state)
+{
+    static const char text[] =
+        "a = 12abc\n"                      /* 1: lexer error */
+        "b = 2\n"
+        "c = ( \"x\" \"y\" )\n"              /* 3: syntax error inside an array */
+        "d = 4\n"
+        "$HTTP[\"useragent\"] == \"x\" {\n"  /* 5: meaning: the block is read on */
+        "  e = var.nope\n"                 /* 6: unknown variable, inside it */
+        "}\n"
+        "f = 1\n"
+        "f = 2\n"                          /* 9: duplicate key */
+        "$HTTP[\"url\"] =~ \"(\" { g = 1 }\n" /* 10: bad regex */
+        "h = \"ok\"\n"
+        "i = ( 1,\n"                       /* 12: array cut short by the next statement */
+        "j = 5\n"
+        "k = ;\n";                         /* 14: lexer error at the end */
+    static const char *const want[] = {
+        "test.conf:1: invalid integer '12abc'",
+        "test.conf:3: expected ',' or ')' in array, got string \"y\"",
+        "test.conf:5: unsupported condition $HTTP[\"useragent\"]",
+        "test.conf:6: unknown variable 'var.nope'",
+        "test.conf:9: duplicate config key 'f'; use := to override",
+        "test.conf:10: bad regex \"(\": ",
+        "test.conf:13: unterminated array (opened on line 12)",
+        "test.conf:14: unexpected ';'",
+    };
+    sl_config_errors errs;
+    sl_config_tree *t = parse_all(text, &errs);
+    assert_non_null(t);
+    assert_true(t->partial);
+    assert_errors(&errs, want, sizeof want / sizeof want[0]);
+    /* What was right is in the tree, for the checks that follow parsing. */
+    assert_int_val(val(t->root, "b"), 2);
+    assert_int_val(val(t->root, "d"), 4);
+    assert_int_val(val(t->root, "f"), 2);
+    assert_str_val(val(t->root, "h"), "ok");
+    assert_int_val(val(t->root, "j"), 5);
+    assert_null(find(t->root, "a"));
+    assert_null(find(t->root, "c"));
+    /* Both condition blocks are there (placeholders: they never match) with their statements. */
+    assert_int_equal(t->root->n_children, 2);
+    assert_int_val(val(t->root->children[1], "g"), 1);
+    applied ap = eval(t, ":80", "(", "x", "");
+    assert_null(applied_val(&ap, "g"));
+    sl_config_tree_free(t);
+    /* The single-buffer interface gives the same, one per line, and no tree. */
+    assert_null(sl_config_parse_string(text, strlen(text), "test.conf", NULL, errbuf,
+                                       sizeof errbuf));
+    assert_non_null(strstr(errbuf, "test.conf:1: invalid integer '12abc'\ntest.conf:3: "));
+    sl_config_errors_free(&errs);
+}
+
+static void test_recovery_keeps_blocks_balanced(void **state)
+{
+    /* A condition that does not parse still opens a (placeholder) block: its '}' closes that,
+     * not the block around it, and its statements are read. */
+    static const char text[] =
+        "$HTTP[\"host\"] == \"h\" {\n"
+        "  $HTTP[\"url\"] == {\n"     /* 2: no value */
+        "    a = 1\n"
+        "    b = ( 1,\n"
+        "  }\n"                        /* 5: cuts the array short, closes the placeholder */
+        "  c = 3\n"
+        "}\n"
+        "d = 4\n";
+    static const char *const want[] = {
+        "test.conf:2: expected a value, got '{'",
+        "test.conf:5: expected a value, got '}'",
+    };
+    sl_config_errors errs;
+    sl_config_tree *t = parse_all(text, &errs);
+    assert_non_null(t);
+    assert_errors(&errs, want, 2);
+    const sl_cblock *host = t->root->children[0];
+    assert_int_equal(t->root->n_children, 1);
+    assert_int_val(val(host, "c"), 3);
+    assert_int_equal(host->n_children, 1);
+    assert_int_val(val(host->children[0], "a"), 1);
+    assert_int_val(val(t->root, "d"), 4);
+    sl_config_tree_free(t);
+    sl_config_errors_free(&errs);
+}
+
+static void test_failed_names_are_not_reported_again(void **state)
+{
+    /* The variable's own error is the one reported; its uses are consequences. */
+    static const char text[] = "var.x = ( \"a\" \"b\" )\ny = var.x\nz = var.x + \"c\"\n";
+    static const char *const want[] = {"test.conf:1: expected ',' or ')' in array"};
+    sl_config_errors errs;
+    sl_config_tree *t = parse_all(text, &errs);
+    assert_errors(&errs, want, 1);
+    sl_config_tree_free(t);
+    sl_config_errors_free(&errs);
+}
+
+static void test_too_many_errors(void **state)
+{
+    /* Reading stops after SL_CONFIG_MAX_ERRORS with a message that says so. */
+    size_t n = SL_CONFIG_MAX_ERRORS + 50;
+    char *text = malloc(n * 8 + 1);
+    assert_non_null(text);
+    text[0] = 0;
+    for (size_t i = 0; i < n; i++) strcat(text, "a = ;\n");
+    sl_config_errors errs;
+    assert_null(parse_all(text, &errs));
+    assert_int_equal(errs.n, SL_CONFIG_MAX_ERRORS + 1);
+    assert_non_null(strstr(errs.msg[errs.n - 1], "too many errors (200); not reading further"));
+    free(text);
+    sl_config_errors_free(&errs);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1643,6 +1779,10 @@ int main(void)
         cmocka_unit_test(test_eval_order),
         cmocka_unit_test(test_eval_first_match_wins),
         cmocka_unit_test(test_else_errors),
+        cmocka_unit_test(test_every_error_reported),
+        cmocka_unit_test(test_recovery_keeps_blocks_balanced),
+        cmocka_unit_test(test_failed_names_are_not_reported_again),
+        cmocka_unit_test(test_too_many_errors),
         cmocka_unit_test(test_block_depth_limit),
         cmocka_unit_test(test_walk_visits_everything),
         cmocka_unit_test(test_memory_limit),

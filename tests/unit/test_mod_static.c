@@ -81,9 +81,12 @@ static void conf(tconf *s)
     char text[600];
     snprintf(text, sizeof text, "server.document-root = \"%s\"\nindex-file.names = ( \"index.html\" )\n",
              root);
-    sl_errs errs = {0};
+    sl_config_errors errs = {0};
     s->cs = sl_conf_load_string(text, strlen(text), "t.conf", NULL, mods, false, &errs);
-    if (!s->cs) fail_msg("%s", errs.text);
+    char msg[2048];
+    sl_config_errors_join(&errs, msg, sizeof msg);
+    sl_config_errors_free(&errs);
+    if (!s->cs) fail_msg("%s", msg);
     s->b = malloc(s->cs->block_size);
     memcpy(s->b, s->cs->global, s->cs->block_size);
     s->docroot_fd = sl_core(s->b)->docroot->fd;

@@ -1,0 +1,221 @@
+#!/usr/bin/env python3
+"""The command line of the real seekless binary: the config checker (-t) and -h/--help/--version.
+
+`seekless -t` reports EVERY error of a config in one run, syntax and meaning, each as
+"file:line: message" on stderr, exits 1, and prints "Syntax OK" only for a clean config. It also
+checks what start-up would refuse (a user or group that does not exist, a document root the
+server's user cannot enter, a log or pid file that cannot be created or written), but not what
+only start-up can know (a port in use). Each test writes its config into a temp dir.
+"""
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import test_core  # noqa: E402
+from test_core import free_port  # noqa: E402
+
+
+def seekless(*args, cwd=None):
+    return subprocess.run([os.path.join(test_core.BUILD, "app", "seekless"), *args],
+                          capture_output=True, text=True, timeout=30, cwd=cwd)
+
+
+class ConfigDir:
+    """A temp dir with root/ (a document root) and the config files a test writes."""
+
+    def __init__(self):
+        self.dir = tempfile.mkdtemp(prefix="sl_cli_")
+        os.mkdir(os.path.join(self.dir, "root"))
+
+    def write(self, name, text):
+        path = os.path.join(self.dir, name)
+        with open(path, "w") as f:
+            f.write(text)
+        return path
+
+    def path(self, name):
+        return os.path.join(self.dir, name)
+
+    def close(self):
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+class CheckConfig(unittest.TestCase):
+    def setUp(self):
+        self.d = ConfigDir()
+        self.addCleanup(self.d.close)
+
+    def check(self, text, name="c.conf"):
+        return seekless("-t", "-f", self.d.write(name, text))
+
+    def errors(self, r):
+        """stderr's lines without the "seekless: " prefix."""
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertNotIn("Syntax OK", r.stdout)
+        lines = r.stderr.splitlines()
+        for line in lines:
+            self.assertTrue(line.startswith("seekless: "), line)
+        return [line[len("seekless: "):] for line in lines]
+
+    def test_clean_config_says_syntax_ok(self):
+        r = self.check('server.document-root = "root"\nserver.port = 8080\n')
+        self.assertEqual((r.returncode, r.stdout, r.stderr), (0, "Syntax OK\n", ""))
+
+    def test_every_error_in_one_run(self):
+        c = self.d.path("c.conf")
+        r = self.check('server.document-root = "root"\n'
+                       'server.port = 80x\n'                      # 2: syntax (lexer)
+                       'server.bogus = 1\n'                       # 3: unknown key
+                       'server.max-connections = "many"\n'        # 4: wrong type
+                       '$HTTP["url"] =~ "^/(" {\n'                # 5: bad regex
+                       '  url.access-deny = ( ".inc" ".x" )\n'    # 6: syntax inside the block
+                       '  server.port = 81\n'                     # 7: only at the top level
+                       '}\n'
+                       'server.event-handler = "kqueue"\n'        # 9: bad value
+                       'index-file.names = ( "index.html",\n'     # 10: array left open
+                       'static-file.etags = "perhaps"\n'          # 11: bad boolean
+                       '$HTTP["useragent"] == "x" { a = 1 }\n')   # 12: unsupported condition
+        errs = self.errors(r)
+        want = [
+            f"{c}:2: invalid integer '80x'",
+            f"{c}:5: bad regex \"^/(\"",
+            f"{c}:6: expected ',' or ')' in array",
+            f"{c}:11: unterminated array (opened on line 10)",
+            f"{c}:12: unsupported condition $HTTP[\"useragent\"]",
+            # then what the parsed statements mean, in file order
+            f"{c}:3: unknown config key 'server.bogus'",
+            f"{c}:4: 'server.max-connections' must be an integer, not string",
+            f"{c}:7: 'server.port' can only be set at the top level",
+            f"{c}:9: server.event-handler \"kqueue\" is not supported",
+            f"{c}:11: 'static-file.etags' must be \"enable\" or \"disable\"",
+            f"{c}:12: unknown config key 'a'",
+        ]
+        self.assertEqual(len(errs), len(want), "\n".join(errs))
+        for got, w in zip(errs, want):
+            self.assertTrue(got.startswith(w), f"{got!r} does not start with {w!r}")
+
+    def test_errors_in_included_files_name_them(self):
+        inc = self.d.write("inc.conf", 'a.b = 1\nserver.port = "x"\n')
+        r = self.check('server.document-root = "root"\ninclude "inc.conf"\n'
+                       'include "missing.conf"\nserver.nope = 2\n')
+        c = self.d.path("c.conf")
+        errs = self.errors(r)
+        self.assertEqual(errs[0], f'{c}:3: cannot include "{self.d.path("missing.conf")}": '
+                                  'No such file or directory')
+        self.assertIn(f"{inc}:1: unknown config key 'a.b'", errs)
+        self.assertIn(f"{inc}:2: 'server.port' must be an integer, not string", errs)
+        self.assertIn(f"{c}:4: unknown config key 'server.nope'", errs)
+        self.assertEqual(len(errs), 4, errs)
+
+    def test_missing_config_file_is_named_by_its_path(self):
+        missing = self.d.path("nope.conf")
+        r = seekless("-t", "-f", missing)
+        self.assertEqual(self.errors(r),
+                         [f"{missing}: cannot read config file: No such file or directory"])
+        r = seekless("-t", "-f", self.d.dir)
+        self.assertEqual(self.errors(r), [f"{self.d.dir}: cannot read config file: Is a directory"])
+
+    def test_what_start_up_would_refuse(self):
+        # As root, the files the server opens after dropping privileges are judged as
+        # server.username ("nobody"); otherwise as the user running -t, shut out by permissions.
+        root = os.geteuid() == 0
+        os.chmod(self.d.dir, 0o755)
+        closed = self.d.path("closed")
+        os.mkdir(closed, 0o700 if root else 0o600)
+        ro = self.d.path("ro")
+        os.mkdir(ro, 0o755 if root else 0o555)
+        user = 'server.username = "nobody"\n' if root else ""
+        by = ' by user "nobody"' if root else ""
+        r = self.check('server.document-root = "closed"\n'
+                       'server.errorlog = "nodir/error.log"\n'
+                       'accesslog.filename = "ro/access.log"\n'
+                       'server.groupname = "sl-no-such-group"\n'
+                       + user)
+        c = self.d.path("c.conf")
+        errs = self.errors(r)
+        self.assertIn(f'{c}:2: server.errorlog "{self.d.path("nodir/error.log")}": cannot be '
+                      f'created in {self.d.path("nodir")}: No such file or directory', errs)
+        self.assertIn(f'{c}:4: server.groupname "sl-no-such-group": no such group', errs)
+        self.assertEqual(len(errs), 2, errs)  # the server's user is not known: no more to judge
+        r = self.check('server.document-root = "closed"\n'
+                       'server.errorlog = "nodir/error.log"\n'
+                       'accesslog.filename = "ro/access.log"\n'
+                       'server.pid-file = "root"\n' + user)
+        errs = self.errors(r)
+        self.assertEqual(errs, [
+            f'{c}:1: server.document-root "{closed}": cannot be entered{by}: Permission denied',
+            f'{c}:2: server.errorlog "{self.d.path("nodir/error.log")}": cannot be created in '
+            f'{self.d.path("nodir")}: No such file or directory',
+            f'{c}:3: accesslog.filename "{ro}/access.log": cannot be created in {ro}{by}: '
+            'Permission denied',
+            f'{c}:4: server.pid-file "{self.d.path("root")}": cannot be written: Is a directory',
+        ])
+        r = self.check('server.document-root = "root"\nserver.username = "sl-no-such-user"\n')
+        self.assertEqual(self.errors(r), [f'{c}:2: server.username "sl-no-such-user": no such user'])
+
+    def test_checking_creates_nothing(self):
+        conf = self.d.write("c.conf", 'server.document-root = "root"\nserver.errorlog = "e.log"\n'
+                                      'accesslog.filename = "a.log"\nserver.pid-file = "p.pid"\n'
+                                      'debug.log-timing = "enable"\ndebug.timing-file = "t.log"\n')
+        before = sorted(os.listdir(self.d.dir))
+        r = seekless("-t", "-f", conf)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(sorted(os.listdir(self.d.dir)), before)
+
+    def test_port_in_use_is_start_ups_business(self):
+        s = socket.socket()
+        s.bind(("127.0.0.1", 0))
+        s.listen(1)
+        port = s.getsockname()[1]
+        try:
+            conf = self.d.write("c.conf", f'server.document-root = "root"\nserver.bind = "127.0.0.1"\n'
+                                          f'server.port = {port}\n')
+            r = seekless("-t", "-f", conf)
+            self.assertEqual((r.returncode, r.stdout), (0, "Syntax OK\n"))
+            r = seekless("-D", "-f", conf)
+            self.assertEqual(r.returncode, 1)
+            self.assertIn(f"cannot listen on 127.0.0.1:{port}", r.stderr)
+        finally:
+            s.close()
+
+    def test_start_up_reports_every_error_too(self):
+        conf = self.d.write("c.conf", f'server.document-root = "root"\nserver.port = {free_port()}\n'
+                                      'server.bogus = 1\nserver.bogus2 = 2\n')
+        r = seekless("-D", "-f", conf)
+        self.assertEqual(r.returncode, 1)
+        self.assertEqual(r.stderr.splitlines(), [
+            f"seekless: {conf}:3: unknown config key 'server.bogus'",
+            f"seekless: {conf}:4: unknown config key 'server.bogus2'",
+        ])
+
+
+class Options(unittest.TestCase):
+    def test_help_goes_to_stdout_and_exits_0(self):
+        for opt in ("-h", "--help"):
+            r = seekless(opt)
+            self.assertEqual((r.returncode, r.stderr), (0, ""), opt)
+            self.assertTrue(r.stdout.startswith("usage: seekless -f FILE"), r.stdout)
+            self.assertIn("--help", r.stdout)
+
+    def test_version_long_and_short(self):
+        v = seekless("-v")
+        self.assertEqual(v.returncode, 0)
+        self.assertRegex(v.stdout, r"^seekless/\d+\.\d+\.\d+\n$")
+        r = seekless("--version")
+        self.assertEqual((r.returncode, r.stdout, r.stderr), (0, v.stdout, ""))
+
+    def test_bad_option_is_an_error_with_usage_on_stderr(self):
+        for args in (["--bogus"], ["-x"], []):
+            r = seekless(*args)
+            self.assertEqual(r.returncode, 1, args)
+            self.assertEqual(r.stdout, "")
+            self.assertIn("usage: seekless -f FILE", r.stderr)
+
+
+if __name__ == "__main__":
+    test_core.main()
