@@ -17,16 +17,15 @@
 #include <errno.h>
 #include <event2/event.h>
 #include <fcntl.h>
-#include <linux/openat2.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/inotify.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "log.h"
+#include "openat.h"
 
 #define SHARDS 16
 #define WATCH_MASK                                                                                 \
@@ -284,13 +283,15 @@ struct event *sl_fdc_watch(sl_fdc *c, struct event_base *base)
 /* simple: is the path still the file we keep? Without waiting for the disk. */
 static bool still_same(const ent *e)
 {
-    struct open_how how = {.flags = O_PATH | O_CLOEXEC,
-                           .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_CACHED};
-    long fd = syscall(SYS_openat2, e->dirfd, e->file, &how, sizeof how);
+    /* From the dentry cache only, so a check on the loop never waits for the disk (a path
+     * that fell out of it counts as changed: it is opened again the ordinary way). Where the
+     * kernel cannot answer that way, the ordinary walk: else nothing would ever be cached. */
+    int fd = sl_open_beneath_ex(e->dirfd, e->file, O_PATH | O_CLOEXEC, false,
+                                sl_open_cached_works());
     if (fd < 0) return false;
     struct stat st;
-    int r = fstat((int)fd, &st);
-    close((int)fd);
+    int r = fstat(fd, &st);
+    close(fd);
     const struct stat *o = &e->pub.st;
     return r == 0 && st.st_ino == o->st_ino && st.st_dev == o->st_dev &&
            st.st_size == o->st_size && st.st_mtim.tv_sec == o->st_mtim.tv_sec &&

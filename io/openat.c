@@ -60,10 +60,16 @@ static int open_beneath_walk(int dirfd, const char *rel, int flags)
     }
 }
 
+static atomic_bool no_cached;   /* the kernel predates RESOLVE_CACHED (5.12) */
+static atomic_bool no_openat2;  /* read by stat threads too */
+
+bool sl_open_cached_works(void)
+{
+    return !no_cached && !no_openat2;
+}
+
 int sl_open_beneath_ex(int dirfd, const char *rel, int flags, bool follow, bool cached)
 {
-    static bool no_cached;          /* the kernel predates RESOLVE_CACHED (5.12) */
-    static atomic_bool no_openat2;  /* read by stat threads too */
     if (cached && (no_cached || no_openat2)) return -EAGAIN;
     if (no_openat2) return open_beneath_walk(dirfd, rel, flags);
     struct open_how how = {

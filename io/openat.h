@@ -9,6 +9,10 @@
  * refuses it (EPERM: not the file's owner). */
 int sl_open_beneath_ex(int dirfd, const char *rel, int flags, bool follow, bool cached);
 
+/* False once the kernel showed it cannot answer from the dentry cache alone (no openat2, as
+ * under valgrind, or no RESOLVE_CACHED): a cached open then always says -EAGAIN. */
+bool sl_open_cached_works(void);
+
 /* Open rel (relative, no leading '/') beneath dirfd without ever leaving it; symlinks inside are
  * followed only when follow is true. Returns an fd or a negative errno (-EXDEV for an escape,
  * -ELOOP for a symlink that may not be followed). */

@@ -421,7 +421,9 @@ static void keep_open(sl_conn *c, int dirfd, const char *dirpath, const char *pa
                      r->index_name ? r->index_name : "");
     if (n <= 0 || (size_t)n >= sizeof file) return;
     if (sl_core(c->conf)->follow_symlink) {
-        int f = sl_open_beneath_ex(dirfd, file, O_PATH | O_CLOEXEC, false, true);
+        /* From the dentry cache (the open just walked it), or walked where the kernel cannot
+         * answer that way. */
+        int f = sl_open_beneath_ex(dirfd, file, O_PATH | O_CLOEXEC, false, sl_open_cached_works());
         if (f < 0) return;
         close(f);
     }
@@ -527,16 +529,17 @@ static void stat_done(sl_job *job)
         c->t.stat_started = job->t_started;
         c->t.stat_done = job->t_done;
     }
-    free(j->t.path);
     if (c->closed) {
         /* The client went away while we waited for the disk. */
         if (j->r.fd >= 0) close(j->r.fd);
+        free(j->t.path);
         free(j->buf);
         free(j);
         sl_conn_release(c);
         return;
     }
     keep_open(c, j->t.dirfd, j->t.dirpath, j->t.path, j->t.len, j->t.flags, &j->r);
+    free(j->t.path);
     sl_hresult r = sl_static_respond(c, &j->r);
     if (j->buf) sl_xfer_adopt(&c->xfer, j->r.fd, j->buf, j->cap, j->boff, (size_t)j->got);
     free(j);
