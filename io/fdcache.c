@@ -9,6 +9,13 @@
  * hold another); the number of them is bounded by the directories of the tree and by the
  * kernel's max_user_watches, past which files simply are not cached.
  *
+ * Admission: a file is kept from its second request on, not its first. Keeping one costs
+ * several system calls (watches, a re-check, an eviction's close), worth paying for a file that
+ * comes back, not for each of a pool far larger than the cache requested at random, where every
+ * first request would pay them and evict a file that might have come back. A lossy table of path
+ * hashes (about one slot per entry the cache can hold, shared by the loops, updated with relaxed
+ * atomics: a lost update only delays a file by one request) remembers the files requested once.
+ *
  * Locks: each shard's lock guards its table, its LRU and its entries' hold counts; the watch
  * lock guards the watch tables. No code path holds both.
  */
@@ -72,8 +79,14 @@ struct sl_fdc {
     pthread_mutex_t wlock;
     watch **by_rel, **by_wd;
     size_t wnb, n_watches;
-    uint64_t hits, misses, inserts, invalidations, evictions; /* atomic */
+    uint64_t hits, misses, inserts, invalidations, evictions, deferred; /* atomic */
+    uint32_t *seen;          /* admission: tags of paths requested once (atomic slots) */
+    size_t seen_mask;
 };
+
+/* A shard is chosen by the hash's low bits, a bucket in it by the bits above them (by the low
+ * bits again, a shard would use one bucket in SHARDS). */
+#define BUCKET(h, nb) (((h) / SHARDS) & ((nb)-1))
 
 #define A_INC(x) __atomic_add_fetch(&(x), 1, __ATOMIC_RELAXED)
 #define A_GET(x) __atomic_load_n(&(x), __ATOMIC_ACQUIRE)
@@ -94,6 +107,7 @@ sl_fdc *sl_fdc_new(sl_fdc_mode mode, size_t capacity)
     pthread_mutex_init(&c->wlock, NULL);
     size_t per = capacity / SHARDS;
     if (per < 4) per = 4;
+
     for (size_t i = 0; i < SHARDS; i++) {
         shard *s = &c->sh[i];
         pthread_mutex_init(&s->lock, NULL);
@@ -104,6 +118,11 @@ sl_fdc *sl_fdc_new(sl_fdc_mode mode, size_t capacity)
         s->lru.lnext = s->lru.lprev = &s->lru;
         if (!s->tab) goto fail;
     }
+    size_t slots = 1024;
+    while (slots < per * SHARDS) slots *= 2;
+    c->seen = calloc(slots, sizeof *c->seen);
+    if (!c->seen) goto fail;
+    c->seen_mask = slots - 1;
     if (mode == SL_FDC_INOTIFY) {
         c->wnb = 1024;
         c->by_rel = calloc(c->wnb, sizeof *c->by_rel);
@@ -139,7 +158,7 @@ static void ent_free(ent *e)
 static void ent_kill(shard *s, ent *e)
 {
     if (!e->linked) return;
-    ent **pp = &s->tab[e->h & (s->nb - 1)];
+    ent **pp = &s->tab[BUCKET(e->h, s->nb)];
     while (*pp && *pp != e) pp = &(*pp)->hnext;
     if (*pp) *pp = e->hnext;
     e->lprev->lnext = e->lnext;
@@ -173,6 +192,7 @@ void sl_fdc_free(sl_fdc *c)
     free(c->by_wd);
     if (c->ifd >= 0) close(c->ifd);
     pthread_mutex_destroy(&c->wlock);
+    free(c->seen);
     free(c);
 }
 
@@ -188,6 +208,37 @@ static watch *watch_by_wd(sl_fdc *c, int wd)
     for (watch *w = c->by_wd[(size_t)wd & (c->wnb - 1)]; w; w = w->next_wd)
         if (w->wd == wd && !w->dead) return w;
     return NULL;
+}
+
+/* Twice the buckets once there are twice as many watches as buckets. wlock held. */
+static void watch_grow(sl_fdc *c)
+{
+    size_t nb = c->wnb * 2;
+    watch **by_rel = calloc(nb, sizeof *by_rel), **by_wd = calloc(nb, sizeof *by_wd);
+    if (!by_rel || !by_wd) { /* longer chains, still right */
+        free(by_rel);
+        free(by_wd);
+        return;
+    }
+    for (size_t i = 0; i < c->wnb; i++) {
+        for (watch *w = c->by_rel[i], *next; w; w = next) {
+            next = w->next_rel;
+            size_t b = rel_hash(w->rel, strlen(w->rel)) & (nb - 1);
+            w->next_rel = by_rel[b];
+            by_rel[b] = w;
+        }
+        for (watch *w = c->by_wd[i], *next; w; w = next) {
+            next = w->next_wd;
+            size_t b = (size_t)w->wd & (nb - 1);
+            w->next_wd = by_wd[b];
+            by_wd[b] = w;
+        }
+    }
+    free(c->by_rel);
+    free(c->by_wd);
+    c->by_rel = by_rel;
+    c->by_wd = by_wd;
+    c->wnb = nb;
 }
 
 /* The live watch of directory rel (relative to dirpath), made if need be. wlock held. */
@@ -215,6 +266,10 @@ static watch *watch_get(sl_fdc *c, const char *dirpath, const char *rel, size_t 
     if (old) {
         old->dead = true;
         A_INC(c->ggen);
+    }
+    if (c->n_watches >= 2 * c->wnb) {
+        watch_grow(c);
+        b = rel_hash(rel, n) & (c->wnb - 1);
     }
     watch *w = calloc(1, sizeof *w + n + 1);
     if (!w) return NULL;
@@ -299,6 +354,30 @@ static bool still_same(const ent *e)
            st.st_ctim.tv_nsec == o->st_ctim.tv_nsec;
 }
 
+static ent *find(shard *s, uint64_t h, int dirfd, unsigned key, const char *path, size_t len)
+{
+    ent *e = s->tab[BUCKET(h, s->nb)];
+    while (e && !(e->h == h && e->dirfd == dirfd && e->key == key && e->len == len &&
+                  !memcmp(e->path, path, len)))
+        e = e->hnext;
+    return e;
+}
+
+bool sl_fdc_admit(sl_fdc *c, int dirfd, unsigned key, const char *path, size_t len)
+{
+    if (!c || c->mode == SL_FDC_DISABLE) return false;
+    uint64_t h = hash(dirfd, key, path, len);
+    uint32_t tag = (uint32_t)(h >> 32) | 1; /* never 0, the empty slot */
+    uint32_t *slot = &c->seen[(h ^ (h >> 17)) & c->seen_mask];
+    if (__atomic_load_n(slot, __ATOMIC_RELAXED) == tag) {
+        __atomic_store_n(slot, 0, __ATOMIC_RELAXED);
+        return true;
+    }
+    __atomic_store_n(slot, tag, __ATOMIC_RELAXED);
+    A_INC(c->deferred);
+    return false;
+}
+
 sl_fdc_entry *sl_fdc_get(sl_fdc *c, int dirfd, unsigned key, const char *path, size_t len,
                          time_t now)
 {
@@ -306,14 +385,18 @@ sl_fdc_entry *sl_fdc_get(sl_fdc *c, int dirfd, unsigned key, const char *path, s
     /* A change that completed before this request was read must count, even when the loop has
      * not been back to epoll since (a request read right after another, or accepted in the same
      * batch): read the queue now. Nothing queued costs one read() that says EAGAIN. */
-    if (c->mode == SL_FDC_INOTIFY) sl_fdc_drain(c);
     uint64_t h = hash(dirfd, key, path, len);
     shard *s = &c->sh[h % SHARDS];
     pthread_mutex_lock(&s->lock);
-    ent *e = s->tab[h & (s->nb - 1)];
-    while (e && !(e->h == h && e->dirfd == dirfd && e->key == key && e->len == len &&
-                  !memcmp(e->path, path, len)))
-        e = e->hnext;
+    ent *e = find(s, h, dirfd, key, path, len);
+    if (e && c->mode == SL_FDC_INOTIFY) {
+        /* Only when there is an entry to trust (a miss opens the path anyway): the drain takes
+         * the watch lock, which is never held with a shard's, so look again after it. */
+        pthread_mutex_unlock(&s->lock);
+        sl_fdc_drain(c);
+        pthread_mutex_lock(&s->lock);
+        e = find(s, h, dirfd, key, path, len);
+    }
     if (!e) {
         pthread_mutex_unlock(&s->lock);
         A_INC(c->misses);
@@ -396,7 +479,7 @@ sl_fdc_entry *sl_fdc_put(sl_fdc *c, int dirfd, const char *dirpath, unsigned key
     e->refs = 1;
     shard *s = &c->sh[e->h % SHARDS];
     pthread_mutex_lock(&s->lock);
-    size_t b = e->h & (s->nb - 1);
+    size_t b = BUCKET(e->h, s->nb);
     for (ent *x = s->tab[b]; x; x = x->hnext) {
         if (x->h == e->h && x->dirfd == dirfd && x->key == key && x->len == len &&
             !memcmp(x->path, path, len)) {
@@ -452,6 +535,7 @@ void sl_fdc_get_stats(sl_fdc *c, sl_fdc_stats *out)
     out->inserts = A_GET(c->inserts);
     out->invalidations = A_GET(c->invalidations);
     out->evictions = A_GET(c->evictions);
+    out->deferred = A_GET(c->deferred);
     for (size_t i = 0; i < SHARDS; i++) {
         pthread_mutex_lock(&c->sh[i].lock);
         out->entries += c->sh[i].n;

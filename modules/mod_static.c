@@ -416,13 +416,16 @@ static void keep_open(sl_conn *c, int dirfd, const char *dirpath, const char *pa
 {
     sl_fdc *fdc = c->loop->srv->fdc;
     if (!fdc || c->file_ent || (r->status != 200 && r->status != 206) || r->fd < 0) return;
+    /* From its second request on: what follows costs system calls. */
+    if (!sl_fdc_admit(fdc, dirfd, cache_key(c->conf, flags), path, len)) return;
     char file[4200];
     int n = snprintf(file, sizeof file, "%.*s%s", (int)(len > 1 ? len - 1 : 0), path + 1,
                      r->index_name ? r->index_name : "");
     if (n <= 0 || (size_t)n >= sizeof file) return;
-    if (sl_core(c->conf)->follow_symlink) {
-        /* From the dentry cache (the open just walked it), or walked where the kernel cannot
-         * answer that way. */
+    if (sl_core(c->conf)->follow_symlink && sl_fdc_mode_of(fdc) != SL_FDC_INOTIFY) {
+        /* (With inotify, sl_fdc_put looks at the path again without following symlinks, which
+         * refuses such a file already.) From the dentry cache (the open just walked it), or
+         * walked where the kernel cannot answer that way. */
         int f = sl_open_beneath_ex(dirfd, file, O_PATH | O_CLOEXEC, false, sl_open_cached_works());
         if (f < 0) return;
         close(f);

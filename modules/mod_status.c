@@ -141,6 +141,7 @@ static void open_files(sl_status_out *o, sl_server *srv)
         sl_status_num(o, "inserts", st.inserts, true);
         sl_status_num(o, "invalidations", st.invalidations, true);
         sl_status_num(o, "evictions", st.evictions, true);
+        sl_status_num(o, "deferred", st.deferred, true);
         sl_status_item_end(o);
     }
     sl_status_list_end(o);

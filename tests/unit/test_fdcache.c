@@ -202,6 +202,59 @@ static void test_eviction_never_closes_a_held_file(void **state)
     sl_fdc_free(c);
 }
 
+static void test_admitted_from_the_second_request(void **state)
+{
+    sl_fdc *c = sl_fdc_new(SL_FDC_INOTIFY, 64);
+    assert_false(sl_fdc_admit(c, dirfd_, 1, "/a", 2)); /* first: remembered only */
+    assert_true(sl_fdc_admit(c, dirfd_, 1, "/a", 2));  /* second: kept */
+    assert_false(sl_fdc_admit(c, dirfd_, 1, "/a", 2)); /* the slot was used up */
+    assert_false(sl_fdc_admit(c, dirfd_, 2, "/a", 2)); /* another key is another file */
+    sl_fdc_stats st;
+    sl_fdc_get_stats(c, &st);
+    assert_int_equal(st.deferred, 3);
+    sl_fdc_free(c);
+    sl_fdc *off = sl_fdc_new(SL_FDC_DISABLE, 64);
+    assert_false(sl_fdc_admit(off, dirfd_, 1, "/a", 2));
+    assert_false(sl_fdc_admit(off, dirfd_, 1, "/a", 2));
+    sl_fdc_free(off);
+}
+
+static void test_thousands_of_directories(void **state)
+{
+    /* More watches than the watch tables' first size (they grow): each file is found again and
+     * a change in any directory is still seen. */
+    enum { N = 2600 };
+    sl_fdc *c = sl_fdc_new(SL_FDC_INOTIFY, 4 * N);
+    char rel[64];
+    for (int i = 0; i < N; i++) {
+        char p[600];
+        snprintf(p, sizeof p, "%s/m%d", root, i);
+        assert_int_equal(mkdir(p, 0755), 0);
+        snprintf(rel, sizeof rel, "m%d/f", i);
+        put_file(rel, "x");
+        sl_fdc_entry *e = offer(c, rel, 1);
+        assert_non_null(e);
+        sl_fdc_release(c, e);
+    }
+    sl_fdc_stats st;
+    sl_fdc_get_stats(c, &st);
+    assert_true(st.watches > (size_t)N);
+    for (int i = 0; i < N; i++) {
+        snprintf(rel, sizeof rel, "m%d/f", i);
+        sl_fdc_entry *e = get(c, rel, 1);
+        assert_non_null(e);
+        sl_fdc_release(c, e);
+    }
+    put_file("m7/f", "changed");
+    assert_null(get(c, "m7/f", 1));
+    put_file("m2599/f", "changed");
+    assert_null(get(c, "m2599/f", 1));
+    sl_fdc_entry *e = get(c, "m1000/f", 1); /* the others stay */
+    assert_non_null(e);
+    sl_fdc_release(c, e);
+    sl_fdc_free(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -209,6 +262,8 @@ int main(void)
         cmocka_unit_test(test_simple_checks_once_a_second),
         cmocka_unit_test(test_disabled_caches_nothing),
         cmocka_unit_test(test_eviction_never_closes_a_held_file),
+        cmocka_unit_test(test_admitted_from_the_second_request),
+        cmocka_unit_test(test_thousands_of_directories),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
