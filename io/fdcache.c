@@ -9,12 +9,14 @@
  * hold another); the number of them is bounded by the directories of the tree and by the
  * kernel's max_user_watches, past which files simply are not cached.
  *
- * Admission: a file is kept from its second request on, not its first. Keeping one costs
- * several system calls (watches, a re-check, an eviction's close), worth paying for a file that
- * comes back, not for each of a pool far larger than the cache requested at random, where every
- * first request would pay them and evict a file that might have come back. A lossy table of path
- * hashes (about one slot per entry the cache can hold, shared by the loops, updated with relaxed
- * atomics: a lost update only delays a file by one request) remembers the files requested once.
+ * Admission (TinyLFU's idea): a lossy count of how often each path was asked for lately, a
+ * count-min sketch of small counters shared by the loops (relaxed atomics: a lost increment
+ * only makes a count one lower), halved every ten cache-fulls of requests so that old
+ * popularity fades. A file is offered to the cache from its second request on, and when its
+ * shard is full only if it was asked for more often than the entry it would evict. Keeping a
+ * file costs several system calls (watches, a re-check, the victim's close): worth it for a file
+ * that comes back more than what it replaces, not for each of a pool far larger than the cache
+ * requested at random, where every insert would evict a file as likely to come back.
  *
  * Locks: each shard's lock guards its table, its LRU and its entries' hold counts; the watch
  * lock guards the watch tables. No code path holds both.
@@ -80,9 +82,14 @@ struct sl_fdc {
     watch **by_rel, **by_wd;
     size_t wnb, n_watches;
     uint64_t hits, misses, inserts, invalidations, evictions, deferred; /* atomic */
-    uint32_t *seen;          /* admission: tags of paths requested once (atomic slots) */
-    size_t seen_mask;
+    uint8_t *freq;           /* admission: the count-min sketch (atomic counters) */
+    size_t freq_mask;
+    uint64_t freq_adds;      /* atomic: increments since the last halving */
+    uint64_t freq_period;    /* halve every this many */
+    pthread_mutex_t freq_lock; /* one halving at a time */
 };
+
+#define FREQ_MAX 15          /* counters saturate: "often" is enough to rank */
 
 /* A shard is chosen by the hash's low bits, a bucket in it by the bits above them (by the low
  * bits again, a shard would use one bucket in SHARDS). */
@@ -118,11 +125,14 @@ sl_fdc *sl_fdc_new(sl_fdc_mode mode, size_t capacity)
         s->lru.lnext = s->lru.lprev = &s->lru;
         if (!s->tab) goto fail;
     }
-    size_t slots = 1024;
-    while (slots < per * SHARDS) slots *= 2;
-    c->seen = calloc(slots, sizeof *c->seen);
-    if (!c->seen) goto fail;
-    c->seen_mask = slots - 1;
+    /* About eight counters per entry, as TinyLFU sizes its sketch. */
+    size_t slots = 4096;
+    while (slots < 8 * per * SHARDS) slots *= 2;
+    c->freq = calloc(slots, 1);
+    if (!c->freq) goto fail;
+    c->freq_mask = slots - 1;
+    c->freq_period = 10 * per * SHARDS;
+    pthread_mutex_init(&c->freq_lock, NULL);
     if (mode == SL_FDC_INOTIFY) {
         c->wnb = 1024;
         c->by_rel = calloc(c->wnb, sizeof *c->by_rel);
@@ -192,7 +202,8 @@ void sl_fdc_free(sl_fdc *c)
     free(c->by_wd);
     if (c->ifd >= 0) close(c->ifd);
     pthread_mutex_destroy(&c->wlock);
-    free(c->seen);
+    if (c->freq) pthread_mutex_destroy(&c->freq_lock);
+    free(c->freq);
     free(c);
 }
 
@@ -363,19 +374,68 @@ static ent *find(shard *s, uint64_t h, int dirfd, unsigned key, const char *path
     return e;
 }
 
+/* The sketch's four counters of h: four 16-bit slices of a remixed hash. */
+static size_t freq_slot(const sl_fdc *c, uint64_t h, int i)
+{
+    uint64_t m = (h ^ (h >> 31)) * 0x9e3779b97f4a7c15ull;
+    return (size_t)(m >> (16 * i)) & c->freq_mask;
+}
+
+static unsigned freq_estimate(const sl_fdc *c, uint64_t h)
+{
+    unsigned est = FREQ_MAX;
+    for (int i = 0; i < 4; i++) {
+        unsigned v = __atomic_load_n(&c->freq[freq_slot(c, h, i)], __ATOMIC_RELAXED);
+        if (v < est) est = v;
+    }
+    return est;
+}
+
+/* Count one request for h; returns the new estimate. */
+static unsigned freq_add(sl_fdc *c, uint64_t h)
+{
+    unsigned est = FREQ_MAX;
+    for (int i = 0; i < 4; i++) {
+        uint8_t *p = &c->freq[freq_slot(c, h, i)];
+        unsigned v = __atomic_load_n(p, __ATOMIC_RELAXED);
+        if (v < FREQ_MAX) __atomic_store_n(p, (uint8_t)++v, __ATOMIC_RELAXED);
+        if (v < est) est = v;
+    }
+    if (__atomic_add_fetch(&c->freq_adds, 1, __ATOMIC_RELAXED) >= c->freq_period &&
+        pthread_mutex_trylock(&c->freq_lock) == 0) {
+        /* Age: what was popular long ago counts half. Whoever crosses the mark does it; the
+         * others go on (their increments meanwhile may be lost or halved: lossy by design). */
+        if (__atomic_load_n(&c->freq_adds, __ATOMIC_RELAXED) >= c->freq_period) {
+            for (size_t i = 0; i <= c->freq_mask; i++)
+                __atomic_store_n(&c->freq[i],
+                                 (uint8_t)(__atomic_load_n(&c->freq[i], __ATOMIC_RELAXED) >> 1),
+                                 __ATOMIC_RELAXED);
+            __atomic_store_n(&c->freq_adds, 0, __ATOMIC_RELAXED);
+        }
+        pthread_mutex_unlock(&c->freq_lock);
+    }
+    return est;
+}
+
 bool sl_fdc_admit(sl_fdc *c, int dirfd, unsigned key, const char *path, size_t len)
 {
     if (!c || c->mode == SL_FDC_DISABLE) return false;
     uint64_t h = hash(dirfd, key, path, len);
-    uint32_t tag = (uint32_t)(h >> 32) | 1; /* never 0, the empty slot */
-    uint32_t *slot = &c->seen[(h ^ (h >> 17)) & c->seen_mask];
-    if (__atomic_load_n(slot, __ATOMIC_RELAXED) == tag) {
-        __atomic_store_n(slot, 0, __ATOMIC_RELAXED);
-        return true;
+    unsigned est = freq_add(c, h);
+    bool admit = est >= 2;
+    if (admit) {
+        /* A full shard: only for a file asked for more often than the one it would evict. */
+        shard *s = &c->sh[h % SHARDS];
+        pthread_mutex_lock(&s->lock);
+        if (s->n >= s->cap) {
+            ent *v = s->lru.lprev;
+            while (v != &s->lru && v->refs > 0) v = v->lprev;
+            admit = v == &s->lru || est > freq_estimate(c, v->h);
+        }
+        pthread_mutex_unlock(&s->lock);
     }
-    __atomic_store_n(slot, tag, __ATOMIC_RELAXED);
-    A_INC(c->deferred);
-    return false;
+    if (!admit) A_INC(c->deferred);
+    return admit;
 }
 
 sl_fdc_entry *sl_fdc_get(sl_fdc *c, int dirfd, unsigned key, const char *path, size_t len,
@@ -426,6 +486,7 @@ sl_fdc_entry *sl_fdc_get(sl_fdc *c, int dirfd, unsigned key, const char *path, s
     s->lru.lnext = e;
     pthread_mutex_unlock(&s->lock);
     A_INC(c->hits);
+    freq_add(c, h); /* an entry's popularity is what a newcomer must beat */
     return &e->pub;
 }
 

@@ -67,10 +67,11 @@ void sl_fdc_drain(sl_fdc *c);
  * resolve rules, as the caller chose them), held, or NULL. now: seconds (the loop's clock). */
 sl_fdc_entry *sl_fdc_get(sl_fdc *c, int dirfd, unsigned key, const char *path, size_t len,
                          time_t now);
-/* Whether to offer the file at path (as for sl_fdc_get) to the cache: true from its second
- * request on (a file requested once is only remembered, lossily, and counted as deferred), so
- * a pool far larger than the cache, requested at random, costs a lookup and not an insert and
- * an eviction per request. Cheap: a hash and one atomic slot. */
+/* Whether to offer the file at path (as for sl_fdc_get) to the cache, counting this request:
+ * from its second request on, and when the cache is full only if it was asked for more often
+ * lately than the entry it would evict (a lossy count, see fdcache.c). So a pool far larger than
+ * the cache, requested at random, costs a lookup and not an insert and an eviction per request,
+ * and the popular files stay. A file not offered is counted as deferred. */
 bool sl_fdc_admit(sl_fdc *c, int dirfd, unsigned key, const char *path, size_t len);
 /* Offer fd, a regular file the caller opened as path beneath dirfd (dirpath is dirfd's
  * absolute path, for the watches; file is the path of the file actually opened, which differs
@@ -86,7 +87,7 @@ void sl_fdc_release(sl_fdc *c, sl_fdc_entry *e);
 /* Counters for the status page. */
 typedef struct sl_fdc_stats {
     uint64_t hits, misses, inserts, invalidations, evictions;
-    uint64_t deferred;       /* first requests, remembered and not kept (sl_fdc_admit) */
+    uint64_t deferred;       /* requests counted and not offered to the cache (sl_fdc_admit) */
     size_t entries, watches;
 } sl_fdc_stats;
 void sl_fdc_get_stats(sl_fdc *c, sl_fdc_stats *out);

@@ -25,10 +25,12 @@
 #include "fdcache.h"
 #include "http_date.h"
 #include "log.h"
+#include "lookup.h"
 #include "loop.h"
 #include "openat.h"
 #include "path.h"
 #include "server.h"
+#include "status.h"
 #include "threadpool.h"
 
 #define SCONF(conf) SL_MODCONF(conf, sl_mod_static, sl_static_conf)
@@ -474,6 +476,7 @@ typedef struct stat_job {
     size_t cap;
     off_t boff;
     ssize_t got;
+    bool slept;        /* the lookup slept (lookup.h) */
 } stat_job;
 
 static int devnull = -1;
@@ -487,9 +490,11 @@ static void stat_work(sl_job *job)
 {
     stat_job *j = (stat_job *)job;
     sl_conn *c = j->conn;
+    long sleeps = sl_lookup_sleeps();
     /* The loop does not touch the request while the job is out (the connection is in the
      * HANDLE state and ignores socket events), so reading it here is safe. */
     sl_static_resolve(j->t.conf, j->t.dirfd, &c->req, j->t.path, j->t.len, j->t.flags, -1, &j->r);
+    j->slept = sl_lookup_sleeps() != sleeps; /* the lookup, not the read below: that is data */
     const sl_static_result *r = &j->r;
     if (!j->block || (r->status != 200 && r->status != 206) || r->st.st_size == 0) return;
     off_t at = r->status == 206 ? (off_t)r->ranges[0].first : 0;
@@ -522,11 +527,20 @@ static void stat_work(sl_job *job)
     j->got = got;
 }
 
+/* The loop's inline-lookup policy (lookup.h). */
+static sl_lookup_policy *lookup_policy(sl_loop *loop)
+{
+    return loop->mod[sl_mod_static.index];
+}
+
 static void stat_done(sl_job *job)
 {
     stat_job *j = (stat_job *)job;
     sl_conn *c = j->conn;
     c->pending--;
+    sl_lookup_policy *lp = lookup_policy(c->loop);
+    if (lp && job->t_started && job->t_done >= job->t_started)
+        sl_lookup_sample(lp, job->t_done - job->t_started, j->slept, false, job->t_done);
     if (sl_conn_timing(c)) {
         c->t.stat_queued = job->t_queued;
         c->t.stat_started = job->t_started;
@@ -634,6 +648,19 @@ sl_hresult sl_static_serve(sl_conn *c, int dirfd, const char *dirpath, const cha
         keep_open(c, dirfd, dirpath, path, len, flags, &r);
         return sl_static_respond(c, &r);
     }
+    sl_lookup_policy *lp = lookup_policy(c->loop);
+    uint64_t t0 = lp ? sl_now_ns() : 0;
+    if (lp && sl_lookup_inline(lp, t0)) {
+        /* The lookups that missed the dentry cache lately found everything else in memory:
+         * do this one here, timed, rather than pay two thread hand-offs for microseconds of
+         * work (lookup.h bounds what a wrong guess costs). */
+        long sleeps = sl_lookup_sleeps();
+        sl_static_resolve(conf, dirfd, &c->req, path, len, flags, -1, &r);
+        bool slept = sl_lookup_sleeps() != sleeps;
+        sl_lookup_sample(lp, sl_now_ns() - t0, slept, true, t0);
+        keep_open(c, dirfd, dirpath, path, len, flags, &r);
+        return sl_static_respond(c, &r);
+    }
     if (nb->open_submit) {
         ring_job *rj = calloc(1, sizeof *rj);
         if (rj && target_set(&rj->t, conf, dirfd, dirpath, path, len, flags) == 0) {
@@ -671,6 +698,38 @@ static sl_hresult static_handle(sl_conn *c)
     return sl_static_serve(c, root->fd, root->path, c->path, c->path_len, 0);
 }
 
+static int static_loop_init(sl_loop *loop, char *err, size_t errlen)
+{
+    sl_lookup_policy *lp = calloc(1, sizeof *lp);
+    if (!lp) return snprintf(err, errlen, "out of memory"), -1;
+    loop->mod[sl_mod_static.index] = lp;
+    return 0;
+}
+
+static void static_loop_fini(sl_loop *loop)
+{
+    free(loop->mod[sl_mod_static.index]);
+    loop->mod[sl_mod_static.index] = NULL;
+}
+
+static void static_status(sl_server *srv, sl_status_out *o)
+{
+    /* Where lookups that missed the dentry cache ran, per loop. */
+    sl_status_list(o, "lookups", "loop");
+    for (unsigned i = 0; i < srv->n_loops; i++) {
+        const sl_lookup_policy *lp = srv->loops[i] ? lookup_policy(srv->loops[i]) : NULL;
+        if (!lp) continue;
+        char name[16];
+        snprintf(name, sizeof name, "%u", i);
+        sl_status_item(o, name);
+        sl_status_num(o, "inline", __atomic_load_n(&lp->inline_count, __ATOMIC_RELAXED), true);
+        sl_status_num(o, "inline_slow", __atomic_load_n(&lp->slow_inline, __ATOMIC_RELAXED),
+                      true);
+        sl_status_item_end(o);
+    }
+    sl_status_list_end(o);
+}
+
 static void static_defaults(void *p)
 {
     sl_static_conf *s = p;
@@ -698,4 +757,7 @@ sl_module sl_mod_static = {
     .conf_size = sizeof(sl_static_conf),
     .defaults = static_defaults,
     .handle = static_handle,
+    .loop_init = static_loop_init,
+    .loop_fini = static_loop_fini,
+    .status = static_status,
 };
