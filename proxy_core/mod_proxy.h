@@ -6,6 +6,7 @@
 #include <stddef.h>
 
 #include "module.h"
+#include "proto.h"
 
 /* Allowed roots (proxy-core.x-sendfile-docroot): absolute paths without a trailing slash, and
  * O_PATH descriptors opened at start-up. */
@@ -20,7 +21,7 @@ typedef struct sl_proxy_conf {
     /* proxy-core.backends as canonical "ip:port", "[ip6]:port" or "unix:/path", one per address
      * (names are resolved at start-up); NULL: the request is not proxied. */
     const sl_strlist *backends;
-    const char *protocol;              /* "fastcgi" or "http" */
+    const sl_proxy_proto *protocol;    /* proxy-core.protocol: FastCGI or HTTP (proto.h) */
     const char *balancer;              /* "round-robin", "sqf", "static", "carp" */
     long max_pool_size;                /* connections per backend, for the whole process */
     long max_keep_alive_requests;      /* requests per backend connection (-1: default) */
