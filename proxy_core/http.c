@@ -62,9 +62,15 @@ static int http_head(const sl_proxy_msg *m, sl_buf *b)
             if (!xff) xff = hd; /* its first line: the others follow through next */
             continue;
         }
+        if (m->host_header && name_is(hd->name, hd->name_len, "Host")) continue;
         A(hd->name, hd->name_len);
         S(": ");
         A(hd->value, hd->value_len);
+        S("\r\n");
+    }
+    if (m->host_header) {
+        S("Host: ");
+        S(m->host_header);
         S("\r\n");
     }
     char line[512];

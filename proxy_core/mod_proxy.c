@@ -39,12 +39,14 @@
 #include "connection.h"
 #include "core_conf.h"
 #include "gateway.h"
+#include "gw_conf.h"
 #include "proto.h"
 #include "log.h"
 #include "loop.h"
 #include "mod_static.h"
 #include "path.h"
 #include "server.h"
+#include "spawn.h"
 #include "status.h"
 
 #define PCONF(c) SL_MODCONF((c)->conf, sl_mod_proxy, sl_proxy_conf)
@@ -66,6 +68,14 @@ typedef struct proxy_req {
     sl_gw_conn *gc;
     pstate state;
     const sl_proxy_proto *proto;
+    /* what serves it: proxy-core.backends, or a fastcgi.server / proxy.server route */
+    const sl_proxy_route *route;   /* NULL: proxy-core.backends */
+    const char *balancer;
+    bool allow_xsendfile;
+    const sl_proxy_roots *xsendfile_roots;
+    size_t script_len;             /* route: the part of the path that names the script */
+    char *cgi;                     /* route: SCRIPT_NAME, SCRIPT_FILENAME, REQUEST_URI */
+    char *uri;                     /* route: the target after proxy.header map-urlpath */
     uint64_t tried;          /* backends tried (bit per index) */
     bool retried_reused;
     /* request body */
@@ -206,6 +216,58 @@ static long long body_length(const proxy_req *pr)
     return pr->stream ? pr->c->req.content_length : (long long)pr->body_len;
 }
 
+/* lighttpd's CGI variables for a fastcgi.server / proxy.server route: the document root of the
+ * route, SCRIPT_NAME and PATH_INFO split for a prefix, SCRIPT_FILENAME under the root (with
+ * PATH_INFO for PHP's broken-scriptfilename), REQUEST_URI without strip-request-uri. */
+static int route_vars(proxy_req *pr)
+{
+    const sl_proxy_route *rt = pr->route;
+    sl_conn *c = pr->c;
+    sl_proxy_msg *m = &pr->msg;
+    if (rt->docroot) m->docroot = rt->docroot;
+    size_t sl = pr->script_len;
+    const char *pi = sl_gw_conf_split(rt, c->path, c->path_len, &sl);
+    const sl_http_request *rq = &c->req;
+    size_t pil = strlen(pi), dl = strlen(m->docroot);
+    size_t cap = sl + 1 + dl + sl + pil + 1 + rq->target_len + 2;
+    char *b = pr->cgi = malloc(cap);
+    if (!b) return -ENOMEM;
+    memcpy(b, c->path, sl);
+    b[sl] = 0;
+    m->script_name = b;
+    m->path_info = pi;
+    char *f = b + sl + 1;
+    /* Built from c->path, not from the copy above: one buffer, no overlapping copies. */
+    snprintf(f, cap - (size_t)(f - b), "%s%.*s%s", m->docroot, (int)sl, c->path,
+             rt->broken_scriptfilename ? pi : "");
+    m->script_filename = f;
+    const char *strip = rt->strip_request_uri;
+    size_t stl = strip ? strlen(strip) : 0;
+    if (stl && rq->target_len >= stl && !memcmp(rq->target, strip, stl)) {
+        /* The prefix goes, the slash that starts what is left stays. */
+        char *u = f + strlen(f) + 1;
+        size_t keep = stl && strip[stl - 1] == '/' ? stl - 1 : stl;
+        const char *rest = rq->target + keep;
+        size_t rl = rq->target_len - keep;
+        snprintf(u, cap - (size_t)(u - b), "%s%.*s", rl && rest[0] == '/' ? "" : "/", (int)rl, rest);
+        m->request_uri = u;
+    }
+    const sl_proxy_header *ph = PCONF(c)->proxy_header;
+    if (ph && rt->proto == &sl_proxy_http) {
+        /* proxy.header map-urlpath: a path prefix replaced; map-host-request: the Host. */
+        size_t k;
+        const char *to = sl_gw_conf_map(&ph->map_urlpath, rq->target, rq->target_len, &k);
+        if (to && (pr->uri = malloc(strlen(to) + rq->target_len - k + 1)))
+            sprintf(pr->uri, "%s%.*s", to, (int)(rq->target_len - k), rq->target + k);
+        if (to && !pr->uri) return -ENOMEM;
+        if (to) m->request_uri = pr->uri;
+        const sl_kvlist *hm = &ph->map_host_request;
+        for (size_t i = 0; i < hm->n && !m->host_header; i++)
+            if (!strcmp(hm->k[i], c->host) || !strcmp(hm->k[i], "-")) m->host_header = hm->v[i];
+    }
+    return 0;
+}
+
 /* The request as the protocol sees it; then its head into out, and the whole request when the
  * body is not streamed (none, or collected). */
 static int build(proxy_req *pr)
@@ -244,6 +306,7 @@ static int build(proxy_req *pr)
     m->body_length = pr->req_body || rq->content_length >= 0 ? body_length(pr) : -1;
     m->body_chunked = pr->stream && rq->chunked;
     m->keep = keepalive_max(pr) > 1;
+    if (pr->route && route_vars(pr) < 0) return -ENOMEM;
     int r = pr->proto->encode_head(m, &pr->out);
     if (pr->stream) return r; /* the body follows as it arrives (stream_put) */
     if (!r) r = pr->proto->encode_body(m, &pr->out, pr->body, pr->body_len);
@@ -551,7 +614,7 @@ static void attempt(proxy_req *pr)
         return;
     }
     pr->state = P_WAIT;
-    sl_gw_backend *be = sl_gw_pick(pr->grp, s->balancer, c->path, c->path_len, now_s(),
+    sl_gw_backend *be = sl_gw_pick(pr->grp, pr->balancer, c->path, c->path_len, now_s(),
                                    pr->tried);
     if (!be) {
         fail(pr, 503, "no backend available");
@@ -607,12 +670,11 @@ static const char *const hop_extra[] = {"Date", "Server", "Content-Length", "X-S
 static void serve_file(proxy_req *pr, const sl_upstream_field *xf)
 {
     sl_conn *c = pr->c;
-    const sl_proxy_conf *s = PCONF(c);
     pr->xsendfile = true;
     const sl_dir *docroot = CORE(c)->docroot;
     const char *def[1] = {docroot->path};
     const int deffd[1] = {docroot->fd};
-    const sl_proxy_roots *xr = s->xsendfile_roots;
+    const sl_proxy_roots *xr = pr->xsendfile_roots;
     const char *const *roots = xr ? xr->path : def;
     const int *fds = xr ? xr->fd : deffd;
     size_t nroots = xr ? xr->n : 1;
@@ -655,7 +717,7 @@ static int act_on_head(proxy_req *pr)
             hdr_is(f->name, f->name_len, "X-LIGHTTPD-send-file"))
             xf = f;
     }
-    if (xf && PCONF(c)->allow_x_sendfile) {
+    if (xf && pr->allow_xsendfile) {
         serve_file(pr, xf);
         return 0;
     }
@@ -953,6 +1015,8 @@ static void free_req(proxy_req *pr)
     sl_buf_free(&pr->out);
     free(pr->body);
     free(pr->hbuf);
+    free(pr->cgi);
+    free(pr->uri);
     free(pr);
 }
 
@@ -1030,18 +1094,46 @@ static sl_hresult stream_start(proxy_req *pr)
     return h;
 }
 
+/* check-local: the script must exist under the route's document root. lighttpd stats it too;
+ * this stat runs on the loop (the open-file cache usually has the answer's inode warm). */
+static bool local_file_missing(const sl_conn *c, const sl_proxy_route *rt, size_t script_len)
+{
+    char f[4200];
+    struct stat st;
+    const char *root = rt->docroot ? rt->docroot : CORE(c)->docroot->path;
+    snprintf(f, sizeof f, "%s%.*s", root, (int)script_len, c->path);
+    return stat(f, &st) < 0 || !S_ISREG(st.st_mode);
+}
+
 static sl_hresult proxy_handle(sl_conn *c)
 {
     const sl_proxy_conf *pc = PCONF(c);
-    if (!pc->backends) return SL_GO_ON;
+    const sl_proxy_route *rt = NULL;
+    size_t script_len = 0;
+    if (!pc->backends) {
+        rt = sl_gw_conf_match(pc->fastcgi_server, &pc->fastcgi_map_extensions, c->path,
+                              c->path_len, &script_len);
+        if (!rt) rt = sl_gw_conf_match(pc->proxy_server, NULL, c->path, c->path_len, &script_len);
+        if (!rt) return SL_GO_ON;
+        if (rt->check_local && local_file_missing(c, rt, script_len)) {
+            c->status = 404;
+            return SL_ERROR;
+        }
+    }
     proxy_req *pr = calloc(1, sizeof *pr);
     if (!pr) {
         c->status = 503;
         return SL_ERROR;
     }
     pr->c = c;
-    pr->proto = pc->protocol;
-    pr->grp = sl_gw_group_get(c->loop->mod[sl_mod_proxy.index], pc->backends);
+    pr->route = rt;
+    pr->script_len = script_len;
+    pr->proto = rt ? rt->proto : pc->protocol;
+    pr->allow_xsendfile = rt && rt->xsendfile >= 0 ? rt->xsendfile : pc->allow_x_sendfile;
+    pr->xsendfile_roots = rt && rt->xsendfile_roots ? rt->xsendfile_roots : pc->xsendfile_roots;
+    const char *lb = !rt ? NULL : rt->proto == &sl_proxy_http ? pc->proxy_balance : pc->fastcgi_balance;
+    pr->balancer = lb ? lb : pc->balancer;
+    pr->grp = sl_gw_group_get(c->loop->mod[sl_mod_proxy.index], rt ? &rt->backends : pc->backends);
     if (!pr->grp) {
         free(pr);
         c->status = 503;
@@ -1202,7 +1294,7 @@ typedef struct roots_prep {
     int *fds;
 } roots_prep;
 
-static void roots_release(void *p)
+void sl_proxy_roots_release(void *p)
 {
     roots_prep *r = p;
     for (size_t i = 0; i < r->roots.n; i++) {
@@ -1214,7 +1306,7 @@ static void roots_release(void *p)
     free(r);
 }
 
-static int prep_roots(const sl_cval *v, const sl_key_ctx *ctx, void **out)
+int sl_proxy_roots_prepare(const sl_cval *v, const sl_key_ctx *ctx, void **out)
 {
     roots_prep *r = calloc(1, sizeof *r);
     if (r) {
@@ -1222,7 +1314,7 @@ static int prep_roots(const sl_cval *v, const sl_key_ctx *ctx, void **out)
         r->fds = calloc(v->n_items + 1, sizeof *r->fds);
     }
     if (!r || !r->paths || !r->fds) {
-        if (r) roots_release(r);
+        if (r) sl_proxy_roots_release(r);
         return snprintf(ctx->err, ctx->errlen, "out of memory"), -1;
     }
     for (size_t i = 0; i < v->n_items; i++) {
@@ -1231,7 +1323,7 @@ static int prep_roots(const sl_cval *v, const sl_key_ctx *ctx, void **out)
         if (!a && (a = malloc(strlen(ctx->basedir) + strlen(p) + 2)))
             sprintf(a, "%s/%s", ctx->basedir, p);
         if (!a) {
-            roots_release(r);
+            sl_proxy_roots_release(r);
             return snprintf(ctx->err, ctx->errlen, "out of memory"), -1;
         }
         size_t L = strlen(a);
@@ -1242,7 +1334,7 @@ static int prep_roots(const sl_cval *v, const sl_key_ctx *ctx, void **out)
         if (r->fds[i] < 0) {
             snprintf(ctx->err, ctx->errlen, "proxy-core.x-sendfile-docroot \"%s\": %s", a,
                      strerror(errno));
-            roots_release(r);
+            sl_proxy_roots_release(r);
             return -1;
         }
     }
@@ -1264,8 +1356,8 @@ static int prep_protocol(const sl_cval *v, const sl_key_ctx *ctx, void **out)
     return 0;
 }
 
-/* The protocol tables are static: nothing to free. */
-static void protocol_release(void *p)
+/* Prepared values that point to static tables: nothing to free. */
+static void static_release(void *p)
 {
     (void)p;
 }
@@ -1274,6 +1366,19 @@ static int prep_balancer(const sl_cval *v, const sl_key_ctx *ctx, void **out)
 {
     static const char *const ok[] = {"round-robin", "sqf", "static", "carp", NULL};
     return sl_key_choice("proxy-core.balancer", v, ctx, ok);
+}
+
+/* fastcgi.balance / proxy.balance: lighttpd's names for proxy-core's balancers. */
+static int prep_balance(const sl_cval *v, const sl_key_ctx *ctx, void **out)
+{
+    const char *b = v->type == SL_CV_STRING ? sl_gw_conf_balancer(v->str) : NULL;
+    if (!b)
+        return snprintf(ctx->err, ctx->errlen, "%s: \"%s\" is not supported (use \"fair\", "
+                        "\"round-robin\" or \"hash\"; \"sticky\" is not implemented)",
+                        ctx->assign ? ctx->assign->key : "balance",
+                        v->type == SL_CV_STRING ? v->str : "?"), -1;
+    *out = (void *)b;
+    return 0;
 }
 
 static int prep_pool(const sl_cval *v, const sl_key_ctx *ctx, void **out)
@@ -1337,11 +1442,13 @@ static int proxy_init(sl_server *srv, const void *conf, char *err, size_t errlen
 {
     trim_srv = srv;
     sl_gw_broadcast = broadcast_trim;
-    return 0;
+    const sl_core_conf *core = sl_core(conf);
+    return sl_spawn_start(core->username, core->groupname, err, errlen);
 }
 
 static void proxy_fini(sl_server *srv)
 {
+    sl_spawn_stop();
     sl_gw_broadcast = NULL;
     trim_srv = NULL;
     sl_gw_shared_free();
@@ -1380,14 +1487,27 @@ static const sl_key proxy_keys[] = {
      NULL},
     {"proxy-core.max-pool-size", SL_KEY_INT, 0, OFF(max_pool_size), prep_pool, NULL},
     {"proxy-core.protocol", SL_KEY_VALUE, 0, OFF(protocol), prep_protocol,
-     protocol_release},
+     static_release},
     {"proxy-core.read-timeout", SL_KEY_INT, 0, OFF(read_timeout), NULL, NULL},
-    {"proxy-core.x-sendfile-docroot", SL_KEY_VALUE, 0, OFF(xsendfile_roots), prep_roots,
-     roots_release},
+    {"proxy-core.x-sendfile-docroot", SL_KEY_VALUE, 0, OFF(xsendfile_roots),
+     sl_proxy_roots_prepare, sl_proxy_roots_release},
+    /* lighttpd 1.4's mod_fastcgi and mod_proxy (gw_conf.h) */
+    {"fastcgi.server", SL_KEY_VALUE, 0, OFF(fastcgi_server), sl_gw_conf_prep_fastcgi,
+     sl_gw_conf_release},
+    {"fastcgi.balance", SL_KEY_VALUE, 0, OFF(fastcgi_balance), prep_balance, static_release},
+    {"fastcgi.map-extensions", SL_KEY_KVLIST, 0, OFF(fastcgi_map_extensions), NULL, NULL},
+    {"fastcgi.debug", SL_KEY_INT, 0, OFF(fastcgi_debug), NULL, NULL},
+    {"proxy.server", SL_KEY_VALUE, 0, OFF(proxy_server), sl_gw_conf_prep_proxy,
+     sl_gw_conf_release},
+    {"proxy.balance", SL_KEY_VALUE, 0, OFF(proxy_balance), prep_balance, static_release},
+    {"proxy.header", SL_KEY_VALUE, 0, OFF(proxy_header), sl_gw_conf_prep_header,
+     sl_gw_conf_release_header},
+    {"proxy.debug", SL_KEY_INT, 0, OFF(proxy_debug), NULL, NULL},
     {NULL},
 };
 
-static const char *const proxy_aliases[] = {"mod_proxy_core", NULL};
+/* lighttpd's mod_fastcgi and mod_proxy are served by proxy-core (fastcgi.server, proxy.server). */
+static const char *const proxy_aliases[] = {"mod_proxy_core", "mod_fastcgi", "mod_proxy", NULL};
 
 sl_module sl_mod_proxy = {
     .name = "proxy-core",

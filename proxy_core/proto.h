@@ -30,11 +30,13 @@ typedef struct sl_proxy_msg {
     int remote_port;
     const char *server_addr;     /* the address and port the request came in on (NULL: unknown) */
     const char *server_port;
-    /* CGI: SCRIPT_NAME / PATH_INFO / SCRIPT_FILENAME; NULL: path, "", docroot + path. */
+    /* CGI: SCRIPT_NAME / PATH_INFO / SCRIPT_FILENAME; NULL: path, "", docroot + path. A
+     * PATH_INFO given but empty is left out, as lighttpd does. */
     const char *script_name;
     const char *path_info;
     const char *script_filename;
     const char *request_uri;     /* NULL: the request target as the client sent it */
+    const char *host_header;     /* HTTP: the Host value for the backend; NULL: the client's */
     long long body_length;       /* CONTENT_LENGTH / Content-Length; -1: the request has none */
     bool body_chunked;           /* the body goes on chunked (HTTP only: see collect_chunked) */
     bool keep;                   /* ask the backend to keep the connection */
