@@ -90,8 +90,9 @@ static int fcgi_head(const sl_proxy_msg *m, sl_buf *b)
         P("PATH_INFO", "");
     else if (m->path_info[0])
         P("PATH_INFO", m->path_info); /* lighttpd leaves an empty one out */
-    if (m->path_info && m->path_info[0]) {
-        /* RFC 3875 §4.1.6: the path info mapped like a URL path under the document root. */
+    if (m->path_info) {
+        /* RFC 3875 §4.1.6: the path info mapped like a URL path under the document root
+         * (lighttpd sends it also for an empty one: the document root). */
         snprintf(buf, sizeof buf, "%s%s", m->docroot, m->path_info);
         P("PATH_TRANSLATED", buf);
     }

@@ -298,6 +298,7 @@ static int prep_routes(const char *mod, bool fastcgi, const sl_cval *v, const sl
         r->key_len = strlen(key);
         r->prefix = key[0] == '/';
         r->proto = fastcgi ? &sl_proxy_fastcgi : &sl_proxy_http;
+        r->always_length = fastcgi;
         /* ( "name" => ( options ) ) or ( ( options ) ): a host's options are an array of
          * pairs; a named host's value is such an array too. lighttpd also takes the options
          * right under the key (one unnamed host): ( ".php" => ( "host" => ... ) ). */

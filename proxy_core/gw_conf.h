@@ -44,6 +44,7 @@ typedef struct sl_proxy_route {
     bool check_local;     /* the file must exist under the document root (else 404) */
     bool fix_root_scriptname;
     bool broken_scriptfilename; /* PHP's cgi.fix_pathinfo: PATH_INFO appended to SCRIPT_* */
+    bool always_length;   /* CONTENT_LENGTH also without a body (lighttpd's FastCGI does) */
     const char *strip_request_uri;
     const char *docroot;  /* NULL: server.document-root */
     int xsendfile;        /* -1: proxy-core.allow-x-sendfile decides; 0/1 */

@@ -225,6 +225,7 @@ static int route_vars(proxy_req *pr)
     sl_conn *c = pr->c;
     sl_proxy_msg *m = &pr->msg;
     if (rt->docroot) m->docroot = rt->docroot;
+    if (m->body_length < 0 && rt->always_length) m->body_length = 0;
     size_t sl = pr->script_len;
     const char *pi = sl_gw_conf_split(rt, c->path, c->path_len, &sl);
     const sl_http_request *rq = &c->req;

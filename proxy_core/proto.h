@@ -31,7 +31,8 @@ typedef struct sl_proxy_msg {
     const char *server_addr;     /* the address and port the request came in on (NULL: unknown) */
     const char *server_port;
     /* CGI: SCRIPT_NAME / PATH_INFO / SCRIPT_FILENAME; NULL: path, "", docroot + path. A
-     * PATH_INFO given but empty is left out, as lighttpd does. */
+     * PATH_INFO given (lighttpd's routes) also gives PATH_TRANSLATED, and is left out when
+     * empty, as lighttpd does. */
     const char *script_name;
     const char *path_info;
     const char *script_filename;
