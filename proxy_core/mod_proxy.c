@@ -10,8 +10,8 @@
  * A backend that answers before the body is complete gets no more of it: the client's
  * connection closes after that answer. The gateway layer (gateway.c) picks a
  * backend, hands out a pooled connection or connects a new one, and queues the request when every
- * pool is full. The request goes out as FastCGI records or as an HTTP/1.1 request; the answer is
- * parsed with the pure parsers of fcgi_proto.c and http_resp.c. A response with X-Sendfile (when
+ * pool is full. The protocol (proto.h: fastcgi.c, http.c) encodes the request and decodes the
+ * answer; this file knows none of them. A response with X-Sendfile (when
  * allowed) becomes a static file response: the path is checked against the allowed roots and
  * opened beneath one of them, and the core sends it through the configured network backend with
  * Range, conditional requests and HEAD applied. Any other response is streamed to the client,
@@ -38,15 +38,15 @@
 #include "addr.h"
 #include "connection.h"
 #include "core_conf.h"
-#include "fcgi_proto.h"
 #include "gateway.h"
-#include "http_resp.h"
+#include "gw_conf.h"
+#include "proto.h"
 #include "log.h"
 #include "loop.h"
 #include "mod_static.h"
 #include "path.h"
 #include "server.h"
-#include "sl_version.h"
+#include "spawn.h"
 #include "status.h"
 
 #define PCONF(c) SL_MODCONF((c)->conf, sl_mod_proxy, sl_proxy_conf)
@@ -58,7 +58,6 @@
 #define READ_CHUNK (64 * 1024)
 #define BODY_HIGH (256 * 1024)       /* stop reading the client's body above this much unsent */
 #define REPLAY_KEEP (64 * 1024)      /* request bytes kept for a retry on another backend */
-#define FCGI_ID 1
 
 typedef enum { P_BODY, P_WAIT, P_SEND, P_RECV, P_DONE } pstate;
 
@@ -68,7 +67,15 @@ typedef struct proxy_req {
     sl_gw_group *grp;
     sl_gw_conn *gc;
     pstate state;
-    bool fcgi;
+    const sl_proxy_proto *proto;
+    /* what serves it: proxy-core.backends, or a fastcgi.server / proxy.server route */
+    const sl_proxy_route *route;   /* NULL: proxy-core.backends */
+    const char *balancer;
+    bool allow_xsendfile;
+    const sl_proxy_roots *xsendfile_roots;
+    size_t script_len;             /* route: the part of the path that names the script */
+    char *cgi;                     /* route: SCRIPT_NAME, SCRIPT_FILENAME, REQUEST_URI */
+    char *uri;                     /* route: the target after proxy.header map-urlpath */
     uint64_t tried;          /* backends tried (bit per index) */
     bool retried_reused;
     /* request body */
@@ -88,8 +95,10 @@ typedef struct proxy_req {
     sl_buf out;
     size_t out_off;
     bool built;              /* out holds the request head */
+    sl_proxy_msg msg;        /* what the protocol encodes (set by build) */
+    char remote[64], server_addr[64], server_port[8];
     /* response */
-    sl_fcgi_decoder fdec;
+    _Alignas(max_align_t) unsigned char dec[SL_PROXY_STATE_MAX]; /* the protocol's decoder */
     char *hbuf;              /* head bytes collected (HTTP: raw; FastCGI: STDOUT) */
     size_t hlen;
     sl_upstream_head head;
@@ -167,7 +176,8 @@ static void drop_backend(proxy_req *pr, bool reusable)
 {
     if (!pr->gc) return;
     if (reusable && pr->keep_backend)
-        sl_gw_release(pr->gc, (unsigned)PCONF(pr->c)->max_pool_size, pr->fcgi, sl_gw_now_ms());
+        sl_gw_release(pr->gc, (unsigned)PCONF(pr->c)->max_pool_size, pr->proto->holds_worker,
+                      sl_gw_now_ms());
     else
         sl_gw_close(pr->gc);
     pr->gc = NULL;
@@ -206,190 +216,102 @@ static long long body_length(const proxy_req *pr)
     return pr->stream ? pr->c->req.content_length : (long long)pr->body_len;
 }
 
-static int add_param(sl_fcgi_params_writer *w, const char *name, const char *value, size_t vlen)
+/* lighttpd's CGI variables for a fastcgi.server / proxy.server route: the document root of the
+ * route, SCRIPT_NAME and PATH_INFO split for a prefix, SCRIPT_FILENAME under the root (with
+ * PATH_INFO for PHP's broken-scriptfilename), REQUEST_URI without strip-request-uri. */
+static int route_vars(proxy_req *pr)
 {
-    return sl_fcgi_params_add(w, name, strlen(name), value, vlen);
+    const sl_proxy_route *rt = pr->route;
+    sl_conn *c = pr->c;
+    sl_proxy_msg *m = &pr->msg;
+    if (rt->docroot) m->docroot = rt->docroot;
+    if (m->body_length < 0 && rt->always_length) m->body_length = 0;
+    size_t sl = pr->script_len;
+    const char *pi = sl_gw_conf_split(rt, c->path, c->path_len, &sl);
+    const sl_http_request *rq = &c->req;
+    size_t pil = strlen(pi), dl = strlen(m->docroot);
+    size_t cap = sl + 1 + dl + sl + pil + 1 + rq->target_len + 2;
+    char *b = pr->cgi = malloc(cap);
+    if (!b) return -ENOMEM;
+    memcpy(b, c->path, sl);
+    b[sl] = 0;
+    m->script_name = b;
+    m->path_info = pi;
+    char *f = b + sl + 1;
+    /* Built from c->path, not from the copy above: one buffer, no overlapping copies. */
+    snprintf(f, cap - (size_t)(f - b), "%s%.*s%s", m->docroot, (int)sl, c->path,
+             rt->broken_scriptfilename ? pi : "");
+    m->script_filename = f;
+    const char *strip = rt->strip_request_uri;
+    size_t stl = strip ? strlen(strip) : 0;
+    if (stl && rq->target_len >= stl && !memcmp(rq->target, strip, stl)) {
+        /* The prefix goes, the slash that starts what is left stays. */
+        char *u = f + strlen(f) + 1;
+        size_t keep = stl && strip[stl - 1] == '/' ? stl - 1 : stl;
+        const char *rest = rq->target + keep;
+        size_t rl = rq->target_len - keep;
+        snprintf(u, cap - (size_t)(u - b), "%s%.*s", rl && rest[0] == '/' ? "" : "/", (int)rl, rest);
+        m->request_uri = u;
+    }
+    const sl_proxy_header *ph = PCONF(c)->proxy_header;
+    if (ph && rt->proto == &sl_proxy_http) {
+        /* proxy.header map-urlpath: a path prefix replaced; map-host-request: the Host. */
+        size_t k;
+        const char *to = sl_gw_conf_map(&ph->map_urlpath, rq->target, rq->target_len, &k);
+        if (to && (pr->uri = malloc(strlen(to) + rq->target_len - k + 1)))
+            sprintf(pr->uri, "%s%.*s", to, (int)(rq->target_len - k), rq->target + k);
+        if (to && !pr->uri) return -ENOMEM;
+        if (to) m->request_uri = pr->uri;
+        const sl_kvlist *hm = &ph->map_host_request;
+        for (size_t i = 0; i < hm->n && !m->host_header; i++)
+            if (!strcmp(hm->k[i], c->host) || !strcmp(hm->k[i], "-")) m->host_header = hm->v[i];
+    }
+    return 0;
 }
 
-/* Is hd the first line of its field? */
-static bool is_first_line(const sl_http_request *rq, const sl_http_header *hd)
-{
-    for (const sl_http_header *h = rq->headers; h < hd; h++)
-        if (h->next == hd) return false;
-    return true;
-}
-
-static int build_fcgi(proxy_req *pr)
+/* The request as the protocol sees it; then its head into out, and the whole request when the
+ * body is not streamed (none, or collected). */
+static int build(proxy_req *pr)
 {
     sl_conn *c = pr->c;
     const sl_http_request *rq = &c->req;
-    sl_buf *b = &pr->out;
-    bool keep = keepalive_max(pr) > 1;
-    int r = sl_fcgi_begin_request(b, FCGI_ID, SL_FCGI_RESPONDER, keep);
-    sl_fcgi_params_writer w;
-    sl_fcgi_params_init(&w, b, FCGI_ID);
-    char buf[4200], ip[64];
-    int port;
-    const char *root = CORE(c)->docroot->path;
-#define P(n, v) (r = r ? r : add_param(&w, n, v, strlen(v)))
-#define PN(n, v, l) (r = r ? r : add_param(&w, n, v, l))
-    snprintf(buf, sizeof buf, "%s%s", root, c->path);
-    P("SCRIPT_FILENAME", buf);
-    P("SCRIPT_NAME", c->path);
-    P("PATH_INFO", "");
-    P("DOCUMENT_ROOT", root);
-    PN("REQUEST_URI", rq->target, rq->target_len);
-    P("QUERY_STRING", c->query);
-    PN("REQUEST_METHOD", rq->method_str, rq->method_len);
-    P("SERVER_PROTOCOL", rq->version == 10 ? "HTTP/1.0" : "HTTP/1.1");
-    P("SERVER_SOFTWARE", "seekless/" SL_VERSION);
-    P("GATEWAY_INTERFACE", "CGI/1.1");
-    P("REDIRECT_STATUS", "200"); /* php-cgi's cgi.force_redirect wants it */
-    const char *h = c->host;
-    size_t hl = strcspn(h, ":");
-    if (h[0] == '[') hl = strcspn(h, "]") + 1;
-    PN("SERVER_NAME", h, hl);
-    addr_str(&c->peer, ip, sizeof ip, &port);
-    P("REMOTE_ADDR", ip);
-    snprintf(buf, sizeof buf, "%d", port);
-    P("REMOTE_PORT", buf);
-    /* The listener's canonical "ip:port" says it, unless it listens on a wildcard address. */
+    sl_proxy_msg *m = &pr->msg;
+    memset(m, 0, sizeof *m);
+    m->rq = rq;
+    m->docroot = CORE(c)->docroot->path;
+    m->path = c->path;
+    m->query = c->query;
+    m->host = c->host;
+    addr_str(&c->peer, pr->remote, sizeof pr->remote, &m->remote_port);
+    m->remote_addr = pr->remote;
+    /* The listener's canonical "ip:port" says where the request came in, unless it listens on
+     * a wildcard address. */
     const char *canon = c->loop->srv->cs->listen[c->listener].canon;
     const char *colon = strrchr(canon, ':');
     bool wild = !strncmp(canon, "0.0.0.0:", 8) || !strncmp(canon, "[::]:", 5);
     struct sockaddr_storage me;
     socklen_t ml = sizeof me;
-    if (colon && !wild) {
-        if (canon[0] == '[')
-            PN("SERVER_ADDR", canon + 1, (size_t)(colon - canon - 2));
-        else
-            PN("SERVER_ADDR", canon, (size_t)(colon - canon));
-        P("SERVER_PORT", colon + 1);
+    if (colon && !wild && (size_t)(colon - canon) < sizeof pr->server_addr) {
+        bool v6 = canon[0] == '[';
+        snprintf(pr->server_addr, sizeof pr->server_addr, "%.*s",
+                 (int)(colon - canon - (v6 ? 2 : 0)), canon + v6);
+        snprintf(pr->server_port, sizeof pr->server_port, "%s", colon + 1);
+        m->server_addr = pr->server_addr;
     } else if (getsockname(c->fd, (struct sockaddr *)&me, &ml) == 0) {
-        addr_str(&me, ip, sizeof ip, &port);
-        P("SERVER_ADDR", ip);
-        snprintf(buf, sizeof buf, "%d", port);
-        P("SERVER_PORT", buf);
+        int port;
+        addr_str(&me, pr->server_addr, sizeof pr->server_addr, &port);
+        snprintf(pr->server_port, sizeof pr->server_port, "%d", port);
+        m->server_addr = pr->server_addr;
     }
-    if (pr->req_body || c->req.content_length >= 0) {
-        snprintf(buf, sizeof buf, "%lld", body_length(pr));
-        P("CONTENT_LENGTH", buf);
-    }
-    if (rq->content_type) PN("CONTENT_TYPE", rq->content_type->value, rq->content_type->value_len);
-    for (size_t i = 0; i < rq->n_headers && !r; i++) {
-        const sl_http_header *hd = &rq->headers[i];
-        /* Covered above; and "Proxy" must never become HTTP_PROXY (httpoxy). */
-        if (hdr_is(hd->name, hd->name_len, "Content-Length") ||
-            hdr_is(hd->name, hd->name_len, "Content-Type") ||
-            hdr_is(hd->name, hd->name_len, "Proxy"))
-            continue;
-        /* A field on several lines is one variable with the combined value (RFC 9110 §5.3; CGI
-         * has one variable per name), written at its first line. */
-        if (!is_first_line(rq, hd)) continue;
-        char name[300];
-        if (hd->name_len + 6 > sizeof name) continue;
-        memcpy(name, "HTTP_", 5);
-        for (size_t k = 0; k < hd->name_len; k++)
-            name[5 + k] = hd->name[k] == '-' ? '_' : (char)toupper((unsigned char)hd->name[k]);
-        name[5 + hd->name_len] = 0;
-        if (!hd->next) {
-            PN(name, hd->value, hd->value_len);
-            continue;
-        }
-        /* Cookie lines join with "; " (RFC 6265 §5.4, as HTTP/2 recipients do). */
-        const char *sep = hdr_is(hd->name, hd->name_len, "Cookie") ? "; " : ", ";
-        size_t n = sl_http_field_join(hd, sep, NULL, 0);
-        char *v = malloc(n ? n : 1);
-        if (!v) {
-            r = -ENOMEM;
-            break;
-        }
-        sl_http_field_join(hd, sep, v, n);
-        PN(name, v, n);
-        free(v);
-    }
-#undef P
-#undef PN
-    if (!r) r = sl_fcgi_params_end(&w);
-    if (pr->stream) return r; /* stdin follows as it arrives (stream_put) */
-    if (!r && pr->body_len) r = sl_fcgi_write_stream(b, SL_FCGI_STDIN, FCGI_ID, pr->body, pr->body_len);
-    if (!r) r = sl_fcgi_end_stream(b, SL_FCGI_STDIN, FCGI_ID);
-    return r;
-}
-
-static int build_http(proxy_req *pr)
-{
-    sl_conn *c = pr->c;
-    const sl_http_request *rq = &c->req;
-    sl_buf *b = &pr->out;
-    const sl_http_header *conn_h = sl_http_find_header(rq, "Connection");
-    int r = 0;
-#define A(p, n) (r = r ? r : sl_buf_append(b, p, n))
-#define S(s) A(s, strlen(s))
-    A(rq->method_str, rq->method_len);
-    S(" ");
-    /* origin-form towards the backend, whatever form the client used */
-    const char *p, *q, *auth;
-    size_t plen, qlen, alen;
-    if (sl_uri_split(rq->target, rq->target_len, &p, &plen, &q, &qlen, &auth, &alen) == 0 && plen) {
-        A(p, plen);
-        if (q) {
-            S("?");
-            A(q, qlen);
-        }
-    } else {
-        S("/");
-    }
-    S(" HTTP/1.1\r\n");
-    const sl_http_header *xff = NULL;
-    for (size_t i = 0; i < rq->n_headers; i++) {
-        const sl_http_header *hd = &rq->headers[i];
-        /* Other lines of a field go on as they came, in order, which keeps its combined value;
-         * the names listed in any Connection line are hop-by-hop. */
-        bool hop = sl_hop_by_hop(hd->name, hd->name_len, NULL, 0);
-        for (const sl_http_header *ch = conn_h; ch && !hop; ch = ch->next)
-            hop = sl_hop_by_hop(hd->name, hd->name_len, ch->value, ch->value_len);
-        if (hop || hdr_is(hd->name, hd->name_len, "Content-Length") ||
-            hdr_is(hd->name, hd->name_len, "X-Forwarded-Proto") ||
-            hdr_is(hd->name, hd->name_len, "X-Forwarded-Host"))
-            continue;
-        if (hdr_is(hd->name, hd->name_len, "X-Forwarded-For")) {
-            if (!xff) xff = hd; /* its first line: the others follow through next */
-            continue;
-        }
-        A(hd->name, hd->name_len);
-        S(": ");
-        A(hd->value, hd->value_len);
-        S("\r\n");
-    }
-    char ip[64], line[512];
-    int port;
-    addr_str(&c->peer, ip, sizeof ip, &port);
-    /* The client's X-Forwarded-For, every line of it, then its address. */
-    S("X-Forwarded-For: ");
-    for (const sl_http_header *h = xff; h; h = h->next) {
-        if (!h->value_len) continue;
-        A(h->value, h->value_len);
-        S(", ");
-    }
-    S(ip);
-    S("\r\n");
-    S("X-Forwarded-Proto: http\r\n");
-    if (c->host[0]) {
-        snprintf(line, sizeof line, "X-Forwarded-Host: %s\r\n", c->host);
-        S(line);
-    }
-    if (pr->stream && rq->chunked) {
-        S("Transfer-Encoding: chunked\r\n");
-    } else if (pr->req_body || rq->content_length >= 0) {
-        snprintf(line, sizeof line, "Content-Length: %lld\r\n", body_length(pr));
-        S(line);
-    }
-    S(keepalive_max(pr) > 1 ? "Connection: keep-alive\r\n\r\n"
-                                                : "Connection: close\r\n\r\n");
-    if (pr->body_len) A(pr->body, pr->body_len);
-#undef A
-#undef S
+    m->server_port = pr->server_port;
+    m->body_length = pr->req_body || rq->content_length >= 0 ? body_length(pr) : -1;
+    m->body_chunked = pr->stream && rq->chunked;
+    m->keep = keepalive_max(pr) > 1;
+    if (pr->route && route_vars(pr) < 0) return -ENOMEM;
+    int r = pr->proto->encode_head(m, &pr->out);
+    if (pr->stream) return r; /* the body follows as it arrives (stream_put) */
+    if (!r) r = pr->proto->encode_body(m, &pr->out, pr->body, pr->body_len);
+    if (!r) r = pr->proto->encode_end(m, &pr->out);
     return r;
 }
 
@@ -472,13 +394,11 @@ static size_t unsent(const proxy_req *pr)
  * stdin stream. */
 static int stream_put(proxy_req *pr, const char *p, size_t n)
 {
-    int r = 0;
-    if (n) r = pr->fcgi ? sl_fcgi_write_stream(&pr->out, SL_FCGI_STDIN, FCGI_ID, p, n)
-                        : sl_buf_append(&pr->out, p, n);
+    int r = pr->proto->encode_body(&pr->msg, &pr->out, p, n);
     if (r < 0) return r;
     pr->body_left -= (long long)n;
     if (pr->body_left == 0) {
-        if (pr->fcgi && (r = sl_fcgi_end_stream(&pr->out, SL_FCGI_STDIN, FCGI_ID)) < 0) return r;
+        if ((r = pr->proto->encode_end(&pr->msg, &pr->out)) < 0) return r;
         pr->body_in_done = true;
     }
     return 0;
@@ -486,8 +406,8 @@ static int stream_put(proxy_req *pr, const char *p, size_t n)
 
 /* Client bytes for a streamed body: how many belong to it (<= n; a chunked body may be followed
  * by the next request), or an error (-E2BIG over server.max-request-size, -EBADMSG and the like
- * for a malformed chunked body, -ENOMEM). A chunked body goes on chunked (to HTTP backends
- * only: FastCGI collects it); its chunk boundaries are the sender's business, not ours. */
+ * for a malformed chunked body, -ENOMEM). A chunked body goes on chunked (only to protocols
+ * that do not collect it, see proto.h). */
 static long stream_feed(proxy_req *pr, const char *p, size_t n)
 {
     if (!pr->c->req.chunked) {
@@ -505,15 +425,11 @@ static long stream_feed(proxy_req *pr, const char *p, size_t n)
         if (r == SL_CHUNKED_DATA) {
             pr->body_len += dl;
             if ((long long)pr->body_len > CORE(pr->c)->max_request_size * 1024LL) return -E2BIG;
-            char line[24];
-            int ll = snprintf(line, sizeof line, "%zx\r\n", dl);
-            int e = sl_buf_append(&pr->out, line, (size_t)ll);
-            if (!e) e = sl_buf_append(&pr->out, d, dl);
-            if (!e) e = sl_buf_append(&pr->out, "\r\n", 2);
+            int e = pr->proto->encode_body(&pr->msg, &pr->out, d, dl);
             if (e < 0) return e;
         }
         if (sl_chunked_done(&pr->cin)) {
-            int e = sl_buf_append(&pr->out, "0\r\n\r\n", 5);
+            int e = pr->proto->encode_end(&pr->msg, &pr->out);
             if (e < 0) return e;
             pr->body_in_done = true;
         }
@@ -675,7 +591,7 @@ static void backend_failed(proxy_req *pr, sl_gw_backend *be, int err, bool disab
 
 static void begin_send(proxy_req *pr)
 {
-    if (!pr->built && (pr->fcgi ? build_fcgi(pr) : build_http(pr)) < 0) {
+    if (!pr->built && build(pr) < 0) {
         fail(pr, 500, "cannot build the backend request");
         return;
     }
@@ -685,7 +601,7 @@ static void begin_send(proxy_req *pr)
     sl_conn_mark(pr->c, &pr->c->t.backend_connect);
     pr->gc->requests++;
     pr->keep_backend = (long)pr->gc->requests < keepalive_max(pr);
-    sl_fcgi_decoder_init(&pr->fdec, FCGI_ID);
+    pr->proto->decode_init(pr->dec);
     pr->hlen = 0;
     gc_event(pr->gc->fd, EV_WRITE, pr);
 }
@@ -699,7 +615,7 @@ static void attempt(proxy_req *pr)
         return;
     }
     pr->state = P_WAIT;
-    sl_gw_backend *be = sl_gw_pick(pr->grp, s->balancer, c->path, c->path_len, now_s(),
+    sl_gw_backend *be = sl_gw_pick(pr->grp, pr->balancer, c->path, c->path_len, now_s(),
                                    pr->tried);
     if (!be) {
         fail(pr, 503, "no backend available");
@@ -715,7 +631,7 @@ static void attempt(proxy_req *pr)
         }
         bool inprog;
         int err;
-        gc = sl_gw_connect(be, pr->fcgi, &inprog, &err);
+        gc = sl_gw_connect(be, pr->proto->holds_worker, &inprog, &err);
         if (!gc) {
             bool theirs = err == -ECONNREFUSED || err == -ENOENT || err == -EAGAIN ||
                           err == -ECONNRESET || err == -EHOSTUNREACH || err == -ENETUNREACH;
@@ -755,12 +671,11 @@ static const char *const hop_extra[] = {"Date", "Server", "Content-Length", "X-S
 static void serve_file(proxy_req *pr, const sl_upstream_field *xf)
 {
     sl_conn *c = pr->c;
-    const sl_proxy_conf *s = PCONF(c);
     pr->xsendfile = true;
     const sl_dir *docroot = CORE(c)->docroot;
     const char *def[1] = {docroot->path};
     const int deffd[1] = {docroot->fd};
-    const sl_proxy_roots *xr = s->xsendfile_roots;
+    const sl_proxy_roots *xr = pr->xsendfile_roots;
     const char *const *roots = xr ? xr->path : def;
     const int *fds = xr ? xr->fd : deffd;
     size_t nroots = xr ? xr->n : 1;
@@ -803,31 +718,23 @@ static int act_on_head(proxy_req *pr)
             hdr_is(f->name, f->name_len, "X-LIGHTTPD-send-file"))
             xf = f;
     }
-    if (xf && PCONF(c)->allow_x_sendfile) {
+    if (xf && pr->allow_xsendfile) {
         serve_file(pr, xf);
         return 0;
     }
     if (xf) sl_log("proxy-core: %s: X-Sendfile from the backend ignored (not allowed)", c->path);
-    if (pr->fcgi) {
-        pr->framing = head_req || h->status == 204 || h->status == 304 ? SL_BODY_NONE
-                      : h->content_length >= 0 ? SL_BODY_LENGTH
-                                               : SL_BODY_UNTIL_CLOSE; /* until the stream ends */
-    } else {
-        pr->framing = sl_upstream_framing(h, head_req);
-        if (!sl_upstream_keep_alive(h, head_req)) pr->keep_backend = false;
-    }
+    pr->framing = pr->proto->framing(h, head_req, &pr->keep_backend);
     pr->left = h->content_length >= 0 ? (uint64_t)h->content_length : 0;
     /* An HTTP answer to HEAD, a 1xx/204/304 or a Content-Length of 0 ends with its head: no
      * body byte will come to mark the end, and the backend's close after it is no truncation.
      * (FastCGI answers end with END_REQUEST instead.) */
-    if (!pr->fcgi && (pr->framing == SL_BODY_NONE || (pr->framing == SL_BODY_LENGTH && !pr->left)))
+    if (pr->proto->ends_with_body && (pr->framing == SL_BODY_NONE || (pr->framing == SL_BODY_LENGTH && !pr->left)))
         pr->backend_done = true;
     if (pr->framing == SL_BODY_CHUNKED) sl_chunked_init(&pr->cout, 16384);
     sl_resp_begin(c, h->status);
     for (size_t i = 0; i < h->n_fields; i++) {
         const sl_upstream_field *f = &h->fields[i];
-        bool skip = !pr->fcgi ? sl_upstream_hop_by_hop(h, f)
-                              : sl_hop_by_hop(f->name, f->name_len, NULL, 0);
+        bool skip = pr->proto->hop(h, f);
         for (size_t k = 0; !skip && hop_extra[k]; k++) skip = hdr_is(f->name, f->name_len, hop_extra[k]);
         if (skip) continue;
         /* The fields point into hbuf, which lives until the request ends. */
@@ -860,7 +767,8 @@ static int body_bytes(proxy_req *pr, const char *d, size_t n)
     if (pr->framing != SL_BODY_CHUNKED) {
         int r = emit(pr, d, n);
         if (r < 0) return r;
-        if (pr->framing == SL_BODY_LENGTH && pr->left == 0 && !pr->fcgi) pr->backend_done = true;
+        if (pr->framing == SL_BODY_LENGTH && pr->left == 0 && pr->proto->ends_with_body)
+            pr->backend_done = true;
         return 0;
     }
     while (n > 0) {
@@ -881,7 +789,7 @@ static int body_bytes(proxy_req *pr, const char *d, size_t n)
     return 0;
 }
 
-/* Head bytes (HTTP raw, or FastCGI STDOUT) until the head is complete, then body bytes. */
+/* Response bytes: the head until it is complete, then body bytes. */
 static int stdout_bytes(proxy_req *pr, const char *d, size_t n)
 {
     if (pr->head_done) return body_bytes(pr, d, n);
@@ -889,24 +797,16 @@ static int stdout_bytes(proxy_req *pr, const char *d, size_t n)
     if (!pr->hbuf && !(pr->hbuf = malloc(HEAD_MAX))) return -ENOMEM;
     memcpy(pr->hbuf + pr->hlen, d, n);
     pr->hlen += n;
-    for (;;) {
-        sl_upstream_limits lim = {HEAD_MAX, SL_UPSTREAM_MAX_HEADERS};
-        int r = pr->fcgi ? sl_upstream_parse_cgi(pr->hbuf, pr->hlen, &lim, &pr->head)
-                         : sl_upstream_parse_http(pr->hbuf, pr->hlen, &lim, &pr->head);
-        if (r <= 0) return r;
-        if (!pr->fcgi && sl_upstream_interim(&pr->head)) {
-            memmove(pr->hbuf, pr->hbuf + r, pr->hlen - (size_t)r); /* skip 100 Continue */
-            pr->hlen -= (size_t)r;
-            continue;
-        }
-        size_t rest = pr->hlen - (size_t)r;
-        /* The head's fields point into hbuf: keep it; body bytes after it go on now. */
-        int e = act_on_head(pr);
-        if (e < 0) return e;
-        if (pr->orphan || pr->state == P_DONE || pr->xsendfile) return 0;
-        if (rest) return body_bytes(pr, pr->hbuf + r, rest);
-        return 0;
-    }
+    sl_upstream_limits lim = {HEAD_MAX, SL_UPSTREAM_MAX_HEADERS};
+    int r = pr->proto->parse_head(pr->hbuf, &pr->hlen, &lim, &pr->head);
+    if (r <= 0) return r;
+    size_t rest = pr->hlen - (size_t)r;
+    /* The head's fields point into hbuf: keep it; body bytes after it go on now. */
+    int e = act_on_head(pr);
+    if (e < 0) return e;
+    if (pr->orphan || pr->state == P_DONE || pr->xsendfile) return 0;
+    if (rest) return body_bytes(pr, pr->hbuf + r, rest);
+    return 0;
 }
 
 /* The backend's answer is complete. */
@@ -930,28 +830,26 @@ static void finish(proxy_req *pr)
 /* Bytes from the backend. Returns 0, or a negative errno for a malformed answer. */
 static int recv_bytes(proxy_req *pr, const char *d, size_t n)
 {
-    if (!pr->fcgi) return stdout_bytes(pr, d, n);
     while (n > 0) {
         size_t k;
-        sl_fcgi_event ev;
-        int t = sl_fcgi_decode(&pr->fdec, d, n, &k, &ev);
+        sl_proxy_piece p;
+        int t = pr->proto->decode(pr->dec, d, n, &k, &p);
         if (t < 0) return t;
         d += k;
         n -= k;
-        if (t == SL_FCGI_EV_STDOUT && !pr->xsendfile) {
-            int r = stdout_bytes(pr, ev.data, ev.len);
+        if (t == SL_PP_DATA && !pr->xsendfile) {
+            int r = stdout_bytes(pr, p.data, p.len);
             if (r < 0) return r;
-            /* With X-Sendfile the file may already be sent; read on to END_REQUEST anyway so
-             * the connection can go back to the pool. */
+            /* With X-Sendfile the file may already be sent; read on to the end of the answer
+             * anyway so the connection can go back to the pool. */
             if (pr->orphan && !pr->xsendfile) return 0;
-        } else if (t == SL_FCGI_EV_STDERR) {
+        } else if (t == SL_PP_LOG) {
             sl_log("proxy-core: %s: backend stderr: %.*s", pr->c->path,
-                   (int)(ev.len && ev.data[ev.len - 1] == '\n' ? ev.len - 1 : ev.len), ev.data);
-        } else if (t == SL_FCGI_EV_END_REQUEST) {
+                   (int)(p.len && p.data[p.len - 1] == '\n' ? p.len - 1 : p.len), p.data);
+        } else if (t == SL_PP_END) {
             if (!pr->head_done) return -EPROTO; /* ended without a head */
             pr->backend_done = true;
-            if (!(pr->fdec.request_id && pr->keep_backend)) pr->keep_backend = false;
-        } else if (t == SL_FCGI_EV_NONE) {
+        } else if (t == SL_PP_NEED) {
             break;
         }
     }
@@ -1065,7 +963,7 @@ static void gc_event_body(proxy_req *pr, evutil_socket_t fd, short what)
             return;
         }
         pr->keep_backend = false;
-        if (!pr->fcgi && pr->head_done && pr->framing == SL_BODY_UNTIL_CLOSE)
+        if (pr->proto->ends_with_body && pr->head_done && pr->framing == SL_BODY_UNTIL_CLOSE)
             pr->backend_done = true;
         if (pr->backend_done) {
             finish(pr);
@@ -1087,7 +985,7 @@ static void gc_event_body(proxy_req *pr, evutil_socket_t fd, short what)
     if (pr->orphan || pr->state == P_DONE) return;
     if (pr->xsendfile) {
         /* The file is on its way; the rest of the backend's answer is not wanted. */
-        if (pr->fcgi && !pr->backend_done) {
+        if (!pr->proto->ends_with_body && !pr->backend_done) {
             arm_gc(pr, EV_READ, s->read_timeout);
             return;
         }
@@ -1118,6 +1016,8 @@ static void free_req(proxy_req *pr)
     sl_buf_free(&pr->out);
     free(pr->body);
     free(pr->hbuf);
+    free(pr->cgi);
+    free(pr->uri);
     free(pr);
 }
 
@@ -1173,7 +1073,7 @@ static sl_hresult stream_start(proxy_req *pr)
     pr->stream = true;
     pr->body_left = c->req.content_length;
     if (c->req.chunked) sl_chunked_init(&pr->cin, 8192);
-    long r = pr->fcgi ? build_fcgi(pr) : build_http(pr);
+    long r = build(pr);
     pr->built = true;
     size_t avail = c->in_len - c->head_len;
     if (!r) r = stream_feed(pr, c->in + c->head_len, avail);
@@ -1195,18 +1095,46 @@ static sl_hresult stream_start(proxy_req *pr)
     return h;
 }
 
+/* check-local: the script must exist under the route's document root. lighttpd stats it too;
+ * this stat runs on the loop (the open-file cache usually has the answer's inode warm). */
+static bool local_file_missing(const sl_conn *c, const sl_proxy_route *rt, size_t script_len)
+{
+    char f[4200];
+    struct stat st;
+    const char *root = rt->docroot ? rt->docroot : CORE(c)->docroot->path;
+    snprintf(f, sizeof f, "%s%.*s", root, (int)script_len, c->path);
+    return stat(f, &st) < 0 || !S_ISREG(st.st_mode);
+}
+
 static sl_hresult proxy_handle(sl_conn *c)
 {
     const sl_proxy_conf *pc = PCONF(c);
-    if (!pc->backends) return SL_GO_ON;
+    const sl_proxy_route *rt = NULL;
+    size_t script_len = 0;
+    if (!pc->backends) {
+        rt = sl_gw_conf_match(pc->fastcgi_server, &pc->fastcgi_map_extensions, c->path,
+                              c->path_len, &script_len);
+        if (!rt) rt = sl_gw_conf_match(pc->proxy_server, NULL, c->path, c->path_len, &script_len);
+        if (!rt) return SL_GO_ON;
+        if (rt->check_local && local_file_missing(c, rt, script_len)) {
+            c->status = 404;
+            return SL_ERROR;
+        }
+    }
     proxy_req *pr = calloc(1, sizeof *pr);
     if (!pr) {
         c->status = 503;
         return SL_ERROR;
     }
     pr->c = c;
-    pr->fcgi = !strcmp(pc->protocol, "fastcgi");
-    pr->grp = sl_gw_group_get(c->loop->mod[sl_mod_proxy.index], pc->backends);
+    pr->route = rt;
+    pr->script_len = script_len;
+    pr->proto = rt ? rt->proto : pc->protocol;
+    pr->allow_xsendfile = rt && rt->xsendfile >= 0 ? rt->xsendfile : pc->allow_x_sendfile;
+    pr->xsendfile_roots = rt && rt->xsendfile_roots ? rt->xsendfile_roots : pc->xsendfile_roots;
+    const char *lb = !rt ? NULL : rt->proto == &sl_proxy_http ? pc->proxy_balance : pc->fastcgi_balance;
+    pr->balancer = lb ? lb : pc->balancer;
+    pr->grp = sl_gw_group_get(c->loop->mod[sl_mod_proxy.index], rt ? &rt->backends : pc->backends);
     if (!pr->grp) {
         free(pr);
         c->status = 503;
@@ -1226,8 +1154,8 @@ static sl_hresult proxy_handle(sl_conn *c)
         ssize_t w = send(c->fd, cont, sizeof cont - 1, MSG_NOSIGNAL);
         (void)w;
     }
-    /* FastCGI applications want CONTENT_LENGTH: a chunked body is collected for them. */
-    if (!rq->chunked || !pr->fcgi) return stream_start(pr);
+    /* CGI applications want CONTENT_LENGTH: a chunked body is collected for them. */
+    if (!rq->chunked || !pr->proto->collect_chunked) return stream_start(pr);
     pr->state = P_BODY;
     sl_chunked_init(&pr->cin, 8192);
     /* Body bytes that arrived with the head. */
@@ -1367,7 +1295,7 @@ typedef struct roots_prep {
     int *fds;
 } roots_prep;
 
-static void roots_release(void *p)
+void sl_proxy_roots_release(void *p)
 {
     roots_prep *r = p;
     for (size_t i = 0; i < r->roots.n; i++) {
@@ -1379,7 +1307,7 @@ static void roots_release(void *p)
     free(r);
 }
 
-static int prep_roots(const sl_cval *v, const sl_key_ctx *ctx, void **out)
+int sl_proxy_roots_prepare(const sl_cval *v, const sl_key_ctx *ctx, void **out)
 {
     roots_prep *r = calloc(1, sizeof *r);
     if (r) {
@@ -1387,7 +1315,7 @@ static int prep_roots(const sl_cval *v, const sl_key_ctx *ctx, void **out)
         r->fds = calloc(v->n_items + 1, sizeof *r->fds);
     }
     if (!r || !r->paths || !r->fds) {
-        if (r) roots_release(r);
+        if (r) sl_proxy_roots_release(r);
         return snprintf(ctx->err, ctx->errlen, "out of memory"), -1;
     }
     for (size_t i = 0; i < v->n_items; i++) {
@@ -1396,7 +1324,7 @@ static int prep_roots(const sl_cval *v, const sl_key_ctx *ctx, void **out)
         if (!a && (a = malloc(strlen(ctx->basedir) + strlen(p) + 2)))
             sprintf(a, "%s/%s", ctx->basedir, p);
         if (!a) {
-            roots_release(r);
+            sl_proxy_roots_release(r);
             return snprintf(ctx->err, ctx->errlen, "out of memory"), -1;
         }
         size_t L = strlen(a);
@@ -1407,7 +1335,7 @@ static int prep_roots(const sl_cval *v, const sl_key_ctx *ctx, void **out)
         if (r->fds[i] < 0) {
             snprintf(ctx->err, ctx->errlen, "proxy-core.x-sendfile-docroot \"%s\": %s", a,
                      strerror(errno));
-            roots_release(r);
+            sl_proxy_roots_release(r);
             return -1;
         }
     }
@@ -1422,13 +1350,36 @@ static int prep_roots(const sl_cval *v, const sl_key_ctx *ctx, void **out)
 static int prep_protocol(const sl_cval *v, const sl_key_ctx *ctx, void **out)
 {
     static const char *const ok[] = {"fastcgi", "http", NULL};
-    return sl_key_choice("proxy-core.protocol", v, ctx, ok);
+    if (v->type != SL_CV_STRING)
+        return snprintf(ctx->err, ctx->errlen, "proxy-core.protocol must be a string"), -1;
+    if (sl_key_choice("proxy-core.protocol", v, ctx, ok) < 0) return -1;
+    *out = (void *)sl_proxy_proto_find(v->str);
+    return 0;
+}
+
+/* Prepared values that point to static tables: nothing to free. */
+static void static_release(void *p)
+{
+    (void)p;
 }
 
 static int prep_balancer(const sl_cval *v, const sl_key_ctx *ctx, void **out)
 {
     static const char *const ok[] = {"round-robin", "sqf", "static", "carp", NULL};
     return sl_key_choice("proxy-core.balancer", v, ctx, ok);
+}
+
+/* fastcgi.balance / proxy.balance: lighttpd's names for proxy-core's balancers. */
+static int prep_balance(const sl_cval *v, const sl_key_ctx *ctx, void **out)
+{
+    const char *b = v->type == SL_CV_STRING ? sl_gw_conf_balancer(v->str) : NULL;
+    if (!b)
+        return snprintf(ctx->err, ctx->errlen, "%s: \"%s\" is not supported (use \"fair\", "
+                        "\"round-robin\" or \"hash\"; \"sticky\" is not implemented)",
+                        ctx->assign ? ctx->assign->key : "balance",
+                        v->type == SL_CV_STRING ? v->str : "?"), -1;
+    *out = (void *)b;
+    return 0;
 }
 
 static int prep_pool(const sl_cval *v, const sl_key_ctx *ctx, void **out)
@@ -1441,7 +1392,7 @@ static int prep_pool(const sl_cval *v, const sl_key_ctx *ctx, void **out)
 static void proxy_defaults(void *p)
 {
     sl_proxy_conf *s = p;
-    s->protocol = "http";
+    s->protocol = &sl_proxy_http;
     s->balancer = "sqf";
     s->max_pool_size = 16;
     s->max_keep_alive_requests = -1; /* per protocol: see keepalive_max */
@@ -1492,11 +1443,13 @@ static int proxy_init(sl_server *srv, const void *conf, char *err, size_t errlen
 {
     trim_srv = srv;
     sl_gw_broadcast = broadcast_trim;
-    return 0;
+    const sl_core_conf *core = sl_core(conf);
+    return sl_spawn_start(core->username, core->groupname, err, errlen);
 }
 
 static void proxy_fini(sl_server *srv)
 {
+    sl_spawn_stop();
     sl_gw_broadcast = NULL;
     trim_srv = NULL;
     sl_gw_shared_free();
@@ -1534,14 +1487,28 @@ static const sl_key proxy_keys[] = {
     {"proxy-core.max-keep-alive-requests", SL_KEY_INT, 0, OFF(max_keep_alive_requests), NULL,
      NULL},
     {"proxy-core.max-pool-size", SL_KEY_INT, 0, OFF(max_pool_size), prep_pool, NULL},
-    {"proxy-core.protocol", SL_KEY_STRING, 0, OFF(protocol), prep_protocol, NULL},
+    {"proxy-core.protocol", SL_KEY_VALUE, 0, OFF(protocol), prep_protocol,
+     static_release},
     {"proxy-core.read-timeout", SL_KEY_INT, 0, OFF(read_timeout), NULL, NULL},
-    {"proxy-core.x-sendfile-docroot", SL_KEY_VALUE, 0, OFF(xsendfile_roots), prep_roots,
-     roots_release},
+    {"proxy-core.x-sendfile-docroot", SL_KEY_VALUE, 0, OFF(xsendfile_roots),
+     sl_proxy_roots_prepare, sl_proxy_roots_release},
+    /* lighttpd 1.4's mod_fastcgi and mod_proxy (gw_conf.h) */
+    {"fastcgi.server", SL_KEY_VALUE, 0, OFF(fastcgi_server), sl_gw_conf_prep_fastcgi,
+     sl_gw_conf_release},
+    {"fastcgi.balance", SL_KEY_VALUE, 0, OFF(fastcgi_balance), prep_balance, static_release},
+    {"fastcgi.map-extensions", SL_KEY_KVLIST, 0, OFF(fastcgi_map_extensions), NULL, NULL},
+    {"fastcgi.debug", SL_KEY_INT, 0, OFF(fastcgi_debug), NULL, NULL},
+    {"proxy.server", SL_KEY_VALUE, 0, OFF(proxy_server), sl_gw_conf_prep_proxy,
+     sl_gw_conf_release},
+    {"proxy.balance", SL_KEY_VALUE, 0, OFF(proxy_balance), prep_balance, static_release},
+    {"proxy.header", SL_KEY_VALUE, 0, OFF(proxy_header), sl_gw_conf_prep_header,
+     sl_gw_conf_release_header},
+    {"proxy.debug", SL_KEY_INT, 0, OFF(proxy_debug), NULL, NULL},
     {NULL},
 };
 
-static const char *const proxy_aliases[] = {"mod_proxy_core", NULL};
+/* lighttpd's mod_fastcgi and mod_proxy are served by proxy-core (fastcgi.server, proxy.server). */
+static const char *const proxy_aliases[] = {"mod_proxy_core", "mod_fastcgi", "mod_proxy", NULL};
 
 sl_module sl_mod_proxy = {
     .name = "proxy-core",

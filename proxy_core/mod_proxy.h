@@ -6,6 +6,7 @@
 #include <stddef.h>
 
 #include "module.h"
+#include "proto.h"
 
 /* Allowed roots (proxy-core.x-sendfile-docroot): absolute paths without a trailing slash, and
  * O_PATH descriptors opened at start-up. */
@@ -20,7 +21,7 @@ typedef struct sl_proxy_conf {
     /* proxy-core.backends as canonical "ip:port", "[ip6]:port" or "unix:/path", one per address
      * (names are resolved at start-up); NULL: the request is not proxied. */
     const sl_strlist *backends;
-    const char *protocol;              /* "fastcgi" or "http" */
+    const sl_proxy_proto *protocol;    /* proxy-core.protocol: FastCGI or HTTP (proto.h) */
     const char *balancer;              /* "round-robin", "sqf", "static", "carp" */
     long max_pool_size;                /* connections per backend, for the whole process */
     long max_keep_alive_requests;      /* requests per backend connection (-1: default) */
@@ -30,10 +31,22 @@ typedef struct sl_proxy_conf {
     long max_backlog_size;             /* requests waiting for a free connection */
     bool allow_x_sendfile;
     const sl_proxy_roots *xsendfile_roots; /* NULL: the document root */
+    /* lighttpd 1.4's keys (gw_conf.h): used when proxy-core.backends is not set. */
+    const struct sl_proxy_routes *fastcgi_server; /* fastcgi.server */
+    const struct sl_proxy_routes *proxy_server;   /* proxy.server */
+    const char *fastcgi_balance, *proxy_balance;  /* as proxy-core balancers; NULL: balancer */
+    sl_kvlist fastcgi_map_extensions;             /* ".php3" => ".php" */
+    const struct sl_proxy_header *proxy_header;   /* proxy.header (map-urlpath ...) */
+    long fastcgi_debug, proxy_debug;              /* accepted (lighttpd's debug levels) */
 } sl_proxy_conf;
 
 /* The module table: takes requests whose settings name proxy-core.backends. */
 extern sl_module sl_mod_proxy;
+
+/* x-sendfile-docroot values: prepare (an array of directories, opened O_PATH) and release;
+ * *out is an sl_proxy_roots. */
+int sl_proxy_roots_prepare(const sl_cval *v, const sl_key_ctx *ctx, void **out);
+void sl_proxy_roots_release(void *p);
 
 /* Expand a proxy-core backend spec ("host:port", "[ipv6]:port", "unix:/path") into canonical
  * addresses, one per address the host name resolves to (at most max). Returns how many, or

@@ -499,6 +499,16 @@ def proxy_start(level, env):
     wait_port(env.http_port)
 
 
+def proxy_config(level, env):
+    if level == "off":
+        return ""
+    if level == "proxy.server":  # lighttpd 1.4's syntax for the same route
+        return ('$HTTP["url"] =~ "^/px/" {\n  proxy.server = ( "" => (( "host" => "127.0.0.1", '
+                f'"port" => {env.http_port} )) )\n}}\n')
+    return ('$HTTP["url"] =~ "^/px/" {\n  proxy-core.protocol = "http"\n'
+            f'  proxy-core.backends = ( "127.0.0.1:{env.http_port}" )\n}}\n')
+
+
 def proxy_expect(level, req, m):
     if level == "off":
         return
@@ -564,10 +574,7 @@ FACTORS = [
            after=access_after),
     Factor("status page", ("off", "on"), onoff(f'status.status-url = "{STATUS_URL}"'), status_expect),
     Factor("stat accelerator", ("off", "tcp", "unix"), accel_config, accel_expect, accel_start),
-    Factor("HTTP proxy", ("off", "on"),
-           lambda level, env: ('$HTTP["url"] =~ "^/px/" {\n  proxy-core.protocol = "http"\n'
-                               f'  proxy-core.backends = ( "127.0.0.1:{env.http_port}" )\n}}\n')
-           if level == "on" else "", proxy_expect, proxy_start),
+    Factor("HTTP proxy", ("off", "on", "proxy.server"), proxy_config, proxy_expect, proxy_start),
     Factor("keep-alive", ("on", "off"),
            onoff("", "server.max-keep-alive-requests = 0"), keepalive_expect),
     Factor("O_NOATIME", ("off", "on"),

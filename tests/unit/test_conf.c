@@ -446,7 +446,7 @@ static void test_proxy_core_keys(void **state)
                              " proxy-core.x-sendfile-docroot = ( \"a/\" )\n}\n"));
     /* Outside the condition nothing is proxied; the defaults are lighttpd-like. */
     assert_null(PROXY(f.cs->global)->backends);
-    assert_string_equal(PROXY(f.cs->global)->protocol, "http");
+    assert_string_equal(PROXY(f.cs->global)->protocol->name, "http");
     assert_string_equal(PROXY(f.cs->global)->balancer, "sqf");
     sl_conf *buf = malloc(f.cs->block_size);
     sl_cond_input in = {.socket = "0.0.0.0:80", .url = "/x/y", .host = "", .query = ""};
@@ -456,7 +456,7 @@ static void test_proxy_core_keys(void **state)
     assert_string_equal(p->backends->v[0], "127.0.0.1:1029");
     assert_string_equal(p->backends->v[1], "[::1]:80");
     assert_string_equal(p->backends->v[2], "unix:/tmp/s.sock");
-    assert_string_equal(p->protocol, "fastcgi");
+    assert_string_equal(p->protocol->name, "fastcgi");
     assert_true(p->allow_x_sendfile);
     assert_int_equal(p->xsendfile_roots->n, 1);
     char want[600];

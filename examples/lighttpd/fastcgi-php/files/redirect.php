@@ -1,0 +1,2 @@
+<?php
+header("Location: /info.php?from=redirect");

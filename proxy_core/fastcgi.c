@@ -1,0 +1,208 @@
+/* FastCGI as a proxy-core protocol (proto.h).
+ *
+ * A request is one FastCGI request (id 1) in the responder role: BEGIN_REQUEST (asking the
+ * application to keep the connection when the pool may reuse it), the CGI/1.1 variables as
+ * PARAMS (RFC 3875 §4.1, plus what PHP and lighttpd's applications expect: REQUEST_URI,
+ * SCRIPT_FILENAME, DOCUMENT_ROOT, REDIRECT_STATUS), then the body as STDIN records and an empty
+ * STDIN record at its end. The answer's STDOUT stream is a CGI response (a head with Status:,
+ * then the body, which runs to END_REQUEST); STDERR goes to the error log. The record codec is
+ * fcgi_proto.c; this file only decides what goes in the records.
+ */
+#include <ctype.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "proto.h"
+#include "sl_version.h"
+
+#define FCGI_ID 1
+
+static bool name_is(const char *name, size_t len, const char *want)
+{
+    return strlen(want) == len && !strncasecmp(name, want, len);
+}
+
+/* Is hd the first line of its field? */
+static bool is_first_line(const sl_http_request *rq, const sl_http_header *hd)
+{
+    for (const sl_http_header *h = rq->headers; h < hd; h++)
+        if (h->next == hd) return false;
+    return true;
+}
+
+/* Every header field as HTTP_NAME, one variable per field. */
+static int header_params(sl_fcgi_params_writer *w, const sl_http_request *rq)
+{
+    for (size_t i = 0; i < rq->n_headers; i++) {
+        const sl_http_header *hd = &rq->headers[i];
+        /* Covered by CONTENT_*; and "Proxy" must never become HTTP_PROXY (httpoxy). */
+        if (name_is(hd->name, hd->name_len, "Content-Length") ||
+            name_is(hd->name, hd->name_len, "Content-Type") ||
+            name_is(hd->name, hd->name_len, "Proxy"))
+            continue;
+        /* A field on several lines is one variable with the combined value (RFC 9110 §5.3; CGI
+         * has one variable per name), written at its first line. */
+        if (!is_first_line(rq, hd)) continue;
+        char name[300];
+        if (hd->name_len + 6 > sizeof name) continue;
+        memcpy(name, "HTTP_", 5);
+        for (size_t k = 0; k < hd->name_len; k++)
+            name[5 + k] = hd->name[k] == '-' ? '_' : (char)toupper((unsigned char)hd->name[k]);
+        name[5 + hd->name_len] = 0;
+        int r;
+        if (!hd->next) {
+            r = sl_fcgi_params_add(w, name, strlen(name), hd->value, hd->value_len);
+        } else {
+            /* Cookie lines join with "; " (RFC 6265 §5.4, as HTTP/2 recipients do). */
+            const char *sep = name_is(hd->name, hd->name_len, "Cookie") ? "; " : ", ";
+            size_t n = sl_http_field_join(hd, sep, NULL, 0);
+            char *v = malloc(n ? n : 1);
+            if (!v) return -ENOMEM;
+            sl_http_field_join(hd, sep, v, n);
+            r = sl_fcgi_params_add(w, name, strlen(name), v, n);
+            free(v);
+        }
+        if (r < 0) return r;
+    }
+    return 0;
+}
+
+static int fcgi_head(const sl_proxy_msg *m, sl_buf *b)
+{
+    const sl_http_request *rq = m->rq;
+    int r = sl_fcgi_begin_request(b, FCGI_ID, SL_FCGI_RESPONDER, m->keep);
+    sl_fcgi_params_writer w;
+    sl_fcgi_params_init(&w, b, FCGI_ID);
+    char buf[4200];
+#define PN(n, v, l) (r = r ? r : sl_fcgi_params_add(&w, n, strlen(n), v, l))
+#define P(n, v) PN(n, v, strlen(v))
+    if (m->script_filename) {
+        P("SCRIPT_FILENAME", m->script_filename);
+    } else {
+        snprintf(buf, sizeof buf, "%s%s", m->docroot, m->path);
+        P("SCRIPT_FILENAME", buf);
+    }
+    P("SCRIPT_NAME", m->script_name ? m->script_name : m->path);
+    if (!m->path_info)
+        P("PATH_INFO", "");
+    else if (m->path_info[0])
+        P("PATH_INFO", m->path_info); /* lighttpd leaves an empty one out */
+    if (m->path_info) {
+        /* RFC 3875 §4.1.6: the path info mapped like a URL path under the document root
+         * (lighttpd sends it also for an empty one: the document root). */
+        snprintf(buf, sizeof buf, "%s%s", m->docroot, m->path_info);
+        P("PATH_TRANSLATED", buf);
+    }
+    P("DOCUMENT_ROOT", m->docroot);
+    if (m->request_uri)
+        P("REQUEST_URI", m->request_uri);
+    else
+        PN("REQUEST_URI", rq->target, rq->target_len);
+    P("QUERY_STRING", m->query);
+    PN("REQUEST_METHOD", rq->method_str, rq->method_len);
+    P("SERVER_PROTOCOL", rq->version == 10 ? "HTTP/1.0" : "HTTP/1.1");
+    P("SERVER_SOFTWARE", "seekless/" SL_VERSION);
+    P("GATEWAY_INTERFACE", "CGI/1.1");
+    P("REDIRECT_STATUS", "200"); /* php-cgi's cgi.force_redirect wants it */
+    const char *h = m->host;
+    size_t hl = strcspn(h, ":");
+    if (h[0] == '[') hl = strcspn(h, "]") + 1;
+    PN("SERVER_NAME", h, hl);
+    P("REMOTE_ADDR", m->remote_addr);
+    snprintf(buf, sizeof buf, "%d", m->remote_port);
+    P("REMOTE_PORT", buf);
+    if (m->server_addr) {
+        P("SERVER_ADDR", m->server_addr);
+        P("SERVER_PORT", m->server_port);
+    }
+    if (m->body_length >= 0) {
+        snprintf(buf, sizeof buf, "%lld", m->body_length);
+        P("CONTENT_LENGTH", buf);
+    }
+    if (rq->content_type) PN("CONTENT_TYPE", rq->content_type->value, rq->content_type->value_len);
+#undef P
+#undef PN
+    if (!r) r = header_params(&w, rq);
+    if (!r) r = sl_fcgi_params_end(&w);
+    return r;
+}
+
+static int fcgi_body(const sl_proxy_msg *m, sl_buf *b, const char *p, size_t n)
+{
+    (void)m;
+    return n ? sl_fcgi_write_stream(b, SL_FCGI_STDIN, FCGI_ID, p, n) : 0;
+}
+
+static int fcgi_end(const sl_proxy_msg *m, sl_buf *b)
+{
+    (void)m;
+    return sl_fcgi_end_stream(b, SL_FCGI_STDIN, FCGI_ID);
+}
+
+static void fcgi_decode_init(void *st)
+{
+    sl_fcgi_decoder_init(st, FCGI_ID);
+}
+
+static int fcgi_decode(void *st, const char *d, size_t n, size_t *used, sl_proxy_piece *p)
+{
+    size_t off = 0;
+    while (off < n) {
+        size_t k;
+        sl_fcgi_event ev;
+        int t = sl_fcgi_decode(st, d + off, n - off, &k, &ev);
+        if (t < 0) return t;
+        off += k;
+        *used = off;
+        p->data = ev.data;
+        p->len = ev.len;
+        switch (t) {
+        case SL_FCGI_EV_STDOUT: return SL_PP_DATA;
+        case SL_FCGI_EV_STDERR: return SL_PP_LOG;
+        case SL_FCGI_EV_END_REQUEST: return SL_PP_END;
+        case SL_FCGI_EV_NONE: return SL_PP_NEED;
+        default: break; /* the end of a stream: END_REQUEST says more */
+        }
+    }
+    *used = off;
+    return SL_PP_NEED;
+}
+
+static int fcgi_parse_head(char *buf, size_t *len, const sl_upstream_limits *lim,
+                           sl_upstream_head *h)
+{
+    return sl_upstream_parse_cgi(buf, *len, lim, h);
+}
+
+/* The body runs to END_REQUEST, whatever its head says but Content-Length (checked). */
+static sl_body_framing fcgi_framing(const sl_upstream_head *h, bool head_request, bool *keep)
+{
+    (void)keep;
+    if (head_request || h->status == 204 || h->status == 304) return SL_BODY_NONE;
+    return h->content_length >= 0 ? SL_BODY_LENGTH : SL_BODY_UNTIL_CLOSE;
+}
+
+static bool fcgi_hop(const sl_upstream_head *h, const sl_upstream_field *f)
+{
+    (void)h;
+    return sl_hop_by_hop(f->name, f->name_len, NULL, 0);
+}
+
+const sl_proxy_proto sl_proxy_fastcgi = {
+    .name = "fastcgi",
+    .holds_worker = true,
+    .collect_chunked = true,
+    .ends_with_body = false,
+    .state_size = sizeof(sl_fcgi_decoder),
+    .encode_head = fcgi_head,
+    .encode_body = fcgi_body,
+    .encode_end = fcgi_end,
+    .decode_init = fcgi_decode_init,
+    .decode = fcgi_decode,
+    .parse_head = fcgi_parse_head,
+    .framing = fcgi_framing,
+    .hop = fcgi_hop,
+};

@@ -1,0 +1,166 @@
+#!/usr/bin/env python3
+"""fastcgi.server and proxy.server against lighttpd 1.4 itself: the corpus cases of proxy-core.
+
+The cases are directories of examples/lighttpd/ in the corpus format (lighttpd.conf with @PORT@
+and @DOCROOT@, files/, requests, optional check-only): fastcgi-php (Debian's php-cgi table,
+spawned from bin-path by each server, and a prefix route), proxy-map-urlpath (mod_proxy with
+proxy.header) and debian-fastcgi-proxy (Debian's conf-available files unchanged, -t only). For
+each, both `lighttpd -tt` and `seekless -t` accept the config, both servers run it at once on
+their own ports over copies of the same files, and every request gets the same status, the
+same values of the headers that matter and, for 2xx answers, the same body. Afterwards no
+php-cgi that seekless started is left running and seekless exited cleanly.
+(The issue-18 corpus harness, test_lighttpd_compat.py, runs these directories too once merged.)
+"""
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import test_core  # noqa: E402
+from test_core import free_port, read_response  # noqa: E402
+from test_proxy import wait_port  # noqa: E402
+
+if "--build" in sys.argv[:-1]:
+    test_core.BUILD = sys.argv[sys.argv.index("--build") + 1]
+test_core.BUILD = os.path.abspath(test_core.BUILD)
+
+LIGHTTPD = shutil.which("lighttpd") or "/usr/sbin/lighttpd"
+PHP_CGI = shutil.which("php-cgi") or "/usr/bin/php-cgi"
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+CORPUS = os.path.join(ROOT, "examples", "lighttpd")
+CASES = ("fastcgi-php", "proxy-map-urlpath", "debian-fastcgi-proxy")
+WRAPPER = os.environ.get("SEEKLESS_WRAPPER", "").split()
+# Not Accept-Ranges: lighttpd 1.4 announces ranges on FastCGI answers too, seekless only where it
+# serves them (RFC 9110 §14.3); the proxied static files below compare Content-Range.
+HEADERS = ("location", "content-type", "cache-control", "content-range")
+
+
+def requests_of(case):
+    out = []
+    with open(os.path.join(CORPUS, case, "requests")) as f:
+        for line in f:
+            line = line.split("#", 1)[0].strip()
+            if line:
+                parts = [p.strip() for p in line.split("|")]
+                method, target = parts[0].split(None, 1)
+                out.append((method, target, [tuple(x.strip() for x in h.split(":", 1))
+                                             for h in parts[1:]]))
+    return out
+
+
+def ask(port, method, target, hdrs):
+    with socket.create_connection(("127.0.0.1", port), timeout=20) as s:
+        extra = "".join(f"{k}: {v}\r\n" for k, v in hdrs)
+        body = "Content-Length: 0\r\n" if method == "POST" else ""
+        s.sendall(f"{method} {target} HTTP/1.1\r\nHost: localhost\r\n{extra}{body}"
+                  "Connection: close\r\n\r\n".encode())
+        status, h, b, _ = read_response(s, head=method == "HEAD")
+        return status, {k.lower(): v for k, v in h.items()}, b
+
+
+def wait_up(port, proc):
+    try:
+        wait_port(port, timeout=60 if WRAPPER else 10)
+    except RuntimeError:
+        proc.kill()
+        raise AssertionError(f"exited {proc.wait()}: {proc.stderr.read().decode()}")
+
+
+def php_children(pid):
+    """Processes whose parent is pid (the php-cgi seekless spawned)."""
+    out = []
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                with open(f"/proc/{d}/stat") as f:
+                    if int(f.read().rsplit(")", 1)[1].split()[1]) == pid:
+                        out.append(int(d))
+            except (OSError, ValueError, IndexError):
+                pass
+    return out
+
+
+class Corpus(unittest.TestCase):
+    def run_case(self, case):
+        tmp = tempfile.mkdtemp(prefix="sl_gw_")
+        self.addCleanup(shutil.rmtree, tmp, True)
+        os.chmod(tmp, 0o755)
+        docroot = os.path.join(tmp, "root")
+        files = os.path.join(CORPUS, case, "files")
+        shutil.copytree(files, docroot) if os.path.isdir(files) else os.mkdir(docroot)
+        with open(os.path.join(CORPUS, case, "lighttpd.conf")) as f:
+            text = f.read()
+        runs = []
+        for kind in ("lighttpd", "seekless"):
+            port = free_port()
+            conf = os.path.join(tmp, kind + ".conf")
+            with open(conf, "w") as f:
+                f.write(text.replace("@PORT@", str(port)).replace("@DOCROOT@", docroot))
+            binary = LIGHTTPD if kind == "lighttpd" else os.path.join(test_core.BUILD, "app", "seekless")
+            r = subprocess.run([binary, "-tt" if kind == "lighttpd" else "-t", "-f", conf],
+                               capture_output=True, text=True, timeout=60)
+            self.assertEqual(r.returncode, 0, f"{kind} refuses {case}: {r.stdout}{r.stderr}")
+            runs.append((kind, port, conf, binary))
+        if os.path.exists(os.path.join(CORPUS, case, "check-only")):
+            return
+        procs = []
+        try:
+            for kind, port, conf, binary in runs:
+                argv = [binary, "-D", "-f", conf]
+                if kind == "seekless":
+                    argv = WRAPPER + argv
+                p = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+                procs.append(p)
+                wait_up(port, p)
+            spawned = php_children(procs[1].pid)
+            diffs = []
+            for req in requests_of(case):
+                a = ask(runs[0][1], *req)
+                b = ask(runs[1][1], *req)
+                what = f"{req[0]} {req[1]}"
+                if a[0] != b[0]:
+                    diffs.append(f"{what}: status lighttpd {a[0]}, seekless {b[0]}")
+                for h in HEADERS:
+                    if a[1].get(h) != b[1].get(h):
+                        diffs.append(f"{what}: {h}: lighttpd {a[1].get(h)!r}, seekless {b[1].get(h)!r}")
+                if 200 <= a[0] < 300 and a[2] != b[2]:
+                    diffs.append(f"{what}: body lighttpd {a[2][:300]!r}, seekless {b[2][:300]!r}")
+            self.assertEqual(diffs, [], "\n".join(diffs))
+        finally:
+            for p in procs:
+                p.send_signal(signal.SIGTERM)
+            for p in procs:
+                rc = p.wait(timeout=30)
+                err = p.stderr.read().decode(errors="replace")
+                p.stderr.close()
+                if p is procs[-1]:
+                    self.assertEqual(rc, 0, err)
+                    self.assertNotIn("runtime error", err)
+                    self.assertNotIn("ERROR", err)
+        if case == "fastcgi-php":
+            self.assertTrue(spawned, "seekless started no php-cgi")
+            time.sleep(0.2)
+            left = [pid for pid in spawned if os.path.exists(f"/proc/{pid}")
+                    and "Z" not in open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0]]
+            self.assertEqual(left, [], "php-cgi left running after seekless stopped")
+
+    def test_fastcgi_php(self):
+        if not os.path.exists(PHP_CGI):
+            self.fail("php-cgi is not installed (scripts/install-deps installs it)")
+        self.run_case("fastcgi-php")
+
+    def test_proxy_map_urlpath(self):
+        self.run_case("proxy-map-urlpath")
+
+    def test_debian_conf_available(self):
+        self.run_case("debian-fastcgi-proxy")
+
+
+if __name__ == "__main__":
+    test_core.main()
