@@ -18,6 +18,17 @@
  * that comes back more than what it replaces, not for each of a pool far larger than the cache
  * requested at random, where every insert would evict a file as likely to come back.
  *
+ * Futility: a cache that cannot hold what is asked for costs more than it saves. Every lookup,
+ * every admission count and every watched directory has a price (a watched directory makes the
+ * kernel look at its watch on each open, read and close of every file in it, cached or not), and
+ * a hit saves an open, an fstat and a close. Measured on the 4 KiB pool (200,000 files asked for
+ * at random, a cache of a few thousand): about 2.5 us more per request with the cache than
+ * without. So every FUTILE_WINDOW lookups the cache judges the window: full and fewer than
+ * FUTILE_HIT_PCT percent hits, twice in a row, and it rests: every entry and every watch goes,
+ * and lookups and admissions return at once (one atomic load) for REST_MIN_MS (sl_fdc_tick ends
+ * the rest), twice as long after each rest that ends in futility again (up to REST_MAX_MS),
+ * back to REST_MIN after a window of good hits. A working set that fits never rests.
+ *
  * Locks: each shard's lock guards its table, its LRU and its entries' hold counts; the watch
  * lock guards the watch tables. No code path holds both.
  */
@@ -31,12 +42,18 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/inotify.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "log.h"
 #include "openat.h"
 
 #define SHARDS 16
+#define REST_MIN_MS 10000      /* the first rest */
+#define REST_MAX_MS 300000
+#define FUTILE_HIT_PCT 40      /* a full cache hitting less than this is resting's candidate */
+#define FUTILE_WINDOW 8192      /* lookups judged at a time */
+#define DRAIN_EVERY_NS 1000000 /* a hit reads the event queue when it was last read before this */
 #define WATCH_MASK                                                                                 \
     (IN_MODIFY | IN_ATTRIB | IN_CLOSE_WRITE | IN_MOVED_FROM | IN_MOVED_TO | IN_DELETE |            \
      IN_DELETE_SELF | IN_MOVE_SELF | IN_ONLYDIR)
@@ -87,6 +104,14 @@ struct sl_fdc {
     uint64_t freq_adds;      /* atomic: increments since the last halving */
     uint64_t freq_period;    /* halve every this many */
     pthread_mutex_t freq_lock; /* one halving at a time */
+    uint64_t last_drain_ns;  /* atomic: when the event queue was last read */
+    bool resting;            /* atomic: futile lately; lookups and admissions return at once */
+    uint64_t rests;          /* atomic: rests begun */
+    uint64_t window;         /* atomic: lookups, counted to end windows */
+    pthread_mutex_t judge_lock; /* guards what follows */
+    uint64_t rest_until_ns;
+    unsigned rest_min_ms, rest_ms, futile_streak;
+    uint64_t judge_lookups, judge_hits;
 };
 
 #define FREQ_MAX 15          /* counters saturate: "often" is enough to rank */
@@ -97,6 +122,8 @@ struct sl_fdc {
 
 #define A_INC(x) __atomic_add_fetch(&(x), 1, __ATOMIC_RELAXED)
 #define A_GET(x) __atomic_load_n(&(x), __ATOMIC_ACQUIRE)
+
+static void count_lookup(sl_fdc *c, bool hit);
 
 static uint64_t hash(int dirfd, unsigned key, const char *p, size_t n)
 {
@@ -132,6 +159,8 @@ sl_fdc *sl_fdc_new(sl_fdc_mode mode, size_t capacity)
     if (!c->freq) goto fail;
     c->freq_mask = slots - 1;
     c->freq_period = 10 * per * SHARDS;
+    c->rest_min_ms = c->rest_ms = REST_MIN_MS;
+    pthread_mutex_init(&c->judge_lock, NULL);
     pthread_mutex_init(&c->freq_lock, NULL);
     if (mode == SL_FDC_INOTIFY) {
         c->wnb = 1024;
@@ -294,11 +323,20 @@ static watch *watch_get(sl_fdc *c, const char *dirpath, const char *rel, size_t 
     return w;
 }
 
+static uint64_t mono_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
 void sl_fdc_drain(sl_fdc *c)
 {
     if (c->ifd < 0) return;
     char buf[16384] __attribute__((aligned(__alignof__(struct inotify_event))));
     pthread_mutex_lock(&c->wlock);
+    /* Stamped before the read: a change queued after this instant is read by a later drain. */
+    __atomic_store_n(&c->last_drain_ns, mono_ns(), __ATOMIC_RELAXED);
     for (;;) {
         ssize_t n = read(c->ifd, buf, sizeof buf);
         if (n <= 0) break;
@@ -419,7 +457,8 @@ static unsigned freq_add(sl_fdc *c, uint64_t h)
 
 bool sl_fdc_admit(sl_fdc *c, int dirfd, unsigned key, const char *path, size_t len)
 {
-    if (!c || c->mode == SL_FDC_DISABLE) return false;
+    if (!c || c->mode == SL_FDC_DISABLE || __atomic_load_n(&c->resting, __ATOMIC_RELAXED))
+        return false;
     uint64_t h = hash(dirfd, key, path, len);
     unsigned est = freq_add(c, h);
     bool admit = est >= 2;
@@ -441,15 +480,21 @@ bool sl_fdc_admit(sl_fdc *c, int dirfd, unsigned key, const char *path, size_t l
 sl_fdc_entry *sl_fdc_get(sl_fdc *c, int dirfd, unsigned key, const char *path, size_t len,
                          time_t now)
 {
-    if (!c || c->mode == SL_FDC_DISABLE) return NULL;
+    if (!c || c->mode == SL_FDC_DISABLE || __atomic_load_n(&c->resting, __ATOMIC_RELAXED))
+        return NULL;
     /* A change that completed before this request was read must count, even when the loop has
      * not been back to epoll since (a request read right after another, or accepted in the same
-     * batch): read the queue now. Nothing queued costs one read() that says EAGAIN. */
+     * batch). A change queued while a loop waits in epoll is read first when it wakes (the
+     * queue's event has the first priority); one queued while loops work is read by the first
+     * hit more than DRAIN_EVERY_NS after the last read: so a request read more than 1 ms after a
+     * change completed is answered from the new file, and a busy server reads the queue about
+     * once a millisecond instead of once a hit (a read() that says EAGAIN costs a system call). */
     uint64_t h = hash(dirfd, key, path, len);
     shard *s = &c->sh[h % SHARDS];
     pthread_mutex_lock(&s->lock);
     ent *e = find(s, h, dirfd, key, path, len);
-    if (e && c->mode == SL_FDC_INOTIFY) {
+    if (e && c->mode == SL_FDC_INOTIFY &&
+        mono_ns() - __atomic_load_n(&c->last_drain_ns, __ATOMIC_RELAXED) > DRAIN_EVERY_NS) {
         /* Only when there is an entry to trust (a miss opens the path anyway): the drain takes
          * the watch lock, which is never held with a shard's, so look again after it. */
         pthread_mutex_unlock(&s->lock);
@@ -459,7 +504,7 @@ sl_fdc_entry *sl_fdc_get(sl_fdc *c, int dirfd, unsigned key, const char *path, s
     }
     if (!e) {
         pthread_mutex_unlock(&s->lock);
-        A_INC(c->misses);
+        count_lookup(c, false);
         return NULL;
     }
     bool ok;
@@ -473,7 +518,7 @@ sl_fdc_entry *sl_fdc_get(sl_fdc *c, int dirfd, unsigned key, const char *path, s
         ent_kill(s, e);
         pthread_mutex_unlock(&s->lock);
         A_INC(c->invalidations);
-        A_INC(c->misses);
+        count_lookup(c, false);
         return NULL;
     }
     e->refs++;
@@ -485,7 +530,7 @@ sl_fdc_entry *sl_fdc_get(sl_fdc *c, int dirfd, unsigned key, const char *path, s
     s->lru.lnext->lprev = e;
     s->lru.lnext = e;
     pthread_mutex_unlock(&s->lock);
-    A_INC(c->hits);
+    count_lookup(c, true);
     freq_add(c, h); /* an entry's popularity is what a newcomer must beat */
     return &e->pub;
 }
@@ -494,7 +539,9 @@ sl_fdc_entry *sl_fdc_put(sl_fdc *c, int dirfd, const char *dirpath, unsigned key
                          const char *path, size_t len, const char *file, int fd,
                          const struct stat *st, time_t now)
 {
-    if (!c || c->mode == SL_FDC_DISABLE || !S_ISREG(st->st_mode)) return NULL;
+    if (!c || c->mode == SL_FDC_DISABLE || !S_ISREG(st->st_mode) ||
+        __atomic_load_n(&c->resting, __ATOMIC_RELAXED))
+        return NULL;
     watch *w = NULL;
     /* Changes already queued count before the entry, not after it. */
     if (c->mode == SL_FDC_INOTIFY) sl_fdc_drain(c);
@@ -588,6 +635,100 @@ void sl_fdc_release(sl_fdc *c, sl_fdc_entry *pub)
     pthread_mutex_unlock(&s->lock);
 }
 
+/* Rest: every entry out (a held one closes when its holder lets go) and every watch removed, so
+ * no directory costs the kernel a look per file operation any more. */
+static void rest_begin(sl_fdc *c)
+{
+    __atomic_store_n(&c->resting, true, __ATOMIC_RELEASE);
+    A_INC(c->rests);
+    for (size_t i = 0; i < SHARDS; i++) {
+        shard *s = &c->sh[i];
+        pthread_mutex_lock(&s->lock);
+        while (s->lru.lnext != &s->lru) ent_kill(s, s->lru.lnext);
+        pthread_mutex_unlock(&s->lock);
+    }
+    pthread_mutex_lock(&c->wlock);
+    for (size_t i = 0; c->by_rel && i < c->wnb; i++) {
+        while (c->by_rel[i]) {
+            watch *w = c->by_rel[i];
+            c->by_rel[i] = w->next_rel;
+            if (!w->dead && c->ifd >= 0) inotify_rm_watch(c->ifd, w->wd);
+            free(w);
+        }
+        c->by_wd[i] = NULL;
+    }
+    c->n_watches = 0;
+    pthread_mutex_unlock(&c->wlock);
+    /* After the watches are gone: a put that began before the flag and got one of them read the
+     * generation before this, so its entry is invalid at its first lookup, which then never
+     * reads the freed watch (sl_fdc_get compares the generations in that order). The removals'
+     * IN_IGNORED events find no watch and are skipped. */
+    A_INC(c->ggen);
+}
+
+/* The last FUTILE_WINDOW lookups: rest when the cache was full and hit too little, twice in a
+ * row. Run by the thread whose lookup ends a window; judge_lock keeps it to one at a time. */
+static void judge(sl_fdc *c)
+{
+    if (pthread_mutex_trylock(&c->judge_lock) != 0) return;
+    uint64_t hits = A_GET(c->hits), lookups = hits + A_GET(c->misses);
+    uint64_t l = lookups - c->judge_lookups, h = hits - c->judge_hits;
+    c->judge_lookups = lookups;
+    c->judge_hits = hits;
+    size_t n = 0, cap = 0;
+    for (size_t i = 0; i < SHARDS; i++) {
+        pthread_mutex_lock(&c->sh[i].lock);
+        n += c->sh[i].n;
+        cap += c->sh[i].cap;
+        pthread_mutex_unlock(&c->sh[i].lock);
+    }
+    if (l > 0 && n * 10 >= cap * 9 && h * 100 < l * FUTILE_HIT_PCT) {
+        if (++c->futile_streak >= 2 && !__atomic_load_n(&c->resting, __ATOMIC_RELAXED)) {
+            rest_begin(c);
+            c->rest_until_ns = mono_ns() + (uint64_t)c->rest_ms * 1000000u;
+            sl_log("open-file cache: %llu%% hits over the last %llu lookups while full (%zu "
+                   "files): not caching for %.1fs",
+                   (unsigned long long)(h * 100 / l), (unsigned long long)l, n, c->rest_ms / 1e3);
+            c->rest_ms = c->rest_ms * 2 > REST_MAX_MS ? REST_MAX_MS : c->rest_ms * 2;
+            c->futile_streak = 0;
+        }
+    } else {
+        c->futile_streak = 0;
+        if (h * 100 >= l * FUTILE_HIT_PCT) c->rest_ms = c->rest_min_ms;
+    }
+    pthread_mutex_unlock(&c->judge_lock);
+}
+
+/* Count a lookup; the one that ends a window judges it. */
+static void count_lookup(sl_fdc *c, bool hit)
+{
+    if (hit)
+        A_INC(c->hits);
+    else
+        A_INC(c->misses);
+    if (A_INC(c->window) % FUTILE_WINDOW == 0) judge(c);
+}
+
+void sl_fdc_set_first_rest(sl_fdc *c, unsigned ms)
+{
+    pthread_mutex_lock(&c->judge_lock);
+    c->rest_min_ms = c->rest_ms = ms;
+    pthread_mutex_unlock(&c->judge_lock);
+}
+
+void sl_fdc_tick(sl_fdc *c, time_t now)
+{
+    (void)now; /* rests are timed on the monotonic clock */
+    if (!c || !__atomic_load_n(&c->resting, __ATOMIC_ACQUIRE)) return;
+    if (mono_ns() < c->rest_until_ns) return;
+    pthread_mutex_lock(&c->judge_lock);
+    c->judge_lookups = A_GET(c->hits) + A_GET(c->misses);
+    c->judge_hits = A_GET(c->hits);
+    c->futile_streak = 0;
+    __atomic_store_n(&c->resting, false, __ATOMIC_RELEASE);
+    pthread_mutex_unlock(&c->judge_lock);
+}
+
 void sl_fdc_get_stats(sl_fdc *c, sl_fdc_stats *out)
 {
     memset(out, 0, sizeof *out);
@@ -597,6 +738,8 @@ void sl_fdc_get_stats(sl_fdc *c, sl_fdc_stats *out)
     out->invalidations = A_GET(c->invalidations);
     out->evictions = A_GET(c->evictions);
     out->deferred = A_GET(c->deferred);
+    out->rests = A_GET(c->rests);
+    out->resting = __atomic_load_n(&c->resting, __ATOMIC_RELAXED);
     for (size_t i = 0; i < SHARDS; i++) {
         pthread_mutex_lock(&c->sh[i].lock);
         out->entries += c->sh[i].n;

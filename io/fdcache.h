@@ -11,9 +11,11 @@
  *            truncate, chmod, touch, rename over it, delete, create) invalidates the entries of
  *            its directory; any change to a directory entry that is itself a directory (rename
  *            or removal of a subtree), a watch lost or an event queue overflow invalidates every
- *            entry. The kernel queues the event before the changing call returns, and every
- *            lookup reads the queue first (one read() that says EAGAIN when nothing changed): a
- *            request read after a change completed is always answered from the new file.
+ *            entry. The kernel queues the event before the changing call returns; a loop that
+ *            wakes from epoll reads the queue before its requests, and a hit reads it when it
+ *            was last read more than 1 ms ago: a request read more than 1 ms after a change
+ *            completed is always answered from the new file (one read() per millisecond on a
+ *            busy server instead of one per hit).
  *   simple   lighttpd's: an entry is checked against the path (same inode, size, mtime, ctime)
  *            when it is used more than a second after its last check: a change is seen within
  *            one second.
@@ -84,10 +86,20 @@ sl_fdc_entry *sl_fdc_put(sl_fdc *c, int dirfd, const char *dirpath, unsigned key
 /* Give an entry back. */
 void sl_fdc_release(sl_fdc *c, sl_fdc_entry *e);
 
+/* Once a second, from one thread: judge the last second and rest while caching is futile (a
+ * full cache with few hits; see fdcache.c). now: seconds. */
+void sl_fdc_tick(sl_fdc *c, time_t now);
+
+/* How long the first rest lasts (10 s unless set; each further rest in a row lasts twice as
+ * long, up to 300 s). */
+void sl_fdc_set_first_rest(sl_fdc *c, unsigned ms);
+
 /* Counters for the status page. */
 typedef struct sl_fdc_stats {
     uint64_t hits, misses, inserts, invalidations, evictions;
     uint64_t deferred;       /* requests counted and not offered to the cache (sl_fdc_admit) */
+    uint64_t rests;          /* times the cache found itself futile and rested (fdcache.c) */
+    bool resting;            /* resting now: nothing is cached */
     size_t entries, watches;
 } sl_fdc_stats;
 void sl_fdc_get_stats(sl_fdc *c, sl_fdc_stats *out);

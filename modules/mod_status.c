@@ -142,6 +142,8 @@ static void open_files(sl_status_out *o, sl_server *srv)
         sl_status_num(o, "invalidations", st.invalidations, true);
         sl_status_num(o, "evictions", st.evictions, true);
         sl_status_num(o, "deferred", st.deferred, true);
+        sl_status_num(o, "rests", st.rests, true);
+        sl_status_num(o, "resting", st.resting, false);
         sl_status_item_end(o);
     }
     sl_status_list_end(o);

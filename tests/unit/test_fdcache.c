@@ -1,6 +1,7 @@
 /* The open-file cache (io/fdcache.c) on a real directory: hits, every kind of change seen
  * through inotify (content, attributes, replacement, deletion, a directory renamed above the
- * file), the simple engine's once-a-second check, eviction that never closes a held file. */
+ * file), the simple engine's once-a-second check, eviction that never closes a held file, the
+ * one-millisecond bound on reading the event queue, and resting while caching is futile. */
 #include <errno.h>
 #include <fcntl.h>
 #include <setjmp.h>
@@ -11,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -282,6 +284,100 @@ static void test_popular_files_survive_a_scan(void **state)
     sl_fdc_free(c);
 }
 
+static void sleep_ms(long ms)
+{
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+static void test_change_seen_a_millisecond_later(void **state)
+{
+    /* No explicit drain here: sl_fdc_get reads the event queue itself when it was last read
+     * more than 1 ms ago, so a lookup 2 ms after the change must miss. */
+    sl_fdc *c = sl_fdc_new(SL_FDC_INOTIFY, 64);
+    put_file("ms", "one");
+    sl_fdc_entry *e = offer(c, "ms", 1);
+    assert_non_null(e);
+    sl_fdc_release(c, e);
+    sleep_ms(2);
+    e = sl_fdc_get(c, dirfd_, 1, "/ms", 3, 1);
+    assert_non_null(e); /* unchanged: a hit */
+    sl_fdc_release(c, e);
+    put_file("ms", "two");
+    sleep_ms(2);
+    assert_null(sl_fdc_get(c, dirfd_, 1, "/ms", 3, 1));
+    sl_fdc_free(c);
+}
+
+static void test_futile_cache_rests(void **state)
+{
+    /* 64 entries, 2000 files asked for at random: full, and about 3% hits. Two windows of
+     * such lookups and the cache rests: no entries, no watches, nothing looked up or admitted,
+     * until the rest is over. */
+    enum { FILES = 2000 };
+    char rel[32];
+    for (int i = 0; i < FILES; i++) {
+        snprintf(rel, sizeof rel, "f%d", i);
+        put_file(rel, "x");
+    }
+    sl_fdc *c = sl_fdc_new(SL_FDC_INOTIFY, 64);
+    sl_fdc_set_first_rest(c, 50);
+    sl_fdc_stats st;
+    unsigned x = 12345;
+    int n = 0;
+    for (; n < 40000; n++) {
+        x = x * 1103515245u + 12345u;
+        snprintf(rel, sizeof rel, "f%u", (x >> 8) % FILES);
+        request(c, rel);
+        sl_fdc_get_stats(c, &st);
+        if (st.resting) break;
+    }
+    assert_true(st.resting);
+    assert_int_equal(st.rests, 1);
+    assert_true(n >= 2 * 8192 - 1); /* two whole windows were judged */
+    assert_int_equal(st.entries, 0);
+    assert_int_equal(st.watches, 0);
+    /* Resting: a file asked for again and again is neither found nor admitted. */
+    for (int k = 0; k < 5; k++) assert_false(request(c, "f1"));
+    assert_false(sl_fdc_admit(c, dirfd_, 1, "/f1", 3));
+    sl_fdc_tick(c, 0); /* not over yet */
+    sl_fdc_get_stats(c, &st);
+    assert_true(st.resting);
+    sleep_ms(60);
+    sl_fdc_tick(c, 0);
+    sl_fdc_get_stats(c, &st);
+    assert_false(st.resting);
+    /* Caching again: from the second request on, and a change is seen (new watches). */
+    request(c, "f1");
+    request(c, "f1");
+    assert_true(request(c, "f1"));
+    put_file("f1", "changed");
+    assert_null(get(c, "f1", 1));
+    sl_fdc_free(c);
+}
+
+static void test_fitting_set_never_rests(void **state)
+{
+    /* 40 files and room for 64: after the first requests nearly every lookup hits. */
+    char rel[32];
+    for (int i = 0; i < 40; i++) {
+        snprintf(rel, sizeof rel, "w%d", i);
+        put_file(rel, "x");
+    }
+    sl_fdc *c = sl_fdc_new(SL_FDC_INOTIFY, 64);
+    int hits = 0;
+    for (int n = 0; n < 30000; n++) {
+        snprintf(rel, sizeof rel, "w%d", (n * 7) % 40);
+        hits += request(c, rel);
+    }
+    sl_fdc_stats st;
+    sl_fdc_get_stats(c, &st);
+    assert_false(st.resting);
+    assert_int_equal(st.rests, 0);
+    assert_true(hits > 29000);
+    sl_fdc_free(c);
+}
+
 static void test_thousands_of_directories(void **state)
 {
     /* More watches than the watch tables' first size (they grow): each file is found again and
@@ -328,6 +424,9 @@ int main(void)
         cmocka_unit_test(test_admitted_from_the_second_request),
         cmocka_unit_test(test_popular_files_survive_a_scan),
         cmocka_unit_test(test_thousands_of_directories),
+        cmocka_unit_test(test_change_seen_a_millisecond_later),
+        cmocka_unit_test(test_futile_cache_rests),
+        cmocka_unit_test(test_fitting_set_never_rests),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
