@@ -191,8 +191,12 @@ static void core_check(sl_conf_check *k, const void *conf)
     const sl_core_conf *g = conf;
     const sl_config_tree *t = sl_conf_check_tree(k);
     /* In a partial tree the assignment may only have been lost to a syntax error, which was
-     * reported: saying it is not set would only echo that. */
-    if (!g->docroot && !t->partial && !sl_conf_top_assign(k, "server.document-root"))
+     * reported: saying it is not set would only echo that. An assignment that was refused (a
+     * directory that does not exist) was reported with its line too: it is set, just wrong. */
+    bool assigned = false;
+    for (size_t i = 0; i < t->root->n_assigns && !assigned; i++)
+        assigned = !strcmp(t->root->assigns[i].key, "server.document-root");
+    if (!g->docroot && !t->partial && !assigned)
         sl_conf_fail(k, t->root->file, 0, "server.document-root is not set");
     char spec[300], canon[128];
     const char *b = g->bind ? g->bind : "0.0.0.0";

@@ -120,6 +120,19 @@ class CheckConfig(unittest.TestCase):
         r = seekless("-t", "-f", self.d.dir)
         self.assertEqual(self.errors(r), [f"{self.d.dir}: cannot read config file: Is a directory"])
 
+    def test_missing_document_root_is_one_error_with_its_line(self):
+        # Set, but to a directory that does not exist: that line's error, and no second one
+        # claiming the key is not set at all (no line to point at, and not true).
+        path = self.d.write("c.conf", 'server.port = 8080\nserver.document-root = "no-such-dir"\n')
+        r = seekless("-t", "-f", path)
+        errs = self.errors(r)
+        self.assertEqual(len(errs), 1, errs)
+        self.assertTrue(errs[0].startswith(f"{path}:2: server.document-root "), errs)
+        self.assertIn("No such file or directory", errs[0])
+        # Not set at all: said so, naming the file.
+        r = self.check("server.port = 8080\n", name="unset.conf")
+        self.assertEqual(self.errors(r), [f"{self.d.path('unset.conf')}: server.document-root is not set"])
+
     def test_what_start_up_would_refuse(self):
         # As root, the files the server opens after dropping privileges are judged as
         # server.username ("nobody"); otherwise as the user running -t, shut out by permissions.
