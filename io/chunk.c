@@ -50,12 +50,14 @@ int sl_chunkq_append_mem(sl_chunkq *q, const void *p, size_t n)
 
 int sl_chunkq_prepend_mem(sl_chunkq *q, const void *p, size_t n)
 {
-    sl_chunk *c = malloc(sizeof *c + (n > MEM_CHUNK_MIN ? n : MEM_CHUNK_MIN));
+    /* Its own size, not MEM_CHUNK_MIN: a response head (a few hundred bytes) is prepended once
+     * and never grown, and a small block comes from malloc's per-thread cache. */
+    sl_chunk *c = malloc(sizeof *c + n);
     if (!c) return -ENOMEM;
     c->fd = -1;
     c->off = 0;
     c->end = (off_t)n;
-    c->cap = n > MEM_CHUNK_MIN ? n : MEM_CHUNK_MIN;
+    c->cap = n;
     memcpy(c->data, p, n);
     c->next = q->head;
     q->head = c;

@@ -426,6 +426,19 @@ static char *put(char *p, const char *s, size_t n)
     return p + n;
 }
 
+/* Decimal digits of v (printf's machinery costs more than the rest of the head). */
+static char *put_u64(char *p, uint64_t v)
+{
+    char t[20];
+    int n = 0;
+    do {
+        t[n++] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    while (n) *p++ = t[--n];
+    return p;
+}
+
 /* Write the response head in front of the queued body: the response_start hooks first. */
 static int head_write(sl_conn *c)
 {
@@ -451,7 +464,9 @@ static int head_write(sl_conn *c)
     /* Always our own version, 1.1, also to a 1.0 client (RFC 9110 §2.5: the version says what
      * the sender can do, not what the recipient sent). The 1.0 semantics stay with the request:
      * no chunked coding, keep-alive only when asked. */
-    p += sprintf(p, "HTTP/1.1 %d ", r->status);
+    p = put(p, "HTTP/1.1 ", 9);
+    p = put_u64(p, (uint64_t)(unsigned)r->status);
+    *p++ = ' ';
     p = put(p, reason, strlen(reason));
     p = put(p, "\r\n", 2);
     for (unsigned i = 0; i < r->n_fields; i++) {
@@ -461,8 +476,11 @@ static int head_write(sl_conn *c)
         p = put(p, f->value, f->value_len);
         p = put(p, "\r\n", 2);
     }
-    if (r->content_length != UINT64_MAX)
-        p += sprintf(p, "Content-Length: %llu\r\n", (unsigned long long)r->content_length);
+    if (r->content_length != UINT64_MAX) {
+        p = put(p, "Content-Length: ", 16);
+        p = put_u64(p, r->content_length);
+        p = put(p, "\r\n", 2);
+    }
     p = put(p, "Date: ", 6);
     p = put(p, date, SL_HTTP_DATE_LEN);
     p = put(p, "\r\nServer: seekless/" SL_VERSION "\r\n", sizeof "\r\nServer: seekless/" SL_VERSION "\r\n" - 1);
