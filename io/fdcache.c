@@ -27,7 +27,7 @@
  * FUTILE_HIT_PCT percent hits, twice in a row, and it rests: every entry and every watch goes,
  * and lookups and admissions return at once (one atomic load) for REST_MIN_MS (sl_fdc_tick ends
  * the rest), twice as long after each rest that ends in futility again (up to REST_MAX_MS),
- * back to REST_MIN after a window of good hits. A working set that fits never rests.
+ * back to the first length after a window of good hits. A working set that fits never rests.
  *
  * Locks: each shard's lock guards its table, its LRU and its entries' hold counts; the watch
  * lock guards the watch tables. No code path holds both.
@@ -635,6 +635,20 @@ void sl_fdc_release(sl_fdc *c, sl_fdc_entry *pub)
     pthread_mutex_unlock(&s->lock);
 }
 
+/* Entries in the cache now, and (cap) how many it may hold. */
+static size_t entries(sl_fdc *c, size_t *cap)
+{
+    size_t n = 0, room = 0;
+    for (size_t i = 0; i < SHARDS; i++) {
+        pthread_mutex_lock(&c->sh[i].lock);
+        n += c->sh[i].n;
+        room += c->sh[i].cap;
+        pthread_mutex_unlock(&c->sh[i].lock);
+    }
+    if (cap) *cap = room;
+    return n;
+}
+
 /* Rest: every entry out (a held one closes when its holder lets go) and every watch removed, so
  * no directory costs the kernel a look per file operation any more. */
 static void rest_begin(sl_fdc *c)
@@ -647,6 +661,8 @@ static void rest_begin(sl_fdc *c)
         while (s->lru.lnext != &s->lru) ent_kill(s, s->lru.lnext);
         pthread_mutex_unlock(&s->lock);
     }
+    /* One system call per watch, on the loop whose lookup ended the window: a few milliseconds
+     * for thousands of directories, once per rest (at least REST_MIN_MS apart). */
     pthread_mutex_lock(&c->wlock);
     for (size_t i = 0; c->by_rel && i < c->wnb; i++) {
         while (c->by_rel[i]) {
@@ -675,13 +691,7 @@ static void judge(sl_fdc *c)
     uint64_t l = lookups - c->judge_lookups, h = hits - c->judge_hits;
     c->judge_lookups = lookups;
     c->judge_hits = hits;
-    size_t n = 0, cap = 0;
-    for (size_t i = 0; i < SHARDS; i++) {
-        pthread_mutex_lock(&c->sh[i].lock);
-        n += c->sh[i].n;
-        cap += c->sh[i].cap;
-        pthread_mutex_unlock(&c->sh[i].lock);
-    }
+    size_t cap, n = entries(c, &cap);
     if (l > 0 && n * 10 >= cap * 9 && h * 100 < l * FUTILE_HIT_PCT) {
         if (++c->futile_streak >= 2 && !__atomic_load_n(&c->resting, __ATOMIC_RELAXED)) {
             rest_begin(c);
@@ -716,16 +726,16 @@ void sl_fdc_set_first_rest(sl_fdc *c, unsigned ms)
     pthread_mutex_unlock(&c->judge_lock);
 }
 
-void sl_fdc_tick(sl_fdc *c, time_t now)
+void sl_fdc_tick(sl_fdc *c)
 {
-    (void)now; /* rests are timed on the monotonic clock */
     if (!c || !__atomic_load_n(&c->resting, __ATOMIC_ACQUIRE)) return;
-    if (mono_ns() < c->rest_until_ns) return;
     pthread_mutex_lock(&c->judge_lock);
-    c->judge_lookups = A_GET(c->hits) + A_GET(c->misses);
-    c->judge_hits = A_GET(c->hits);
-    c->futile_streak = 0;
-    __atomic_store_n(&c->resting, false, __ATOMIC_RELEASE);
+    if (mono_ns() >= c->rest_until_ns) {
+        c->judge_lookups = A_GET(c->hits) + A_GET(c->misses);
+        c->judge_hits = A_GET(c->hits);
+        c->futile_streak = 0;
+        __atomic_store_n(&c->resting, false, __ATOMIC_RELEASE);
+    }
     pthread_mutex_unlock(&c->judge_lock);
 }
 
@@ -740,11 +750,7 @@ void sl_fdc_get_stats(sl_fdc *c, sl_fdc_stats *out)
     out->deferred = A_GET(c->deferred);
     out->rests = A_GET(c->rests);
     out->resting = __atomic_load_n(&c->resting, __ATOMIC_RELAXED);
-    for (size_t i = 0; i < SHARDS; i++) {
-        pthread_mutex_lock(&c->sh[i].lock);
-        out->entries += c->sh[i].n;
-        pthread_mutex_unlock(&c->sh[i].lock);
-    }
+    out->entries = entries(c, NULL);
     pthread_mutex_lock(&c->wlock);
     out->watches = c->n_watches;
     pthread_mutex_unlock(&c->wlock);

@@ -86,9 +86,9 @@ sl_fdc_entry *sl_fdc_put(sl_fdc *c, int dirfd, const char *dirpath, unsigned key
 /* Give an entry back. */
 void sl_fdc_release(sl_fdc *c, sl_fdc_entry *e);
 
-/* Once a second, from one thread: judge the last second and rest while caching is futile (a
- * full cache with few hits; see fdcache.c). now: seconds. */
-void sl_fdc_tick(sl_fdc *c, time_t now);
+/* Once a second, from one thread: end a rest that is over (a full cache with few hits rests;
+ * see fdcache.c). */
+void sl_fdc_tick(sl_fdc *c);
 
 /* How long the first rest lasts (10 s unless set; each further rest in a row lasts twice as
  * long, up to 300 s). */

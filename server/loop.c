@@ -240,7 +240,7 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
     sl_loop *loop = arg;
     loop->now = time(NULL);
     /* One loop judges whether the shared open-file cache pays (fdcache.c: futility). */
-    if (loop->id == 0) sl_fdc_tick(loop->srv->fdc, loop->now);
+    if (loop->id == 0) sl_fdc_tick(loop->srv->fdc);
     sl_conn *next;
     for (sl_conn *c = loop->conns; c; c = next) {
         next = c->next;

@@ -340,11 +340,11 @@ static void test_futile_cache_rests(void **state)
     /* Resting: a file asked for again and again is neither found nor admitted. */
     for (int k = 0; k < 5; k++) assert_false(request(c, "f1"));
     assert_false(sl_fdc_admit(c, dirfd_, 1, "/f1", 3));
-    sl_fdc_tick(c, 0); /* not over yet */
+    sl_fdc_tick(c); /* not over yet */
     sl_fdc_get_stats(c, &st);
     assert_true(st.resting);
     sleep_ms(60);
-    sl_fdc_tick(c, 0);
+    sl_fdc_tick(c);
     sl_fdc_get_stats(c, &st);
     assert_false(st.resting);
     /* Caching again: from the second request on, and a change is seen (new watches). */
