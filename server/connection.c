@@ -108,6 +108,15 @@ static time_t now_s(const sl_conn *c)
     return c->loop->now;
 }
 
+/* The deadline for a limit of `secs` seconds from now. The loop's clock counts whole seconds and
+ * the sweep runs once a second, so one more second is added: the connection gets at least the
+ * whole limit and at most one second more (lighttpd's "more than N seconds"). Without it, a
+ * connection that went idle late in a second was closed after barely N-1. */
+static time_t deadline_in(const sl_conn *c, time_t secs)
+{
+    return now_s(c) + secs + 1;
+}
+
 /* Come back to this connection after the other ready events ran (a budget was spent while the
  * socket can still take more, or pipelined requests wait): an edge that already fired will not
  * fire again. */
@@ -184,7 +193,7 @@ int sl_conn_new(sl_loop *loop, int fd, const struct sockaddr *sa, int salen, uns
     loop->conns = c;
     loop->n_conns++;
     c->state = SL_CONN_READ_HEAD;
-    c->deadline = now_s(c) + srv->global->max_read_idle;
+    c->deadline = deadline_in(c, srv->global->max_read_idle);
     c->rd_ready = c->wr_ready = true; /* try at once; the kernel says when not */
     /* EV_CLOSED (EPOLLRDHUP) tells a short read that the peer's FIN is queued behind the data:
      * with edge-triggered events no further edge would announce it. */
@@ -542,7 +551,7 @@ static void request_reset(sl_conn *c)
 static void start_write(sl_conn *c)
 {
     c->state = SL_CONN_WRITE;
-    c->deadline = now_s(c) + sl_core(c->conf)->max_write_idle;
+    c->deadline = deadline_in(c, sl_core(c->conf)->max_write_idle);
     if (head_write(c) < 0) {
         sl_log("%s: out of memory for the response head", c->path ? c->path : "-");
         c->keep_alive = false;
@@ -795,7 +804,7 @@ static int request_finished(sl_conn *c)
      * pushes a tail Nagle held back. */
     sl_conn_nodelay(c);
     if (c->in_len > 0) {
-        c->deadline = now_s(c) + srv_of(c)->global->max_read_idle;
+        c->deadline = deadline_in(c, srv_of(c)->global->max_read_idle);
         request_start(c);
         return 0; /* conn_run parses the pipelined request next */
     }
@@ -803,7 +812,7 @@ static int request_finished(sl_conn *c)
     sl_loop_buf_put(c->loop, c->in);
     c->in = NULL;
     c->in_cap = 0;
-    c->deadline = now_s(c) + sl_core(c->conf)->max_keep_alive_idle;
+    c->deadline = deadline_in(c, sl_core(c->conf)->max_keep_alive_idle);
     return 0;
 }
 
@@ -826,7 +835,7 @@ static int conn_read(sl_conn *c)
     if (n > 0) {
         if (c->in_len == 0 && c->requests > 0) {
             /* A new request starts on a kept-alive connection. */
-            c->deadline = now_s(c) + srv_of(c)->global->max_read_idle;
+            c->deadline = deadline_in(c, srv_of(c)->global->max_read_idle);
             request_start(c);
         }
         c->in_len += (size_t)n;
@@ -861,7 +870,7 @@ ssize_t sl_conn_recv(sl_conn *c, void *buf, size_t len)
 void sl_conn_want_body(sl_conn *c, long secs)
 {
     c->body_armed = true;
-    c->deadline = now_s(c) + (secs > 0 ? secs : 1);
+    c->deadline = deadline_in(c, secs > 0 ? secs : 1);
     if (c->rd_ready) yield(c, EV_READ);
 }
 
@@ -945,7 +954,7 @@ static void conn_run(sl_conn *c)
             int r = conn_write(c);
             if (c->bytes_out > before) {
                 if (!c->t.first_byte) sl_conn_mark(c, &c->t.first_byte);
-                c->deadline = now_s(c) + sl_core(c->conf)->max_write_idle;
+                c->deadline = deadline_in(c, sl_core(c->conf)->max_write_idle);
             }
             if (r == 2) return; /* a read is in flight: on_xfer resumes us */
             if (r == 1) {

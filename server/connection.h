@@ -4,7 +4,8 @@
  * thread. Its socket is registered with the kernel once, for reading and writing, edge-triggered;
  * the connection remembers what the kernel said (rd_ready, wr_ready) until a read or write comes
  * back short, so a request costs no epoll_ctl. Timeouts are coarse: each state sets a deadline
- * in whole seconds and the loop's once-a-second sweep acts on those that passed.
+ * in whole seconds and the loop's once-a-second sweep acts on those that passed: a limit of N
+ * seconds closes a connection after more than N and at most N+1 (lighttpd's rule).
  */
 #ifndef SL_CONNECTION_H
 #define SL_CONNECTION_H
