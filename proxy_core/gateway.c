@@ -31,6 +31,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <stdio.h>
+#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/un.h>
@@ -473,10 +474,15 @@ void sl_gw_unwatch(sl_gw_conn *gc)
     unwatch(gc);
 }
 
-/* Has the oldest new connection waited long enough to be stuck behind kept ones? */
+/* Has the oldest new connection waited long enough to be stuck behind kept ones? Its answer
+ * may already wait in its socket while this loop was busy elsewhere (a loaded machine, a loop
+ * under valgrind): then it is not stuck, only not read yet, and a kept connection closed for
+ * it would be lost for nothing. The look costs a poll() only when the time says stuck. */
 static bool stalled(const sl_gw_backend *be, uint64_t now_ms)
 {
-    return be->fresh && now_ms - be->fresh->opened_ms >= SL_GW_STALL_MS + 2 * be->lat_ms;
+    if (!be->fresh || now_ms - be->fresh->opened_ms < SL_GW_STALL_MS + 2 * be->lat_ms) return false;
+    struct pollfd p = {.fd = be->fresh->fd, .events = POLLIN};
+    return poll(&p, 1, 0) == 0;
 }
 
 /* A new connection is stuck behind kept ones: count it; learn the backend's workers from the
