@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <sys/sendfile.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
@@ -115,6 +116,22 @@ void sl_xfer_init(sl_xfer *x, sl_io *io, int sock, void (*resume)(sl_xfer *x), v
     x->resume = resume;
     x->owner = owner;
     x->fd = -1;
+    x->id_fd = -1;
+}
+
+void sl_xfer_set_file(sl_xfer *x, int fd, const struct stat *st)
+{
+    x->id_fd = fd;
+    sl_file_id_of(&x->id, st);
+}
+
+/* The loop's millisecond clock for the memo: the coarse clock is read from the vDSO without a
+ * system call, and its few milliseconds of granularity are nothing against the trust time. */
+static uint64_t coarse_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
 void sl_xfer_adopt(sl_xfer *x, int fd, char *buf, size_t cap, off_t off, size_t n)
@@ -158,6 +175,7 @@ void sl_xfer_reset(sl_xfer *x)
     x->res = 0;
     x->pos = 0;
     x->skip = 0;
+    x->id_fd = -1;
 }
 
 static void wait_for_slot(sl_io *io, sl_xfer *x)
@@ -358,7 +376,21 @@ int sl_xfer_send(sl_xfer *x, int fd, off_t *off, off_t end, size_t budget, uint6
             r = 0;
             break;
         case SL_NB_HYBRID: {
-            int res = sl_page_cache_resident(fd, *off, block);
+            /* A file the loop found wholly cached within the trust time is sent without asking
+             * again; a check that covers the whole file teaches the memo either way. */
+            bool known = x->id_fd == fd && x->id.ino && io->memo;
+            uint64_t now = known ? coarse_ms() : 0;
+            int res;
+            if (known && sl_resmemo_trust(io->memo, &x->id, now)) {
+                res = 1;
+            } else {
+                res = sl_page_cache_resident(fd, *off, block);
+                if (known && res >= 0) {
+                    __atomic_store_n(&io->memo_checks, io->memo_checks + 1, __ATOMIC_RELAXED);
+                    sl_resmemo_note(io->memo, &x->id, now,
+                                    *off == 0 && (int64_t)block >= x->id.size, res > 0);
+                }
+            }
             if (res > 0) {
                 r = send_inline(x, fd, off, block < room ? block : room, sent, &done);
                 break;
@@ -490,6 +522,16 @@ int sl_io_init(sl_io *io, struct event_base *base, sl_tport *port, const sl_io_c
         snprintf(err, errlen, "network backend %s needs the read threads", io->nb->name);
         return -1;
     }
+    if (io->nb->kind == SL_NB_HYBRID) {
+        /* 2^17 slots of 24 bytes: 3 MiB of address space per loop, of which only the pages of
+         * slots used are ever touched (calloc's fresh pages are the kernel's zero page). A hot
+         * set of 100,000 files keeps most of its entries. */
+        io->memo = sl_resmemo_new(17);
+        if (!io->memo) {
+            snprintf(err, errlen, "out of memory");
+            return -1;
+        }
+    }
     if (io->nb->init && io->nb->init(io, err, errlen) < 0) return -1;
     return 0;
 }
@@ -501,6 +543,8 @@ void sl_io_fini(sl_io *io)
     free(io->free_bufs);
     io->free_bufs = NULL;
     io->n_free_bufs = 0;
+    sl_resmemo_free(io->memo);
+    io->memo = NULL;
 }
 
 int sl_io_open_submit(sl_io *io, sl_openreq *op)

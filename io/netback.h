@@ -24,6 +24,7 @@
 #include <linux/openat2.h>
 #include <sys/types.h>
 
+#include "resmemo.h"
 #include "threadpool.h"
 
 struct event_base;
@@ -58,6 +59,10 @@ typedef struct sl_xfer {
     bool sent;             /* hybrid: a thread sendfile()d res bytes itself (no buffer) */
     struct sl_xfer *wait_next;
     void *priv;            /* backend's per-xfer state (control blocks, O_DIRECT fd) */
+    /* The file being sent, as its owner knows it (sl_xfer_set_file): lets the hybrid backend
+     * trust the loop's residency memo for it. id_fd < 0 or another fd: unknown. */
+    int id_fd;
+    sl_file_id id;
 } sl_xfer;
 
 /* An open(2) submitted to a backend that can open without blocking (io-uring). */
@@ -121,6 +126,9 @@ typedef struct sl_io {
     sl_xfer *wait_head, *wait_tail; /* waiting for a read slot, FIFO */
     char **free_bufs;      /* recycled full-size block buffers */
     size_t n_free_bufs, max_free_bufs;
+    sl_resmemo *memo;      /* hybrid: files lately found wholly in the page cache, else NULL */
+    uint64_t memo_checks;  /* hybrid: cachestat() calls made for files with a known identity
+                            * (written by the loop, read atomically by the status page) */
 } sl_io;
 
 /* The backend called `name`, if compiled in. */
@@ -141,6 +149,11 @@ int sl_io_open_submit(sl_io *io, sl_openreq *op);
 
 /* Prepare x (embedded in its owner) for io, sending to sock. */
 void sl_xfer_init(sl_xfer *x, sl_io *io, int sock, void (*resume)(sl_xfer *x), void *owner);
+
+/* The file the next sl_xfer_send calls send from fd is the one st describes (the owner's fstat):
+ * the hybrid backend may then skip asking the kernel whether its pages are cached when the
+ * loop found them all cached a moment ago. Cleared by sl_xfer_reset. */
+void sl_xfer_set_file(sl_xfer *x, int fd, const struct stat *st);
 
 /* Send bytes [*off, end) of fd to x->sock, at most about `budget` bytes now; *off advances and
  * *sent grows by what went out. Returns 0 when the range is sent, SL_XFER_AGAIN, SL_XFER_WAIT,

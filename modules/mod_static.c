@@ -360,6 +360,7 @@ sl_hresult sl_static_respond(sl_conn *c, const sl_static_result *r)
     case 206:
         if (c->file_fd >= 0 && c->file_fd != r->fd && !c->file_ent) close(c->file_fd);
         c->file_fd = r->fd; /* closed by the core when the request ends */
+        sl_conn_file_is(c, r->fd, &r->st);
         sl_conn_mark(c, &c->t.open);
         if (r->status == 206 && r->n_ranges > 1) {
             send_multipart(c, r, head);

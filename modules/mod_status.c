@@ -166,6 +166,19 @@ static void loops(sl_status_out *o, sl_loop *me)
         sl_status_num(o, "bytes", SL_STAT_GET(l->stats.bytes), true);
         sl_status_num(o, "reads_inflight", __atomic_load_n(&l->io.reads_inflight, __ATOMIC_RELAXED),
                       false);
+        if (l->io.memo) {
+            /* hybrid: sends on the residency memo's word, those the kernel was asked about
+             * (cachestat) instead, the memo's audits, those that found pages gone, and the
+             * trust time they leave */
+            sl_resmemo_stats ms;
+            sl_resmemo_get_stats(l->io.memo, &ms);
+            sl_status_num(o, "cache_trusted", ms.trusted, true);
+            sl_status_num(o, "cache_checked", __atomic_load_n(&l->io.memo_checks, __ATOMIC_RELAXED),
+                          true);
+            sl_status_num(o, "cache_audits", ms.audits, true);
+            sl_status_num(o, "cache_audit_misses", ms.misses, true);
+            sl_status_num(o, "cache_trust_ms", ms.trust_ms, false);
+        }
         sl_status_item_end(o);
     }
     sl_status_list_end(o);

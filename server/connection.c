@@ -424,6 +424,11 @@ void sl_resp_error(sl_conn *c, int status)
     if (c->req.method != SL_METHOD_HEAD) sl_chunkq_append_mem(&c->out, body, (size_t)n);
 }
 
+void sl_conn_file_is(sl_conn *c, int fd, const struct stat *st)
+{
+    sl_xfer_set_file(&c->xfer, fd, st);
+}
+
 int sl_conn_send_file(sl_conn *c, int fd, off_t off, off_t len)
 {
     return sl_chunkq_append_file(&c->out, fd, off, len);

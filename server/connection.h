@@ -212,5 +212,9 @@ int sl_errno_to_status(int err);
 /* Send bytes [off, off+len) of fd as (part of) the response body, through the loop's network
  * backend; fd stays the caller's (closed by it when the request ends). 0 or -ENOMEM. */
 int sl_conn_send_file(sl_conn *c, int fd, off_t off, off_t len);
+/* The file fd of this response is the one st describes (from the handler's fstat): the network
+ * backend may use it to remember what it learnt of the file (the hybrid backend's residency
+ * memo). Forgotten when the request ends. */
+void sl_conn_file_is(sl_conn *c, int fd, const struct stat *st);
 
 #endif

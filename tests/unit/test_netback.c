@@ -1,7 +1,7 @@
 /* Network backends: the synchronous core every asynchronous backend shares (block reads), the
- * page-cache probe the hybrid backend decides with, the backend registry, and every backend
- * sending file ranges to a socket through sl_xfer on an event loop of the test's own (the io
- * layer needs no connection, request or config). */
+ * page-cache probe the hybrid backend decides with and the memo that spares it, the backend
+ * registry, and every backend sending file ranges to a socket through sl_xfer on an event loop
+ * of the test's own (the io layer needs no connection, request or config). */
 #include <errno.h>
 #include <fcntl.h>
 #include <setjmp.h>
@@ -11,6 +11,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -173,6 +175,83 @@ static void transfer_with(const char *backend, off_t off, off_t end)
     free(t);
 }
 
+/* Send the whole file once through io (hybrid) with its identity known; reset after. */
+static void send_known(sl_io *io, struct event_base *base)
+{
+    xctx *t = calloc(1, sizeof *t);
+    int sv[2];
+    assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, sv), 0);
+    int big = 1 << 20;
+    setsockopt(sv[0], SOL_SOCKET, SO_SNDBUF, &big, sizeof big);
+    t->peer = sv[1];
+    t->end = SIZE;
+    t->base = base;
+    t->result = 1;
+    sl_xfer_init(&t->x, io, sv[0], resumed, t);
+    struct stat st;
+    assert_int_equal(fstat(fd, &st), 0);
+    sl_xfer_set_file(&t->x, fd, &st);
+    pump(t);
+    if (t->result == 1) {
+        struct timeval limit = {10, 0};
+        event_base_loopexit(base, &limit);
+        event_base_dispatch(base);
+    }
+    drain(t);
+    assert_int_equal(t->result, 0);
+    assert_int_equal(t->n_got, (size_t)SIZE);
+    assert_memory_equal(t->got, data, SIZE);
+    sl_xfer_reset(&t->x);
+    assert_int_equal(t->x.id_fd, -1); /* the identity ends with the range */
+    close(sv[0]);
+    close(sv[1]);
+    free(t);
+}
+
+/* The hybrid backend asks the kernel once about a file it found wholly cached, trusts the memo
+ * for the next send, and asks again about a file that changed (another ctime), which is then
+ * found cold and sent through the read threads, bytes intact. */
+static void test_hybrid_trusts_the_memo_for_a_cached_file(void **state)
+{
+    if (sl_page_cache_resident(fd, 0, SIZE) == -ENOSYS) skip();
+    const sl_netbackend *nb = sl_netback_find("hybrid");
+    struct event_base *base = event_base_new();
+    sl_tport *port = sl_tport_new(base);
+    sl_tpool *pool = sl_tpool_new("t-read", 2, 8);
+    sl_io io;
+    char err[256];
+    sl_io_config cfg = {.nb = nb, .read_pool = pool, .block_size = 512 * 1024, .max_reads = 2,
+                        .threads = 2};
+    assert_int_equal(sl_io_init(&io, base, port, &cfg, err, sizeof err), 0);
+    assert_non_null(io.memo);
+    static unsigned char all[SIZE];
+    assert_int_equal(pread(fd, all, SIZE, 0), SIZE); /* wholly cached */
+    /* The socket takes 64 KiB a call: the calls after the first of a send use the memo too. */
+    send_known(&io, base);
+    assert_int_equal(io.memo_checks, 1);
+    sl_resmemo_stats ms;
+    sl_resmemo_get_stats(io.memo, &ms);
+    uint64_t hits = ms.trusted;
+    send_known(&io, base);
+    assert_int_equal(io.memo_checks, 1); /* not asked again */
+    sl_resmemo_get_stats(io.memo, &ms);
+    assert_true(ms.trusted > hits);
+    hits = ms.trusted;
+    /* Another file to the memo: its ctime moves (chmod), and its pages leave the cache. */
+    struct timespec pause = {0, 20 * 1000 * 1000};
+    nanosleep(&pause, NULL);
+    assert_int_equal(fchmod(fd, 0640), 0);
+    assert_int_equal(posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED), 0);
+    send_known(&io, base);
+    assert_true(io.memo_checks >= 2);
+    sl_resmemo_get_stats(io.memo, &ms);
+    assert_int_equal(ms.trusted, hits);
+    sl_tpool_free(pool);
+    sl_io_fini(&io);
+    sl_tport_free(port);
+    event_base_free(base);
+}
+
 static void test_every_backend_sends_ranges(void **state)
 {
     for (size_t i = 0; sl_netbackends[i]; i++) {
@@ -249,6 +328,7 @@ int main(void)
         cmocka_unit_test(test_registry),
         cmocka_unit_test(test_every_backend_sends_ranges),
         cmocka_unit_test(test_truncated_file_is_reported),
+        cmocka_unit_test(test_hybrid_trusts_the_memo_for_a_cached_file),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
