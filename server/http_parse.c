@@ -38,6 +38,7 @@ typedef struct parser {
     size_t len;
     size_t start; /* offset of the request line: where max_head and max_line are counted from */
     size_t max_head, max_line, max_headers;
+    size_t head_lim, line_lim; /* first offsets past max_head, and past the request line's limit */
     sl_http_request *req;
     /* Transfer-Encoding as one combined list over all its field lines (RFC 9110 §5.3). */
     bool te_seen, te_last_chunked;
@@ -64,10 +65,25 @@ static bool is_ows(unsigned char c)
     return c == ' ' || c == '\t';
 }
 
+/* Byte classes, looked up once per byte on the hot path instead of a chain of comparisons. */
+enum { C_TCHAR = 1, C_OWS = 2, C_EOL = 4, C_BAD_VALUE = 8 };
+static const unsigned char cls[256] = {
+    /* tchar, RFC 9110 §5.6.2 */
+    ['0' ... '9'] = C_TCHAR, ['a' ... 'z'] = C_TCHAR, ['A' ... 'Z'] = C_TCHAR,
+    ['!'] = C_TCHAR, ['#'] = C_TCHAR, ['$'] = C_TCHAR, ['%'] = C_TCHAR, ['&'] = C_TCHAR,
+    ['\''] = C_TCHAR, ['*'] = C_TCHAR, ['+'] = C_TCHAR, ['-'] = C_TCHAR, ['.'] = C_TCHAR,
+    ['^'] = C_TCHAR, ['_'] = C_TCHAR, ['`'] = C_TCHAR, ['|'] = C_TCHAR, ['~'] = C_TCHAR,
+    /* in a field value: CTLs other than HTAB are refused (CR and LF end the line) */
+    [0x00 ... 0x08] = C_BAD_VALUE, [0x0b ... 0x0c] = C_BAD_VALUE, [0x0e ... 0x1f] = C_BAD_VALUE,
+    [0x7f] = C_BAD_VALUE,
+    [' '] = C_OWS, ['\t'] = C_OWS,
+    ['\r'] = C_EOL | C_BAD_VALUE, ['\n'] = C_EOL | C_BAD_VALUE,
+};
+
 /* tchar, RFC 9110 §5.6.2. */
 static bool is_tchar(unsigned char c)
 {
-    return is_digit(c) || is_alpha(c) || (c != 0 && strchr("!#$%&'*+-.^_`|~", c) != NULL);
+    return cls[c] & C_TCHAR;
 }
 
 static unsigned char lower(unsigned char c)
@@ -89,9 +105,8 @@ static bool eq_ci(const char *s, size_t n, const char *lit)
  * of the request line are blamed on the line (414) even when it is max_head they overrun. */
 static int check_limit(const parser *ps, size_t p, bool request_line)
 {
-    size_t off = p - ps->start;
-    if (request_line && (off >= ps->max_line || off >= ps->max_head)) return -414;
-    if (off >= ps->max_head) return -431;
+    if (request_line && p >= ps->line_lim) return -414;
+    if (p >= ps->head_lim) return -431;
     return 0;
 }
 
@@ -522,11 +537,15 @@ static int parse_fields(parser *ps, size_t *pp)
             if (p >= ps->len) return 0;
             if ((r = check_limit(ps, p, false))) return r;
             c = (unsigned char)b[p];
-            if (c == '\r' || c == '\n') break;
-            if (is_ows(c)) continue;
-            /* CTLs (NUL, bare CR, DEL...) are refused; obs-text (0x80-0xff) is allowed. */
-            if (c < 0x20 || c == 0x7f) return -400;
-            val_end = p + 1;
+            unsigned char k = cls[c];
+            if (!(k & (C_OWS | C_BAD_VALUE))) {
+                val_end = p + 1; /* the usual byte: one look-up decides */
+                continue;
+            }
+            if (k & C_EOL) break;
+            if (k & C_OWS) continue;
+            /* CTLs (NUL, DEL...) are refused; obs-text (0x80-0xff) is allowed. */
+            return -400;
         }
         if ((r = line_end(ps, p, &p)) <= 0) return r;
 
@@ -595,6 +614,10 @@ int sl_http_parse_request(const char *buf, size_t len, const sl_http_limits *lim
         }
     }
     ps.start = p;
+    /* Offsets past the limits, saturating: max_head is capped well below SIZE_MAX, max_line may
+     * not be. */
+    ps.head_lim = p + ps.max_head;
+    ps.line_lim = ps.max_line < ps.max_head ? p + ps.max_line : ps.head_lim;
 
     int r = parse_request_line(&ps, &p);
     if (r <= 0) return r;

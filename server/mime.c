@@ -34,6 +34,9 @@ struct sl_mime_table {
     size_t *lens; /* distinct non-zero key lengths, ascending */
     size_t nlens;
     const char *fallback; /* type of the "" entry, or NULL */
+    /* The first bytes of the keys (lower-case), as bits: a suffix that starts with any other
+     * byte is not looked up. Most keys start with '.', so a name without one costs no probe. */
+    uint64_t first[4];
 };
 
 static const char octet_stream[] = "application/octet-stream";
@@ -72,6 +75,8 @@ static void table_put(sl_mime_table *t, const char *key, size_t len, const char 
         return;
     }
     uint32_t h = hash_backwards(key, len);
+    unsigned char f = (unsigned char)key[0];
+    t->first[f >> 6] |= 1ull << (f & 63);
     struct mime_slot *s = find_slot(t, key, len, h);
     s->key = key;
     s->key_len = len;
@@ -234,7 +239,7 @@ static const struct {
 
 static struct mime_slot default_slots[256];
 static size_t default_lens[N_DEFAULT];
-static sl_mime_table default_table = {default_slots, 255, default_lens, 0, NULL};
+static sl_mime_table default_table = {default_slots, 255, default_lens, 0, NULL, {0}};
 static pthread_once_t default_once = PTHREAD_ONCE_INIT;
 
 _Static_assert(2 * N_DEFAULT <= sizeof default_slots / sizeof *default_slots, "default table too full");
@@ -317,6 +322,8 @@ const char *sl_mime_lookup(const sl_mime_table *t, const char *path, size_t len)
             folded++;
         }
         const char *tail = path + len - want;
+        unsigned char f = lower((unsigned char)tail[0]);
+        if (!(t->first[f >> 6] >> (f & 63) & 1)) continue;
         for (size_t i = h & t->mask; t->slots[i].key; i = (i + 1) & t->mask) {
             const struct mime_slot *s = &t->slots[i];
             if (s->hash != h || s->key_len != want) continue;
