@@ -123,6 +123,9 @@ void sl_xfer_set_file(sl_xfer *x, int fd, const struct stat *st)
 {
     x->id_fd = fd;
     sl_file_id_of(&x->id, st);
+    /* The head is written and sent before the body's first block is looked at: time enough
+     * for the slot to arrive. */
+    if (x->io) sl_resmemo_prefetch(x->io->memo, &x->id);
 }
 
 /* The loop's millisecond clock for the memo: the coarse clock is read from the vDSO without a

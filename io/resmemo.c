@@ -74,6 +74,11 @@ static struct slot *slot_of(sl_resmemo *m, const sl_file_id *id)
     return &m->slots[mix(id->ino ^ (id->dev * 0x9e3779b97f4a7c15ULL)) & m->mask];
 }
 
+void sl_resmemo_prefetch(const sl_resmemo *m, const sl_file_id *id)
+{
+    if (m && id->ino) __builtin_prefetch(slot_of((sl_resmemo *)m, id));
+}
+
 /* A slot's time is never 0 (0 means empty). */
 static uint64_t stamp(uint64_t now_ms)
 {

@@ -58,6 +58,9 @@ void sl_resmemo_free(sl_resmemo *m);
 /* The identity of the file st describes. */
 void sl_file_id_of(sl_file_id *id, const struct stat *st);
 
+/* The file will be asked about soon: start loading its slot into the CPU cache (the memo is
+ * megabytes, and a slot is seldom in cache when its file is asked about again seconds later). */
+void sl_resmemo_prefetch(const sl_resmemo *m, const sl_file_id *id);
 /* May the whole of this file be taken to be in the page cache without asking the kernel (it was
  * found so within the trust time, and this is not an audit)? false for an unknown id, a NULL
  * memo, or when the caller must ask and then report with sl_resmemo_note. */

@@ -3,7 +3,8 @@
  * A hand-written lexer (one token of lookahead) feeds a recursive-descent parser for values and an
  * iterative statement loop for blocks: a `{` pushes a block, a `}` pops back to the parent, so only
  * arrays recurse (and their depth is capped). Includes reuse the statement loop with a new lexer on
- * the included file, adding statements to whatever block is open.
+ * the included file, adding statements to whatever block is open; include_shell does the same with
+ * a command's output (run with /bin/sh in the including file's directory, as lighttpd does).
  *
  * Every node, string and value lives in one arena owned by the tree: values are immutable once
  * built, so a reference (`var.x`, an earlier key, `+=`) shares the value instead of copying it, and
@@ -22,6 +23,7 @@
 #include <glob.h>
 #include <limits.h>
 #include <pcre2.h>
+#include <spawn.h>
 #include <stdalign.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -29,6 +31,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 /* ------------------------------------------------------------------------------------------ */
@@ -689,12 +692,18 @@ static sl_cval *combine(parse_ctx *c, int line, sl_cval *a, sl_cval *b, bool app
         }
         return r;
     }
-    if (a->type == SL_CV_STRING && b->type == SL_CV_STRING) {
-        size_t la = strlen(a->str), lb = strlen(b->str);
+    /* A string and an integer join as text, either way round and with += too, as in lighttpd
+     * 1.4 (Debian's config runs `include_shell "/usr/share/lighttpd/use-ipv6.pl " + server.port`). */
+    bool sa = a->type == SL_CV_STRING, sb = b->type == SL_CV_STRING;
+    if ((sa || a->type == SL_CV_INT) && (sb || b->type == SL_CV_INT) && (sa || sb)) {
+        char na[24], nb[24];
+        const char *pa = sa ? a->str : (snprintf(na, sizeof na, "%lld", a->num), na);
+        const char *pb = sb ? b->str : (snprintf(nb, sizeof nb, "%lld", b->num), nb);
+        size_t la = strlen(pa), lb = strlen(pb);
         if (!(r = new_val(c, SL_CV_STRING)) || !(r->str = arena_alloc(c, la + lb + 1)))
             return NULL;
-        memcpy(r->str, a->str, la);
-        memcpy(r->str + la, b->str, lb + 1);
+        memcpy(r->str, pa, la);
+        memcpy(r->str + la, pb, lb + 1);
         return r;
     }
     if (a->type == SL_CV_ARRAY && (b->type == SL_CV_ARRAY || (append && b->type == SL_CV_STRING))) {
@@ -1239,6 +1248,23 @@ static char *join_path(const char *dir, const char *name, bool for_glob)
 /* Longest path quoted in a message before it is cut with "...". */
 #define PATH_SHOWN 400
 
+/* Parse text (freed here) as the file `name` whose includes resolve against `dir`, into the
+ * block open now. Its errors are its own: the include statement did its part. */
+static void parse_included(parse_ctx *c, const char *name, const char *dir, char *text, size_t len)
+{
+    const char *sv_file = c->file, *sv_dir = c->dir;
+    lexer *sv_lx = c->lx;
+    c->file = name;
+    c->dir = dir;
+    c->include_depth++;
+    parse_text(c, text, len);
+    c->include_depth--;
+    c->file = sv_file;
+    c->dir = sv_dir;
+    c->lx = sv_lx;
+    free(text);
+}
+
 static int include_one(parse_ctx *c, int line, const char *path)
 {
     char tmp[PATH_SHOWN + 8];
@@ -1260,17 +1286,7 @@ static int include_one(parse_ctx *c, int line, const char *path)
         free(text);
         return -1;
     }
-    const char *sv_file = c->file, *sv_dir = c->dir;
-    lexer *sv_lx = c->lx;
-    c->file = fname;
-    c->dir = fdir;
-    c->include_depth++;
-    parse_text(c, text, len); /* its errors are its own: this include statement did its part */
-    c->include_depth--;
-    c->file = sv_file;
-    c->dir = sv_dir;
-    c->lx = sv_lx;
-    free(text);
+    parse_included(c, fname, fdir, text, len);
     return 0;
 }
 
@@ -1328,6 +1344,131 @@ static int parse_include(parse_ctx *c)
     for (size_t i = 0; i < g.gl_pathc && r == 0; i++) r = include_one(c, line, g.gl_pathv[i]);
     globfree(&g);
     return r;
+}
+
+/* Run cmd with /bin/sh in dir ("" = the working directory), as lighttpd's include_shell does:
+ * its standard output is the text (at most SL_CONFIG_MAX_TEXT bytes), its standard error goes
+ * where ours does, and anything but exit status 0 is a failure described in why. */
+static int run_shell(const char *dir, const char *cmd, char **out, size_t *outlen, char *why,
+                     size_t whylen)
+{
+    int pfd[2];
+    if (pipe2(pfd, O_CLOEXEC) < 0) {
+        snprintf(why, whylen, "cannot make a pipe: %s", strerror(errno));
+        return -1;
+    }
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_adddup2(&fa, pfd[1], STDOUT_FILENO);
+    if (dir[0]) posix_spawn_file_actions_addchdir_np(&fa, dir);
+    char *argv[] = {(char *)"/bin/sh", (char *)"-c", (char *)cmd, NULL};
+    pid_t pid;
+    int e = posix_spawn(&pid, "/bin/sh", &fa, NULL, argv, environ);
+    posix_spawn_file_actions_destroy(&fa);
+    close(pfd[1]);
+    if (e) {
+        close(pfd[0]);
+        snprintf(why, whylen, "cannot run /bin/sh: %s", strerror(e));
+        return -1;
+    }
+    size_t cap = 4096, n = 0;
+    char *buf = malloc(cap);
+    bool big = false;
+    int rerr = 0;
+    while (buf) {
+        if (n == cap) {
+            if (cap > SL_CONFIG_MAX_TEXT) {
+                big = true;
+                break;
+            }
+            char *nb = realloc(buf, cap * 2);
+            if (!nb) {
+                free(buf);
+                buf = NULL;
+                break;
+            }
+            buf = nb;
+            cap *= 2;
+        }
+        ssize_t r = read(pfd[0], buf + n, cap - n);
+        if (r < 0 && errno == EINTR) continue;
+        if (r < 0) rerr = errno;
+        if (r <= 0) break;
+        n += (size_t)r;
+    }
+    close(pfd[0]); /* a command still writing gets SIGPIPE */
+    int status;
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
+    if (!buf || big || rerr || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+        if (!buf)
+            snprintf(why, whylen, "out of memory");
+        else if (big || n > SL_CONFIG_MAX_TEXT)
+            snprintf(why, whylen, "its output is too large (more than %d bytes)", SL_CONFIG_MAX_TEXT);
+        else if (rerr)
+            snprintf(why, whylen, "cannot read its output: %s", strerror(rerr));
+        else if (WIFEXITED(status))
+            snprintf(why, whylen, "it exited with status %d", WEXITSTATUS(status));
+        else
+            snprintf(why, whylen, "it was killed by signal %d", WTERMSIG(status));
+        free(buf);
+        return -1;
+    }
+    *out = buf;
+    *outlen = n;
+    return 0;
+}
+
+/* include_shell "command": the command's output, parsed as config in place of the statement
+ * (lighttpd 1.4's semantics: run at start-up by the user starting the server, in the including
+ * file's directory; a failing command is an error, not an empty include). */
+static int parse_include_shell(parse_ctx *c)
+{
+    lexer *lx = c->lx;
+    int line = lx->tok_line;
+    char tmp[PATH_SHOWN + 8];
+    if (lex_next(c) < 0) return -1;
+    sl_cval *v = parse_expr(c, 0);
+    if (!v) return -1;
+    if (v->type != SL_CV_STRING) {
+        fail_at(c, line, "include_shell needs a string, not %s", sl_cval_type_name(v->type));
+        return -1;
+    }
+    /* A config given as a string (tests, fuzzing) runs nothing. */
+    if (!c->dir) {
+        fail_at(c, line, "include_shell is not allowed here (only in a config file)");
+        return -1;
+    }
+    if (!v->str[0]) {
+        fail_at(c, line, "include_shell of an empty command");
+        return -1;
+    }
+    printable(tmp, sizeof tmp, v->str, PATH_SHOWN);
+    if (c->include_depth >= SL_CONFIG_MAX_INCLUDE_DEPTH) {
+        fail_at(c, line, "include nesting too deep (more than %d levels) at include_shell \"%s\"",
+                SL_CONFIG_MAX_INCLUDE_DEPTH, tmp);
+        return -1;
+    }
+    if (++c->files_loaded > SL_CONFIG_MAX_INCLUDED_FILES) {
+        fail_at(c, line, "too many included files (more than %d)", SL_CONFIG_MAX_INCLUDED_FILES);
+        return -1;
+    }
+    char *text, why[128];
+    size_t len;
+    if (run_shell(c->dir, v->str, &text, &len, why, sizeof why) < 0) {
+        fail_at(c, line, "include_shell \"%s\": %s", tmp, why);
+        return -1;
+    }
+    /* Its errors name the command, with the line of its output. */
+    size_t nl = strlen(tmp) + 20;
+    char *name = arena_alloc(c, nl);
+    if (!name) {
+        free(text);
+        return -1;
+    }
+    snprintf(name, nl, "include_shell \"%s\"", tmp);
+    parse_included(c, name, c->dir, text, len);
+    return 0;
 }
 
 /* ---- Recovery after an error: skip to the next statement, keep the braces balanced ---- */
@@ -1480,7 +1621,7 @@ static void parse_text(parse_ctx *c, const char *text, size_t len)
             if (!strcmp(lx.text, "include")) {
                 parse_include(c);
             } else if (!strcmp(lx.text, "include_shell")) {
-                fail(c, "include_shell is not supported (seekless does not run shell commands)");
+                parse_include_shell(c);
             } else if (!strcmp(lx.text, "else")) {
                 parse_else(c, closed);
             } else {

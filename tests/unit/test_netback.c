@@ -129,18 +129,10 @@ static void resumed(sl_xfer *x)
     pump(t);
 }
 
-static void transfer_with(const char *backend, off_t off, off_t end)
+/* Send [off, end) of the file through io on base to a socket pair and check every byte; with
+ * `known`, the xfer is told the file's identity first (sl_xfer_set_file). Resets the xfer. */
+static void transfer_on(sl_io *io, struct event_base *base, off_t off, off_t end, bool known)
 {
-    const sl_netbackend *nb = sl_netback_find(backend);
-    assert_non_null(nb);
-    struct event_base *base = event_base_new();
-    sl_tport *port = sl_tport_new(base);
-    sl_tpool *pool = nb->uses_read_pool ? sl_tpool_new("t-read", 2, 8) : NULL;
-    sl_io io;
-    char err[256];
-    sl_io_config cfg = {.nb = nb, .read_pool = pool, .block_size = 65536, .max_reads = 2,
-                        .threads = 2};
-    assert_int_equal(sl_io_init(&io, base, port, &cfg, err, sizeof err), 0);
     xctx *t = calloc(1, sizeof *t);
     int sv[2];
     assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, sv), 0);
@@ -151,9 +143,12 @@ static void transfer_with(const char *backend, off_t off, off_t end)
     t->end = end;
     t->base = base;
     t->result = 1;
-    sl_xfer_init(&t->x, &io, sv[0], resumed, t);
-    /* Cold: the asynchronous paths must be taken. */
-    posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+    sl_xfer_init(&t->x, io, sv[0], resumed, t);
+    if (known) {
+        struct stat st;
+        assert_int_equal(fstat(fd, &st), 0);
+        sl_xfer_set_file(&t->x, fd, &st);
+    }
     pump(t);
     if (t->result == 1) {
         struct timeval limit = {10, 0};
@@ -166,46 +161,37 @@ static void transfer_with(const char *backend, off_t off, off_t end)
     assert_memory_equal(t->got, data + off, (size_t)(end - off));
     assert_false(sl_xfer_busy(&t->x));
     sl_xfer_reset(&t->x);
-    sl_tpool_free(pool);
-    sl_io_fini(&io);
-    sl_tport_free(port);
-    event_base_free(base);
+    assert_int_equal(t->x.id_fd, -1); /* the identity ends with the range */
     close(sv[0]);
     close(sv[1]);
     free(t);
 }
 
-/* Send the whole file once through io (hybrid) with its identity known; reset after. */
+static void transfer_with(const char *backend, off_t off, off_t end)
+{
+    const sl_netbackend *nb = sl_netback_find(backend);
+    assert_non_null(nb);
+    struct event_base *base = event_base_new();
+    sl_tport *port = sl_tport_new(base);
+    sl_tpool *pool = nb->uses_read_pool ? sl_tpool_new("t-read", 2, 8) : NULL;
+    sl_io io;
+    char err[256];
+    sl_io_config cfg = {.nb = nb, .read_pool = pool, .block_size = 65536, .max_reads = 2,
+                        .threads = 2};
+    assert_int_equal(sl_io_init(&io, base, port, &cfg, err, sizeof err), 0);
+    /* Cold: the asynchronous paths must be taken. */
+    posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+    transfer_on(&io, base, off, end, false);
+    sl_tpool_free(pool);
+    sl_io_fini(&io);
+    sl_tport_free(port);
+    event_base_free(base);
+}
+
+/* Send the whole file once through io (hybrid) with its identity known. */
 static void send_known(sl_io *io, struct event_base *base)
 {
-    xctx *t = calloc(1, sizeof *t);
-    int sv[2];
-    assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, sv), 0);
-    int big = 1 << 20;
-    setsockopt(sv[0], SOL_SOCKET, SO_SNDBUF, &big, sizeof big);
-    t->peer = sv[1];
-    t->end = SIZE;
-    t->base = base;
-    t->result = 1;
-    sl_xfer_init(&t->x, io, sv[0], resumed, t);
-    struct stat st;
-    assert_int_equal(fstat(fd, &st), 0);
-    sl_xfer_set_file(&t->x, fd, &st);
-    pump(t);
-    if (t->result == 1) {
-        struct timeval limit = {10, 0};
-        event_base_loopexit(base, &limit);
-        event_base_dispatch(base);
-    }
-    drain(t);
-    assert_int_equal(t->result, 0);
-    assert_int_equal(t->n_got, (size_t)SIZE);
-    assert_memory_equal(t->got, data, SIZE);
-    sl_xfer_reset(&t->x);
-    assert_int_equal(t->x.id_fd, -1); /* the identity ends with the range */
-    close(sv[0]);
-    close(sv[1]);
-    free(t);
+    transfer_on(io, base, 0, SIZE, true);
 }
 
 /* The hybrid backend asks the kernel once about a file it found wholly cached, trusts the memo
