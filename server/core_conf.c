@@ -173,6 +173,71 @@ static int prep_stat_cache(const sl_cval *v, const sl_key_ctx *ctx, void **out)
     return sl_key_choice("server.stat-cache-engine", v, ctx, ok);
 }
 
+/* server.http-parseopts: lighttpd 1.4's switches for how strictly a request is read and how its
+ * URL is normalized. seekless reads requests one way (see "HTTP behaviour" in the README): a
+ * switch set the way seekless behaves is accepted, one set the other way is refused with what
+ * seekless does instead, and a switch it does not know is refused by name. */
+static int prep_http_parseopts(const sl_cval *v, const sl_key_ctx *ctx, void **out)
+{
+    static const struct {
+        const char *name;
+        bool on;             /* what seekless does */
+        const char *does;    /* said when a config asks for the other */
+    } opts[] = {
+        {"header-strict", true, "refuses control characters, obs-fold and whitespace before ':' in "
+                                "header fields (RFC 9112)"},
+        {"host-strict", true, "refuses a Host that is not a valid name or IP literal"},
+        {"host-normalize", true, "normalizes the Host before conditions see it (lower case, one "
+                                 "trailing dot and the default port removed)"},
+        {"url-normalize", true, "decodes and normalizes the path before conditions and file "
+                                "lookups see it"},
+        {"url-normalize-unreserved", true, "decodes every %-escape in the path before matching"},
+        {"url-normalize-required", true, "decodes every %-escape in the path before matching"},
+        {"url-ctrls-reject", true, "refuses control characters in the request target"},
+        {"url-path-2f-decode", true, "decodes %2F in the path and treats it as a '/'"},
+        {"url-path-2f-reject", false, "decodes %2F in the path (url-path-2f-decode) instead of "
+                                      "refusing it"},
+        {"url-path-dotseg-remove", true, "removes '.' and '..' segments from the path"},
+        {"url-path-dotseg-reject", false, "removes '.' and '..' segments "
+                                          "(url-path-dotseg-remove) instead of refusing them"},
+        {"url-path-backslash-trans", false, "keeps a '\\' in the path as a character"},
+        {"url-query-20-plus", false, "passes the query string on as the client sent it"},
+    };
+    (void)out;
+    if (v->type != SL_CV_ARRAY) {
+        snprintf(ctx->err, ctx->errlen,
+                 "server.http-parseopts must be an array of \"option\" => \"enable\" / \"disable\"");
+        return -1;
+    }
+    for (size_t i = 0; i < v->n_items; i++) {
+        const sl_cval_item *it = &v->items[i];
+        const sl_cval *x = it->val;
+        int want = -1;
+        if (x->type == SL_CV_STRING && !strcmp(x->str, "enable")) want = 1;
+        if (x->type == SL_CV_STRING && !strcmp(x->str, "disable")) want = 0;
+        if (x->type == SL_CV_INT && (x->num == 0 || x->num == 1)) want = (int)x->num;
+        if (!it->key || want < 0) {
+            snprintf(ctx->err, ctx->errlen,
+                     "server.http-parseopts: each entry is \"option\" => \"enable\" or \"disable\"%s%s%s",
+                     it->key ? " (\"" : "", it->key ? it->key : "", it->key ? "\" is not)" : "");
+            return -1;
+        }
+        size_t k = 0;
+        while (k < sizeof opts / sizeof opts[0] && strcmp(opts[k].name, it->key)) k++;
+        if (k == sizeof opts / sizeof opts[0]) {
+            snprintf(ctx->err, ctx->errlen, "server.http-parseopts: unknown option \"%s\"", it->key);
+            return -1;
+        }
+        if (want != opts[k].on) {
+            snprintf(ctx->err, ctx->errlen,
+                     "server.http-parseopts \"%s\" => \"%s\" is not supported: seekless always %s",
+                     it->key, want ? "enable" : "disable", opts[k].does);
+            return -1;
+        }
+    }
+    return 0;
+}
+
 static int prep_port(const sl_cval *v, const sl_key_ctx *ctx, void **out)
 {
     if (v->num >= 1 && v->num <= 65535) return 0;
@@ -219,6 +284,7 @@ static const sl_key core_keys[] = {
     {"server.follow-symlink", SL_KEY_BOOL, 0, OFF(follow_symlink), NULL, NULL},
     {"server.graceful-shutdown-timeout", SL_KEY_INT, SL_KEY_GLOBAL, OFF(graceful_shutdown_timeout), NULL, NULL},
     {"server.groupname", SL_KEY_STRING, SL_KEY_GLOBAL, OFF(groupname), NULL, NULL},
+    {"server.http-parseopts", SL_KEY_VALUE, SL_KEY_GLOBAL, OFF(http_parseopts), prep_http_parseopts, NULL},
     {"server.max-connections", SL_KEY_INT, SL_KEY_GLOBAL, OFF(max_connections), NULL, NULL},
     {"server.max-keep-alive-idle", SL_KEY_INT, 0, OFF(max_keep_alive_idle), NULL, NULL},
     {"server.max-keep-alive-requests", SL_KEY_INT, 0, OFF(max_keep_alive_requests), NULL, NULL},

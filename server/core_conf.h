@@ -34,6 +34,7 @@ typedef struct sl_core_conf {
     bool use_noatime;
     long graceful_shutdown_timeout;
     const char *stat_cache_engine; /* "inotify", "simple" or "disable" */
+    const void *http_parseopts; /* server.http-parseopts: checked only (seekless parses one way) */
     /* per request: may be overridden inside conditions */
     const sl_dir *docroot;      /* server.document-root; NULL until set */
     long max_keep_alive_requests;

@@ -66,6 +66,43 @@ class CheckConfig(unittest.TestCase):
         r = self.check('server.document-root = "root"\nserver.port = 8080\n')
         self.assertEqual((r.returncode, r.stdout, r.stderr), (0, "Syntax OK\n", ""))
 
+    def test_http_parseopts_as_debian_sets_them(self):
+        # Debian's lighttpd.conf, verbatim: every switch set the way seekless reads requests.
+        debian = ('server.http-parseopts = (\n'
+                  '  "header-strict"           => "enable",# default\n'
+                  '  "host-strict"             => "enable",# default\n'
+                  '  "host-normalize"          => "enable",# default\n'
+                  '  "url-normalize-unreserved"=> "enable",# recommended highly\n'
+                  '  "url-normalize-required"  => "enable",# recommended\n'
+                  '  "url-ctrls-reject"        => "enable",# recommended\n'
+                  '  "url-path-2f-decode"      => "enable",# recommended highly (unless breaks app)\n'
+                  ' #"url-path-2f-reject"      => "enable",\n'
+                  '  "url-path-dotseg-remove"  => "enable",# recommended highly (unless breaks app)\n'
+                  ' #"url-path-dotseg-reject"  => "enable",\n'
+                  ' #"url-query-20-plus"       => "enable",# consistency in query string\n'
+                  ')\n')
+        r = self.check('server.document-root = "root"\nserver.port = 8080\n' + debian)
+        self.assertEqual((r.returncode, r.stdout, r.stderr), (0, "Syntax OK\n", ""))
+        # The other way round: refused, saying what seekless does instead; unknown switches and
+        # values by name.
+        r = self.check('server.document-root = "root"\nserver.port = 8080\n'
+                       'server.http-parseopts = ( "url-path-2f-reject" => "enable" )\n'
+                       '$HTTP["url"] =~ "^/x" { }\n', "a.conf")
+        self.assertEqual(self.errors(r), [
+            f"{self.d.path('a.conf')}:3: server.http-parseopts \"url-path-2f-reject\" => \"enable\" "
+            "is not supported: seekless always decodes %2F in the path (url-path-2f-decode) instead "
+            "of refusing it"])
+        r = self.check('server.document-root = "root"\nserver.port = 8080\n'
+                       'server.http-parseopts = ( "header-strict" => "disable" )\n', "b.conf")
+        self.assertIn("seekless always refuses control characters", self.errors(r)[0])
+        r = self.check('server.document-root = "root"\nserver.port = 8080\n'
+                       'server.http-parseopts = ( "url-sparkle" => "enable" )\n', "c.conf")
+        self.assertEqual(self.errors(r), [f"{self.d.path('c.conf')}:3: server.http-parseopts: "
+                                          "unknown option \"url-sparkle\""])
+        r = self.check('server.document-root = "root"\nserver.port = 8080\n'
+                       'server.http-parseopts = ( "host-strict" => "maybe" )\n', "d.conf")
+        self.assertIn('("host-strict" is not)', self.errors(r)[0])
+
     def test_every_error_in_one_run(self):
         c = self.d.path("c.conf")
         r = self.check('server.document-root = "root"\n'
