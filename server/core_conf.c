@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #define PCRE2_CODE_UNIT_WIDTH 8
@@ -238,6 +239,107 @@ static int prep_http_parseopts(const sl_cval *v, const sl_key_ctx *ctx, void **o
     return 0;
 }
 
+/* server.feature-flags: lighttpd 1.4's switches for features. Those seekless has are applied,
+ * those set to what seekless does anyway are accepted, and any other is refused by name with the
+ * reason (a feature asked for must not be silently missing). */
+static int prep_feature_flags(const sl_cval *v, const sl_key_ctx *ctx, void **out)
+{
+    static const struct {
+        const char *name;
+        const char *missing; /* why "enable" is refused */
+    } off_only[] = {
+        {"server.h2proto", "seekless speaks HTTP/1.1 only (no HTTP/2)"},
+        {"server.h2c", "seekless speaks HTTP/1.1 only (no HTTP/2 upgrade)"},
+        {"server.graceful-restart-bg", "seekless has no graceful restart in the background"},
+    };
+    if (v->type != SL_CV_ARRAY) {
+        snprintf(ctx->err, ctx->errlen, "server.feature-flags must be an array of \"flag\" => value");
+        return -1;
+    }
+    sl_feature_flags *ff = malloc(sizeof *ff);
+    if (!ff) return snprintf(ctx->err, ctx->errlen, "out of memory"), -1;
+    ff->graceful_shutdown_timeout = -1;
+    for (size_t i = 0; i < v->n_items; i++) {
+        const char *k = v->items[i].key;
+        const sl_cval *x = v->items[i].val;
+        if (!k) {
+            snprintf(ctx->err, ctx->errlen, "server.feature-flags: each entry is \"flag\" => value");
+            goto bad;
+        }
+        if (!strcmp(k, "server.graceful-shutdown-timeout")) {
+            if (x->type != SL_CV_INT || x->num < 0 || x->num > 86400) {
+                snprintf(ctx->err, ctx->errlen, "server.feature-flags \"%s\" must be seconds "
+                         "between 0 and 86400", k);
+                goto bad;
+            }
+            ff->graceful_shutdown_timeout = (long)x->num;
+            continue;
+        }
+        size_t j = 0;
+        while (j < sizeof off_only / sizeof off_only[0] && strcmp(off_only[j].name, k)) j++;
+        if (j == sizeof off_only / sizeof off_only[0]) {
+            snprintf(ctx->err, ctx->errlen, "server.feature-flags: \"%s\" is not a flag seekless "
+                     "has (it has \"server.graceful-shutdown-timeout\"; \"server.h2proto\", "
+                     "\"server.h2c\" and \"server.graceful-restart-bg\" only as \"disable\")", k);
+            goto bad;
+        }
+        bool disable = (x->type == SL_CV_STRING && !strcmp(x->str, "disable")) ||
+                       (x->type == SL_CV_INT && x->num == 0);
+        bool enable = (x->type == SL_CV_STRING && !strcmp(x->str, "enable")) ||
+                      (x->type == SL_CV_INT && x->num == 1);
+        if (enable) {
+            snprintf(ctx->err, ctx->errlen, "server.feature-flags \"%s\" => \"enable\" is not "
+                     "supported: %s", k, off_only[j].missing);
+            goto bad;
+        }
+        if (!disable) {
+            snprintf(ctx->err, ctx->errlen, "server.feature-flags \"%s\" must be \"enable\" or "
+                     "\"disable\"", k);
+            goto bad;
+        }
+    }
+    *out = ff;
+    return 0;
+bad:
+    free(ff);
+    return -1;
+}
+
+static void feature_flags_release(void *p)
+{
+    free(p);
+}
+
+/* server.upload-dirs: where lighttpd stores request bodies it must hold before passing them on.
+ * seekless never stores one (it streams bodies to the backend as they arrive, up to
+ * server.max-request-size), so nothing is ever written there; the directories are still checked
+ * to exist, so a typo does not wait for the day a lighttpd reads this config. */
+static int prep_upload_dirs(const sl_cval *v, const sl_key_ctx *ctx, void **out)
+{
+    (void)out;
+    bool ok = v->type == SL_CV_ARRAY;
+    for (size_t i = 0; ok && i < v->n_items; i++)
+        ok = !v->items[i].key && v->items[i].val->type == SL_CV_STRING;
+    if (!ok) {
+        snprintf(ctx->err, ctx->errlen, "server.upload-dirs must be an array of directories");
+        return -1;
+    }
+    for (size_t i = 0; ctx->check_system && i < v->n_items; i++) {
+        const char *d = v->items[i].val->str;
+        char path[4096];
+        /* Relative to the config file, like server.document-root. */
+        if (d[0] != '/' && ctx->basedir) snprintf(path, sizeof path, "%s/%s", ctx->basedir, d);
+        else snprintf(path, sizeof path, "%s", d);
+        struct stat st;
+        int e = stat(path, &st) < 0 ? errno : S_ISDIR(st.st_mode) ? 0 : ENOTDIR;
+        if (e) {
+            snprintf(ctx->err, ctx->errlen, "server.upload-dirs \"%s\": %s", d, strerror(e));
+            return -1;
+        }
+    }
+    return 0;
+}
+
 static int prep_port(const sl_cval *v, const sl_key_ctx *ctx, void **out)
 {
     if (v->num >= 1 && v->num <= 65535) return 0;
@@ -272,6 +374,15 @@ static void core_check(sl_conf_check *k, const void *conf)
         sl_conf_fail(k, a ? a->file : NULL, a ? a->line : 0,
                      "server.bind \"%s\" / server.port %ld: not a usable address", b, g->port);
     }
+    /* lighttpd sets the graceful stop's wait only as a feature flag, seekless also as a key:
+     * two different answers are a mistake, not a choice. */
+    const sl_cassign *gk = sl_conf_top_assign(k, "server.graceful-shutdown-timeout");
+    if (gk && g->feature_flags && g->feature_flags->graceful_shutdown_timeout >= 0 &&
+        g->feature_flags->graceful_shutdown_timeout != g->graceful_shutdown_timeout)
+        sl_conf_fail(k, gk->file, gk->line,
+                     "server.graceful-shutdown-timeout %ld and server.feature-flags "
+                     "\"server.graceful-shutdown-timeout\" => %ld disagree; set one of them",
+                     g->graceful_shutdown_timeout, g->feature_flags->graceful_shutdown_timeout);
     sl_user_check(k, g);
 }
 
@@ -284,6 +395,7 @@ static const sl_key core_keys[] = {
     {"server.follow-symlink", SL_KEY_BOOL, 0, OFF(follow_symlink), NULL, NULL},
     {"server.graceful-shutdown-timeout", SL_KEY_INT, SL_KEY_GLOBAL, OFF(graceful_shutdown_timeout), NULL, NULL},
     {"server.groupname", SL_KEY_STRING, SL_KEY_GLOBAL, OFF(groupname), NULL, NULL},
+    {"server.feature-flags", SL_KEY_VALUE, SL_KEY_GLOBAL, OFF(feature_flags), prep_feature_flags, feature_flags_release},
     {"server.http-parseopts", SL_KEY_VALUE, SL_KEY_GLOBAL, OFF(http_parseopts), prep_http_parseopts, NULL},
     {"server.max-connections", SL_KEY_INT, SL_KEY_GLOBAL, OFF(max_connections), NULL, NULL},
     {"server.max-keep-alive-idle", SL_KEY_INT, 0, OFF(max_keep_alive_idle), NULL, NULL},
@@ -302,6 +414,7 @@ static const sl_key core_keys[] = {
     {"server.range-requests", SL_KEY_BOOL, 0, OFF(range_requests), NULL, NULL},
     {"server.reuse-port", SL_KEY_BOOL, SL_KEY_GLOBAL, OFF(reuse_port), NULL, NULL},
     {"server.stat-cache-engine", SL_KEY_STRING, SL_KEY_GLOBAL, OFF(stat_cache_engine), prep_stat_cache, NULL},
+    {"server.upload-dirs", SL_KEY_VALUE, SL_KEY_GLOBAL, OFF(upload_dirs), prep_upload_dirs, NULL},
     {"server.use-noatime", SL_KEY_BOOL, SL_KEY_GLOBAL, OFF(use_noatime), NULL, NULL},
     {"server.username", SL_KEY_STRING, SL_KEY_GLOBAL, OFF(username), NULL, NULL},
     {NULL},

@@ -35,6 +35,8 @@ typedef struct sl_core_conf {
     long graceful_shutdown_timeout;
     const char *stat_cache_engine; /* "inotify", "simple" or "disable" */
     const void *http_parseopts; /* server.http-parseopts: checked only (seekless parses one way) */
+    const struct sl_feature_flags *feature_flags; /* server.feature-flags; NULL: none set */
+    const void *upload_dirs;    /* server.upload-dirs: checked only (bodies are never stored) */
     /* per request: may be overridden inside conditions */
     const sl_dir *docroot;      /* server.document-root; NULL until set */
     long max_keep_alive_requests;
@@ -47,6 +49,20 @@ typedef struct sl_core_conf {
     bool follow_symlink;
     const sl_mime_table *mime;  /* mimetype.assign */
 } sl_core_conf;
+
+/* server.feature-flags, as far as seekless has them. */
+typedef struct sl_feature_flags {
+    long graceful_shutdown_timeout; /* "server.graceful-shutdown-timeout"; -1: not set */
+} sl_feature_flags;
+
+/* Seconds a graceful stop waits for responses in flight: server.feature-flags'
+ * "server.graceful-shutdown-timeout" (lighttpd's place for it) or server.graceful-shutdown-timeout. */
+static inline long sl_core_graceful_timeout(const struct sl_core_conf *g)
+{
+    if (g->feature_flags && g->feature_flags->graceful_shutdown_timeout >= 0)
+        return g->feature_flags->graceful_shutdown_timeout;
+    return g->graceful_shutdown_timeout;
+}
 
 /* A conf block: the core's settings, then every loaded module's at its offset. */
 struct sl_conf {

@@ -258,7 +258,7 @@ static void on_stop_timeout(evutil_socket_t fd, short what, void *arg)
 {
     sl_loop *loop = arg;
     sl_log("graceful shutdown: %zu connection(s) still open after %lds; closing them",
-           loop->n_conns, loop->srv->global->graceful_shutdown_timeout);
+           loop->n_conns, sl_core_graceful_timeout(loop->srv->global));
     event_base_loopbreak(loop->base);
 }
 
@@ -291,7 +291,7 @@ static void stop_loop(sl_loop_msg *m)
         event_base_loopbreak(loop->base);
         return;
     }
-    struct timeval tv = {loop->srv->global->graceful_shutdown_timeout, 0};
+    struct timeval tv = {sl_core_graceful_timeout(loop->srv->global), 0};
     evtimer_add(loop->ev_stop_timeout, &tv);
 }
 

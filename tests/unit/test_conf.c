@@ -189,6 +189,41 @@ static void test_errors_name_file_and_line(void **state)
                  "t.conf:2: 'server.max-keep-alive-idle' must not be negative");
 }
 
+/* lighttpd's server.feature-flags and server.upload-dirs (Debian's lighttpd.conf sets both):
+ * what seekless has is applied, what it lacks is refused with the reason. */
+static void test_feature_flags_and_upload_dirs(void **state)
+{
+    fixture f;
+    assert_non_null(load_as(&f, "server.document-root = \"a\"\n"
+                                "server.feature-flags += (\"server.h2proto\" => \"disable\")\n"
+                                "server.feature-flags += (\"server.graceful-shutdown-timeout\" => 5)\n"
+                                "server.feature-flags += (\"server.graceful-restart-bg\" => 0)\n"
+                                "server.upload-dirs = ( \"a\", \"/tmp\" )\n", true));
+    assert_int_equal(sl_core_graceful_timeout(G(&f)), 5);
+    done(&f);
+    assert_non_null(load(&f, "server.document-root = \"a\"\n"));
+    assert_int_equal(sl_core_graceful_timeout(G(&f)), 30);
+    done(&f);
+    expect_error("server.document-root = \"a\"\nserver.feature-flags = (\"server.h2proto\" => \"enable\")\n",
+                 "t.conf:2: server.feature-flags \"server.h2proto\" => \"enable\" is not supported: "
+                 "seekless speaks HTTP/1.1 only (no HTTP/2)");
+    expect_error("server.document-root = \"a\"\nserver.feature-flags = (\"server.metrics\" => 1)\n",
+                 "t.conf:2: server.feature-flags: \"server.metrics\" is not a flag seekless has");
+    expect_error("server.document-root = \"a\"\nserver.feature-flags = "
+                 "(\"server.graceful-shutdown-timeout\" => \"5\")\n", "must be seconds");
+    expect_error("server.document-root = \"a\"\nserver.graceful-shutdown-timeout = 10\n"
+                 "server.feature-flags = (\"server.graceful-shutdown-timeout\" => 5)\n",
+                 "t.conf:2: server.graceful-shutdown-timeout 10 and server.feature-flags");
+    fixture g;
+    assert_null(load_as(&g, "server.document-root = \"a\"\nserver.upload-dirs = ( \"/no/such/dir\" )\n",
+                        true));
+    if (!strstr(g.errs, "t.conf:2: server.upload-dirs \"/no/such/dir\": No such file or directory"))
+        fail_msg("%s", g.errs);
+    done(&g);
+    expect_error("server.document-root = \"a\"\nserver.upload-dirs = \"/tmp\"\n",
+                 "server.upload-dirs must be an array of directories");
+}
+
 static void test_every_error_in_one_run(void **state)
 {
     fixture f;
@@ -607,6 +642,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_defaults_and_relative_docroot),
         cmocka_unit_test(test_errors_name_file_and_line),
+        cmocka_unit_test(test_feature_flags_and_upload_dirs),
         cmocka_unit_test(test_every_error_in_one_run),
         cmocka_unit_test(test_errors_in_file_order),
         cmocka_unit_test(test_startup_refusals),
