@@ -8,6 +8,7 @@
 #include "module.h"
 
 extern sl_module sl_mod_accesslog;
+extern sl_module sl_mod_alias;
 extern sl_module sl_mod_timing;
 
 sl_module *const sl_modules_builtin[] = {
@@ -16,6 +17,7 @@ sl_module *const sl_modules_builtin[] = {
     &sl_mod_proxy,
     &sl_mod_accesslog,
     &sl_mod_timing,
+    &sl_mod_alias,
     &sl_mod_static,
     NULL,
 };

@@ -155,7 +155,7 @@ static int resolve(const sl_conf *conf, int dirfd, const sl_http_request *req, c
     if (S_ISDIR(out->st.st_mode)) {
         close(fd);
         fd = -1;
-        if (path[path_len - 1] != '/') {
+        if (path[path_len - 1] != '/' || (flags & SL_RESOLVE_URL_NO_SLASH)) {
             out->status = 301;
             return 0;
         }
@@ -404,11 +404,12 @@ sl_hresult sl_static_respond(sl_conn *c, const sl_static_result *r)
 }
 
 /* What the open-file cache tells apart: the directory, the open flags and rules, and whether a
- * directory may be answered with an index file. */
+ * directory may be answered with an index file (not when it is a 301 for a missing slash). */
 static unsigned cache_key(const sl_conf *conf, unsigned flags)
 {
     return (unsigned)sl_static_open_flags(conf) ^ (sl_core(conf)->follow_symlink ? 1u << 30 : 0) ^
-           (flags & SL_RESOLVE_FILE_ONLY ? 1u << 29 : 0);
+           (flags & SL_RESOLVE_FILE_ONLY ? 1u << 29 : 0) ^
+           (flags & SL_RESOLVE_URL_NO_SLASH ? 1u << 28 : 0);
 }
 
 /* A file just opened for a 200/206: offer it to the open-file cache, which then holds it for
@@ -695,6 +696,12 @@ sl_hresult sl_static_serve(sl_conn *c, int dirfd, const char *dirpath, const cha
 
 static sl_hresult static_handle(sl_conn *c)
 {
+    /* mod_alias may have placed the file elsewhere in the physical phase. */
+    if (c->phys_root) {
+        unsigned flags = c->path_len && c->path[c->path_len - 1] != '/' ? SL_RESOLVE_URL_NO_SLASH : 0;
+        return sl_static_serve(c, c->phys_root->fd, c->phys_root->path, c->phys_path, c->phys_len,
+                               flags);
+    }
     const sl_dir *root = sl_core(c->conf)->docroot;
     return sl_static_serve(c, root->fd, root->path, c->path, c->path_len, 0);
 }
@@ -737,9 +744,26 @@ static void static_defaults(void *p)
     s->etags = true;
 }
 
+/* static-file.disable-pathinfo: lighttpd 1.4 serves /file.html/more as file.html unless this is
+ * enabled; seekless never does (a path below a file is 404, as nginx answers), so only
+ * "enable" says what seekless does. */
+static int prep_disable_pathinfo(const sl_cval *v, const sl_key_ctx *ctx, void **out)
+{
+    (void)out;
+    bool off = (v->type == SL_CV_INT && v->num == 0) ||
+               (v->type == SL_CV_STRING && (!strcmp(v->str, "disable") || !strcmp(v->str, "false") ||
+                                            !strcmp(v->str, "off")));
+    if (!off) return 0;
+    snprintf(ctx->err, ctx->errlen,
+             "static-file.disable-pathinfo \"disable\" is not supported: seekless never serves a "
+             "file for a path below it (/file.html/more is 404)");
+    return -1;
+}
+
 #define OFF(f) offsetof(sl_static_conf, f)
 static const sl_key static_keys[] = {
     {"index-file.names", SL_KEY_STRLIST, 0, OFF(index_files), NULL, NULL},
+    {"static-file.disable-pathinfo", SL_KEY_BOOL, 0, OFF(disable_pathinfo), prep_disable_pathinfo, NULL},
     {"static-file.etags", SL_KEY_BOOL, 0, OFF(etags), NULL, NULL},
     {"static-file.exclude-extensions", SL_KEY_STRLIST, 0, OFF(exclude_extensions), NULL, NULL},
     {"url.access-deny", SL_KEY_STRLIST, 0, OFF(access_deny), NULL, NULL},

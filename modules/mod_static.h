@@ -20,6 +20,7 @@ typedef struct sl_static_conf {
     bool etags;                    /* static-file.etags */
     sl_strlist exclude_extensions; /* static-file.exclude-extensions */
     sl_strlist access_deny;        /* url.access-deny */
+    bool disable_pathinfo;         /* static-file.disable-pathinfo: only "enable" is accepted */
 } sl_static_conf;
 
 /* What the static handler decided for a request. */
@@ -42,6 +43,8 @@ typedef struct sl_static_result {
                                  * negative errno; -EPERM with O_NOATIME asks for a retry */
 #define SL_RESOLVE_FILE_ONLY 4u /* a directory is 403, never an index file (X-Sendfile) */
 #define SL_RESOLVE_FROM_BACKEND 8u /* X-Sendfile: log refusals; errors other than 403/404 -> 502 */
+#define SL_RESOLVE_URL_NO_SLASH 16u /* the URL lacks the trailing '/' a directory needs, whatever
+                                     * the path says (an alias of "/js" to a directory is "/") */
 
 /* The synchronous core of the static handler: open path (normalized, starting with '/') beneath
  * dirfd following conf's policy, and decide the response from the request's method,

@@ -23,7 +23,6 @@
 #include <glob.h>
 #include <limits.h>
 #include <pcre2.h>
-#include <spawn.h>
 #include <stdalign.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -1357,20 +1356,23 @@ static int run_shell(const char *dir, const char *cmd, char **out, size_t *outle
         snprintf(why, whylen, "cannot make a pipe: %s", strerror(errno));
         return -1;
     }
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_adddup2(&fa, pfd[1], STDOUT_FILENO);
-    if (dir[0]) posix_spawn_file_actions_addchdir_np(&fa, dir);
-    char *argv[] = {(char *)"/bin/sh", (char *)"-c", (char *)cmd, NULL};
-    pid_t pid;
-    int e = posix_spawn(&pid, "/bin/sh", &fa, NULL, argv, environ);
-    posix_spawn_file_actions_destroy(&fa);
-    close(pfd[1]);
-    if (e) {
+    /* fork/exec rather than posix_spawn: <spawn.h> is also the name of a header of proxy_core
+     * that some builds put on the include path first. */
+    pid_t pid = fork();
+    if (pid < 0) {
+        int e = errno;
         close(pfd[0]);
+        close(pfd[1]);
         snprintf(why, whylen, "cannot run /bin/sh: %s", strerror(e));
         return -1;
     }
+    if (pid == 0) {
+        /* The child: only async-signal-safe calls until exec. */
+        if (dup2(pfd[1], STDOUT_FILENO) < 0 || (dir[0] && chdir(dir) < 0)) _exit(126);
+        execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
+        _exit(127);
+    }
+    close(pfd[1]);
     size_t cap = 4096, n = 0;
     char *buf = malloc(cap);
     bool big = false;

@@ -540,6 +540,9 @@ static void request_reset(sl_conn *c)
     arena_reset(c);
     c->path = c->query = NULL;
     c->path_len = 0;
+    c->phys_root = NULL;
+    c->phys_path = NULL;
+    c->phys_len = 0;
     c->status = c->error = 0;
     memset(&c->resp, 0, sizeof c->resp);
     c->has_body = false;

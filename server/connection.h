@@ -104,6 +104,11 @@ typedef struct sl_conn {
     char *path;                    /* decoded, normalized path (request arena) */
     size_t path_len;
     char *query;                   /* raw query string, "" when absent (request arena) */
+    /* Where the physical phase (mod_alias) put the file: beneath phys_root, at phys_path
+     * (phys_len bytes, starting with '/'). NULL: the document root and path. */
+    const struct sl_dir *phys_root;
+    const char *phys_path;
+    size_t phys_len;
     char host[256];                /* Host (or absolute-form authority), normalized
                                     * (sl_host_normalize) */
     bool keep_alive;

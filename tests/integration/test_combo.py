@@ -164,6 +164,10 @@ SEQUENCE = [
     Req("dir-index", "GET", "/dir/"),
     Req("dir-redirect", "GET", "/dir?q=1"),
     Req("dir-without-index", "GET", "/noindex/"),
+    Req("alias-file", "GET", "/al/index.html"),
+    Req("alias-redirect", "GET", "/al?q=1"),
+    Req("alias-dir", "GET", "/al/"),
+    Req("alias-range", "GET", "/al/index.html", ("Range: bytes=3-7",)),
     Req("symlink", "GET", "/link.txt"),
     Req("cond-denied", "GET", "/cond/x.secret"),
     Req("cond-file", "GET", "/cond/a.txt"),
@@ -204,6 +208,7 @@ class Model:
     ranges: bool = True
     keep_alive: bool = True
     deny: tuple = ()
+    alias: dict = dataclasses.field(default_factory=dict)  # URL prefix -> site directory
     etags: bool = True
     mime: dict = dataclasses.field(default_factory=lambda: dict(MIME))
     netback: str = None
@@ -257,6 +262,10 @@ def coalesce_in_order(ranges):
 def lookup(m, path):
     """Resolve a URL path in the site: ("file", name, bytes), ("dir", name), ("redirect",),
     ("denied",), ("missing",)."""
+    for prefix, target in m.alias.items():  # mod_alias: at a segment boundary
+        if path == prefix or path.startswith(prefix + "/"):
+            path = "/" + target + path[len(prefix):]
+            break
     name = path.lstrip("/")
     if any(path.endswith(s) for s in m.deny):
         return ("denied",)
@@ -557,6 +566,11 @@ def index_expect(level, req, m):
         m.index = ("index.html",)
 
 
+def alias_expect(level, req, m):
+    if level == "on":
+        m.alias = {"/al": "dir"}
+
+
 def range_expect(level, req, m):
     m.ranges = level == "on"
 
@@ -583,6 +597,8 @@ FACTORS = [
            onoff('server.follow-symlink = "enable"', 'server.follow-symlink = "disable"'), symlink_expect),
     Factor("conditional blocks", ("off", "on"), onoff(COND_CONF), cond_expect),
     Factor("index files", ("off", "on"), onoff('index-file.names = ( "index.html" )'), index_expect),
+    # Relative to the config file, which sits beside the document root.
+    Factor("alias", ("off", "on"), onoff('alias.url = ( "/al/" => "root/dir" )'), alias_expect),
     Factor("Range requests", ("on", "off"),
            onoff('server.range-requests = "enable"', 'server.range-requests = "disable"'), range_expect),
 ]

@@ -103,6 +103,28 @@ class CheckConfig(unittest.TestCase):
                        'server.http-parseopts = ( "host-strict" => "maybe" )\n', "d.conf")
         self.assertIn('("host-strict" is not)', self.errors(r)[0])
 
+    def test_alias_url_mistakes(self):
+        os.mkdir(self.d.path("js"))
+        head = 'server.document-root = "root"\nserver.port = 8080\nserver.modules = ( "mod_alias" )\n'
+        r = self.check(head + 'alias.url = ( "/js" => "js", "/js/lib" => "js" )\n', "a.conf")
+        self.assertEqual(self.errors(r), [f"{self.d.path('a.conf')}:4: alias.url \"/js/lib\" can "
+                                          "never match: \"/js\" before it takes its URLs (list the "
+                                          "longer prefix first)"])
+        r = self.check(head + 'alias.url = ( "/x" => "nope" )\n', "b.conf")
+        self.assertEqual(self.errors(r), [f"{self.d.path('b.conf')}:4: alias.url \"/x\" => "
+                                          f"\"{self.d.path('nope')}\": No such file or directory"])
+        r = self.check(head + 'alias.url = ( "x" => "js" )\n', "c.conf")
+        self.assertIn("a URL prefix starts with '/'", self.errors(r)[0])
+        # Without mod_alias in server.modules the key is refused, as lighttpd does.
+        r = self.check('server.document-root = "root"\nserver.port = 8080\n'
+                       'server.modules = ( "mod_staticfile" )\nalias.url = ( "/js" => "js" )\n', "d.conf")
+        self.assertIn("belongs to mod_alias, which server.modules does not load", self.errors(r)[0])
+        r = self.check(head + 'alias.url = ( "/js/lib" => "js", "/js" => "js" )\n'
+                       'static-file.disable-pathinfo = "enable"\n')
+        self.assertEqual((r.returncode, r.stdout, r.stderr), (0, "Syntax OK\n", ""))
+        r = self.check(head + 'static-file.disable-pathinfo = "disable"\n', "e.conf")
+        self.assertIn("seekless never serves a file for a path below it", self.errors(r)[0])
+
     def test_every_error_in_one_run(self):
         c = self.d.path("c.conf")
         r = self.check('server.document-root = "root"\n'
