@@ -352,3 +352,38 @@ ssize_t sl_host_normalize(const char *h, size_t len, unsigned default_port, char
     out[hl] = 0;
     return (ssize_t)hl;
 }
+
+ssize_t sl_target_normalize(const char *t, size_t n, char *out, size_t cap)
+{
+    static const char hex[] = "0123456789ABCDEF";
+    size_t o = 0;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char ch = (unsigned char)t[i];
+        if (ch == '%' && i + 2 < n && hexval((unsigned char)t[i + 1]) >= 0 &&
+            hexval((unsigned char)t[i + 2]) >= 0) {
+            int v = (hexval((unsigned char)t[i + 1]) << 4) | hexval((unsigned char)t[i + 2]);
+            bool unreserved = (v >= 'a' && v <= 'z') || (v >= 'A' && v <= 'Z') ||
+                              (v >= '0' && v <= '9') || v == '-' || v == '.' || v == '_' || v == '~';
+            if (unreserved) {
+                if (o + 1 >= cap) return -1;
+                out[o++] = (char)v;
+            } else {
+                if (o + 3 >= cap) return -1;
+                out[o++] = '%';
+                out[o++] = hex[v >> 4];
+                out[o++] = hex[v & 15];
+            }
+            i += 2;
+        } else if (ch > 0x7e) {
+            if (o + 3 >= cap) return -1;
+            out[o++] = '%';
+            out[o++] = hex[ch >> 4];
+            out[o++] = hex[ch & 15];
+        } else {
+            if (o + 1 >= cap) return -1;
+            out[o++] = (char)ch;
+        }
+    }
+    out[o] = 0;
+    return (ssize_t)o;
+}

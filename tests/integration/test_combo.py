@@ -164,6 +164,8 @@ SEQUENCE = [
     Req("dir-index", "GET", "/dir/"),
     Req("dir-redirect", "GET", "/dir?q=1"),
     Req("dir-without-index", "GET", "/noindex/"),
+    Req("redirect-query", "GET", "/go/small.txt?x=1"),
+    Req("redirect-head", "HEAD", "/go/dir/"),
     Req("alias-file", "GET", "/al/index.html"),
     Req("alias-redirect", "GET", "/al?q=1"),
     Req("alias-dir", "GET", "/al/"),
@@ -209,6 +211,7 @@ class Model:
     keep_alive: bool = True
     deny: tuple = ()
     alias: dict = dataclasses.field(default_factory=dict)  # URL prefix -> site directory
+    redirect: bool = False         # url.redirect "^/go/(.*)$" => "/$1" (mod_redirect)
     etags: bool = True
     mime: dict = dataclasses.field(default_factory=lambda: dict(MIME))
     netback: str = None
@@ -317,6 +320,8 @@ def answer_as(m, req, etags, conn):
         ctype = "text/plain" if req.path.endswith(".txt") else "application/octet-stream"
         return Expected(200, {"content-type": ctype, "content-length": str(len(data))},  # http.server's
                         b"" if head else data, conn)
+    if m.redirect and req.target.startswith("/go/") and m.route == "static":
+        return Expected(301, {"location": req.target[3:], "content-length": "0"}, b"", conn=conn)
     found = lookup(m, req.path)
     if found[0] == "redirect":
         return Expected(301, {"location": req.path + "/" + req.target[len(req.path):]}, conn=conn,
@@ -571,6 +576,10 @@ def alias_expect(level, req, m):
         m.alias = {"/al": "dir"}
 
 
+def redirect_expect(level, req, m):
+    m.redirect = level == "on"
+
+
 def range_expect(level, req, m):
     m.ranges = level == "on"
 
@@ -599,6 +608,7 @@ FACTORS = [
     Factor("index files", ("off", "on"), onoff('index-file.names = ( "index.html" )'), index_expect),
     # Relative to the config file, which sits beside the document root.
     Factor("alias", ("off", "on"), onoff('alias.url = ( "/al/" => "root/dir" )'), alias_expect),
+    Factor("redirect", ("off", "on"), onoff('url.redirect = ( "^/go/(.*)$" => "/$1" )'), redirect_expect),
     Factor("Range requests", ("on", "off"),
            onoff('server.range-requests = "enable"', 'server.range-requests = "disable"'), range_expect),
 ]

@@ -125,6 +125,22 @@ class CheckConfig(unittest.TestCase):
         r = self.check(head + 'static-file.disable-pathinfo = "disable"\n', "e.conf")
         self.assertIn("seekless never serves a file for a path below it", self.errors(r)[0])
 
+    def test_url_redirect_mistakes(self):
+        head = 'server.document-root = "root"\nserver.port = 8080\nserver.modules = ( "mod_redirect" )\n'
+        r = self.check(head + 'url.redirect = ( "^/(a" => "/b" )\n', "a.conf")
+        self.assertIn(f"{self.d.path('a.conf')}:4: url.redirect \"^/(a\": missing closing parenthesis",
+                      self.errors(r)[0])
+        r = self.check(head + 'url.redirect = ( "^/(a)(b)" => "/$3" )\n', "b.conf")
+        self.assertEqual(self.errors(r), [f"{self.d.path('b.conf')}:4: url.redirect \"^/(a)(b)\" => "
+                                          "\"/$3\": $3 but the pattern has 2 group(s)"])
+        r = self.check(head + '$HTTP["host"] =~ "(.*)" { url.redirect = ( "^/(.*)" => "http://%1/$1" ) }\n',
+                       "p.conf")
+        self.assertIn("%1 (a group of the enclosing condition) is not supported", self.errors(r)[0])
+        r = self.check(head + 'url.redirect-code = 404\n', "c.conf")
+        self.assertIn("url.redirect-code must be 301, 302, 303, 307 or 308, not 404", self.errors(r)[0])
+        r = self.check(head + 'url.redirect = ( "^/x$" => "/y" )\nurl.redirect-code = 308\n')
+        self.assertEqual((r.returncode, r.stdout, r.stderr), (0, "Syntax OK\n", ""))
+
     def test_every_error_in_one_run(self):
         c = self.d.path("c.conf")
         r = self.check('server.document-root = "root"\n'

@@ -702,9 +702,25 @@ static void test_host_capacity_and_port_choice(void **state)
     assert_int_equal(sl_host_normalize(name, 255, 80, big, sizeof big), 255);
 }
 
+/* lighttpd's url-normalize-unreserved and -required, the target rewrite/redirect rules see. */
+static void test_target_normalize(void **state)
+{
+    char out[64];
+    const char *t = "/a%41%2a%7e%2F%c3%a9?q=%6a&x";
+    ssize_t n = sl_target_normalize(t, strlen(t), out, sizeof out);
+    assert_string_equal(out, "/aA%2A~%2F%C3%A9?q=j&x");
+    assert_int_equal(n, strlen(out));
+    const char raw[] = "/\xc3\xa9%zz%4";
+    assert_true(sl_target_normalize(raw, strlen(raw), out, sizeof out) > 0);
+    assert_string_equal(out, "/%C3%A9%zz%4"); /* broken escapes stay as they are */
+    assert_int_equal(sl_target_normalize("/abcdef", 7, out, 7), -1); /* no room for the NUL */
+    assert_int_equal(sl_target_normalize("/abcdef", 7, out, 8), 7);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_target_normalize),
         cmocka_unit_test(test_split_origin_form),
         cmocka_unit_test(test_split_no_query_is_null),
         cmocka_unit_test(test_split_empty_query_not_null),
