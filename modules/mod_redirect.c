@@ -20,6 +20,7 @@
 
 #include "conf.h"
 #include "connection.h"
+#include "loop.h"
 #include "module.h"
 #include "path.h"
 
@@ -135,11 +136,9 @@ static sl_hresult redirect_uri_raw(sl_conn *c)
     size_t tl = (size_t)nl;
     const char *q = memchr(t, '?', tl);
     size_t pl = q ? (size_t)(q - t) : tl;
-    pcre2_match_data *md = pcre2_match_data_create(10, NULL);
-    if (!md) {
-        c->status = 500;
-        return SL_ERROR;
-    }
+    /* The loop's own match data: one request at a time runs on a loop, so no allocation per
+     * request. */
+    pcre2_match_data *md = c->loop->mod[sl_mod_redirect.index];
     sl_hresult res = SL_GO_ON;
     for (size_t i = 0; i < rc->rules->n; i++) {
         const redirect_rule *r = &rc->rules->r[i];
@@ -182,8 +181,22 @@ static sl_hresult redirect_uri_raw(sl_conn *c)
         res = SL_FINISHED;
         break;
     }
-    pcre2_match_data_free(md);
     return res;
+}
+
+/* Groups $0..$9 at most: room for ten. */
+static int redirect_loop_init(sl_loop *loop, char *err, size_t errlen)
+{
+    pcre2_match_data *md = pcre2_match_data_create(10, NULL);
+    if (!md) return snprintf(err, errlen, "out of memory"), -1;
+    loop->mod[sl_mod_redirect.index] = md;
+    return 0;
+}
+
+static void redirect_loop_fini(sl_loop *loop)
+{
+    pcre2_match_data_free(loop->mod[sl_mod_redirect.index]);
+    loop->mod[sl_mod_redirect.index] = NULL;
 }
 
 static void redirect_defaults(void *p)
@@ -207,5 +220,7 @@ sl_module sl_mod_redirect = {
     .keys = redirect_keys,
     .conf_size = sizeof(sl_redirect_conf),
     .defaults = redirect_defaults,
+    .loop_init = redirect_loop_init,
+    .loop_fini = redirect_loop_fini,
     .uri_raw = redirect_uri_raw,
 };
