@@ -60,12 +60,7 @@ static void map_release(void *p)
 /* One target: a directory, or a file whose directory is opened. 0, or -1 with ctx->err. */
 static int open_target(alias_entry *e, const char *target, const sl_key_ctx *ctx)
 {
-    char *abs = NULL;
-    if (target[0] == '/' || !ctx->basedir) {
-        abs = strdup(target);
-    } else if ((abs = malloc(strlen(ctx->basedir) + strlen(target) + 2))) {
-        sprintf(abs, "%s/%s", ctx->basedir, target);
-    }
+    char *abs = sl_key_abs_path(ctx, target);
     if (!abs) return snprintf(ctx->err, ctx->errlen, "out of memory"), -1;
     /* "/usr/share/javascript/" and "/usr/share/javascript" are the same directory. */
     size_t n = strlen(abs);

@@ -317,6 +317,11 @@ static char *abs_path(const char *basedir, const char *p)
     return r;
 }
 
+char *sl_key_abs_path(const sl_key_ctx *ctx, const char *p)
+{
+    return abs_path(ctx->basedir, p);
+}
+
 /* Check one assignment and turn it into a store. Returns 0 (stored in *o) or -1 (reported). */
 static int compile_assign(load_ctx *lc, const sl_cblock *b, const sl_cassign *a, op *o)
 {

@@ -84,6 +84,9 @@ int sl_conf_listeners_done(sl_conf_set *cs);
 /* For keys' prepare(): the server will open path (search a directory, or append to a file,
  * creating it), as the server's user (as_server) or as the user starting it. */
 void sl_key_access(const sl_key_ctx *ctx, const char *path, sl_access_kind kind, bool as_server);
+/* p made absolute against the config file's directory as SL_KEY_PATH values are (malloc'd; NULL
+ * when out of memory), for prepare() functions of keys that hold paths inside other values. */
+char *sl_key_abs_path(const sl_key_ctx *ctx, const char *p);
 
 /* What a module's check() hook gets (module.h): the config being loaded. */
 typedef struct sl_conf_check sl_conf_check;

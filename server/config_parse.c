@@ -1289,33 +1289,47 @@ static int include_one(parse_ctx *c, int line, const char *path)
     return 0;
 }
 
-static int parse_include(parse_ctx *c)
+/* The argument of include or include_shell (kw): a non-empty string, in a config read from a
+ * file (its directory resolves it), within the nesting limit. NULL after reporting; *line is
+ * the statement's line. `nodir` and `empty` say why in kw's own words. */
+static const char *include_arg(parse_ctx *c, const char *kw, const char *nodir, const char *empty,
+                               int *line)
 {
-    lexer *lx = c->lx;
-    int line = lx->tok_line;
+    *line = c->lx->tok_line;
     char tmp[PATH_SHOWN + 8];
-    if (lex_next(c) < 0) return -1;
+    if (lex_next(c) < 0) return NULL;
     sl_cval *v = parse_expr(c, 0);
-    if (!v) return -1;
+    if (!v) return NULL;
     if (v->type != SL_CV_STRING) {
-        fail_at(c, line, "include needs a string, not %s", sl_cval_type_name(v->type));
-        return -1;
+        fail_at(c, *line, "%s needs a string, not %s", kw, sl_cval_type_name(v->type));
+        return NULL;
     }
     if (!c->dir) {
-        fail_at(c, line, "include is not allowed here (no base directory to resolve it against)");
-        return -1;
+        fail_at(c, *line, "%s is not allowed here (%s)", kw, nodir);
+        return NULL;
     }
     if (!v->str[0]) {
-        fail_at(c, line, "include of an empty path");
-        return -1;
+        fail_at(c, *line, "%s of an empty %s", kw, empty);
+        return NULL;
     }
     if (c->include_depth >= SL_CONFIG_MAX_INCLUDE_DEPTH) {
-        fail_at(c, line, "include nesting too deep (more than %d levels) at \"%s\"",
-                SL_CONFIG_MAX_INCLUDE_DEPTH, printable(tmp, sizeof tmp, v->str, PATH_SHOWN));
-        return -1;
+        fail_at(c, *line, "include nesting too deep (more than %d levels) at %s%s\"%s\"",
+                SL_CONFIG_MAX_INCLUDE_DEPTH, strcmp(kw, "include") ? kw : "",
+                strcmp(kw, "include") ? " " : "", printable(tmp, sizeof tmp, v->str, PATH_SHOWN));
+        return NULL;
     }
-    if (!strpbrk(v->str, "*?[")) {
-        char *path = join_path(c->dir, v->str, false);
+    return v->str;
+}
+
+static int parse_include(parse_ctx *c)
+{
+    int line;
+    char tmp[PATH_SHOWN + 8];
+    const char *arg = include_arg(c, "include", "no base directory to resolve it against", "path",
+                                  &line);
+    if (!arg) return -1;
+    if (!strpbrk(arg, "*?[")) {
+        char *path = join_path(c->dir, arg, false);
         if (!path) {
             fail_fatal(c, "out of memory");
             return -1;
@@ -1324,7 +1338,7 @@ static int parse_include(parse_ctx *c)
         free(path);
         return r;
     }
-    char *pat = join_path(c->dir, v->str, true);
+    char *pat = join_path(c->dir, arg, true);
     if (!pat) {
         fail_fatal(c, "out of memory");
         return -1;
@@ -1335,7 +1349,7 @@ static int parse_include(parse_ctx *c)
     /* A pattern that matches nothing includes nothing (an empty conf.d is normal). */
     if (gr == GLOB_NOMATCH) return 0;
     if (gr != 0) {
-        fail_at(c, line, "include \"%s\": %s", printable(tmp, sizeof tmp, v->str, PATH_SHOWN),
+        fail_at(c, line, "include \"%s\": %s", printable(tmp, sizeof tmp, arg, PATH_SHOWN),
                 gr == GLOB_NOSPACE ? "out of memory" : "cannot read directory");
         return -1;
     }
@@ -1368,7 +1382,11 @@ static int run_shell(const char *dir, const char *cmd, char **out, size_t *outle
     }
     if (pid == 0) {
         /* The child: only async-signal-safe calls until exec. */
-        if (dup2(pfd[1], STDOUT_FILENO) < 0 || (dir[0] && chdir(dir) < 0)) _exit(126);
+        if (pfd[1] == STDOUT_FILENO)
+            fcntl(pfd[1], F_SETFD, 0); /* our stdout was closed: the pipe took its number */
+        else if (dup2(pfd[1], STDOUT_FILENO) < 0)
+            _exit(126);
+        if (dir[0] && chdir(dir) < 0) _exit(126);
         execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
         _exit(127);
     }
@@ -1426,38 +1444,19 @@ static int run_shell(const char *dir, const char *cmd, char **out, size_t *outle
  * file's directory; a failing command is an error, not an empty include). */
 static int parse_include_shell(parse_ctx *c)
 {
-    lexer *lx = c->lx;
-    int line = lx->tok_line;
+    int line;
     char tmp[PATH_SHOWN + 8];
-    if (lex_next(c) < 0) return -1;
-    sl_cval *v = parse_expr(c, 0);
-    if (!v) return -1;
-    if (v->type != SL_CV_STRING) {
-        fail_at(c, line, "include_shell needs a string, not %s", sl_cval_type_name(v->type));
-        return -1;
-    }
     /* A config given as a string (tests, fuzzing) runs nothing. */
-    if (!c->dir) {
-        fail_at(c, line, "include_shell is not allowed here (only in a config file)");
-        return -1;
-    }
-    if (!v->str[0]) {
-        fail_at(c, line, "include_shell of an empty command");
-        return -1;
-    }
-    printable(tmp, sizeof tmp, v->str, PATH_SHOWN);
-    if (c->include_depth >= SL_CONFIG_MAX_INCLUDE_DEPTH) {
-        fail_at(c, line, "include nesting too deep (more than %d levels) at include_shell \"%s\"",
-                SL_CONFIG_MAX_INCLUDE_DEPTH, tmp);
-        return -1;
-    }
+    const char *cmd = include_arg(c, "include_shell", "only in a config file", "command", &line);
+    if (!cmd) return -1;
+    printable(tmp, sizeof tmp, cmd, PATH_SHOWN);
     if (++c->files_loaded > SL_CONFIG_MAX_INCLUDED_FILES) {
         fail_at(c, line, "too many included files (more than %d)", SL_CONFIG_MAX_INCLUDED_FILES);
         return -1;
     }
     char *text, why[128];
     size_t len;
-    if (run_shell(c->dir, v->str, &text, &len, why, sizeof why) < 0) {
+    if (run_shell(c->dir, cmd, &text, &len, why, sizeof why) < 0) {
         fail_at(c, line, "include_shell \"%s\": %s", tmp, why);
         return -1;
     }

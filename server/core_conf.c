@@ -65,11 +65,7 @@ static int prep_docroot(const sl_cval *v, const sl_key_ctx *ctx, void **out)
 {
     sl_dir *d = calloc(1, sizeof *d);
     if (!d) return snprintf(ctx->err, ctx->errlen, "out of memory"), -1;
-    if (v->str[0] == '/' || !ctx->basedir) {
-        d->path = strdup(v->str);
-    } else if ((d->path = malloc(strlen(ctx->basedir) + strlen(v->str) + 2))) {
-        sprintf(d->path, "%s/%s", ctx->basedir, v->str);
-    }
+    d->path = sl_key_abs_path(ctx, v->str);
     d->fd = d->path ? open(d->path, O_PATH | O_DIRECTORY | O_CLOEXEC) : -1;
     if (d->fd < 0) {
         snprintf(ctx->err, ctx->errlen, "server.document-root \"%s\": %s",
@@ -326,12 +322,10 @@ static int prep_upload_dirs(const sl_cval *v, const sl_key_ctx *ctx, void **out)
     }
     for (size_t i = 0; ctx->check_system && i < v->n_items; i++) {
         const char *d = v->items[i].val->str;
-        char path[4096];
-        /* Relative to the config file, like server.document-root. */
-        if (d[0] != '/' && ctx->basedir) snprintf(path, sizeof path, "%s/%s", ctx->basedir, d);
-        else snprintf(path, sizeof path, "%s", d);
+        char *path = sl_key_abs_path(ctx, d); /* relative to the config file */
         struct stat st;
-        int e = stat(path, &st) < 0 ? errno : S_ISDIR(st.st_mode) ? 0 : ENOTDIR;
+        int e = !path ? ENOMEM : stat(path, &st) < 0 ? errno : S_ISDIR(st.st_mode) ? 0 : ENOTDIR;
+        free(path);
         if (e) {
             snprintf(ctx->err, ctx->errlen, "server.upload-dirs \"%s\": %s", d, strerror(e));
             return -1;
