@@ -10,6 +10,7 @@
 extern sl_module sl_mod_accesslog;
 extern sl_module sl_mod_alias;
 extern sl_module sl_mod_redirect;
+extern sl_module sl_mod_rewrite;
 extern sl_module sl_mod_timing;
 
 sl_module *const sl_modules_builtin[] = {
@@ -18,6 +19,7 @@ sl_module *const sl_modules_builtin[] = {
     &sl_mod_proxy,
     &sl_mod_accesslog,
     &sl_mod_timing,
+    &sl_mod_rewrite,
     &sl_mod_redirect,
     &sl_mod_alias,
     &sl_mod_static,

@@ -101,6 +101,8 @@ static int fcgi_head(const sl_proxy_msg *m, sl_buf *b)
         P("REQUEST_URI", m->request_uri);
     else
         PN("REQUEST_URI", rq->target, rq->target_len);
+    if (m->target && (m->target_len != rq->target_len || memcmp(m->target, rq->target, m->target_len)))
+        PN("REDIRECT_URI", m->target, m->target_len);
     P("QUERY_STRING", m->query);
     PN("REQUEST_METHOD", rq->method_str, rq->method_len);
     P("SERVER_PROTOCOL", rq->version == 10 ? "HTTP/1.0" : "HTTP/1.1");

@@ -33,10 +33,11 @@ static int http_head(const sl_proxy_msg *m, sl_buf *b)
     S(" ");
     const char *p, *q, *auth;
     size_t plen, qlen, alen;
+    const char *t = m->target ? m->target : rq->target;
+    size_t tl = m->target ? m->target_len : rq->target_len;
     if (m->request_uri) {
         S(m->request_uri);
-    } else if (sl_uri_split(rq->target, rq->target_len, &p, &plen, &q, &qlen, &auth, &alen) == 0 &&
-               plen) {
+    } else if (sl_uri_split(t, tl, &p, &plen, &q, &qlen, &auth, &alen) == 0 && plen) {
         A(p, plen);
         if (q) {
             S("?");

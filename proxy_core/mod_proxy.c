@@ -257,9 +257,10 @@ static int route_vars(proxy_req *pr)
     if (ph && rt->proto == &sl_proxy_http) {
         /* proxy.header map-urlpath: a path prefix replaced; map-host-request: the Host. */
         size_t k;
-        const char *to = sl_gw_conf_map(&ph->map_urlpath, rq->target, rq->target_len, &k);
-        if (to && (pr->uri = malloc(strlen(to) + rq->target_len - k + 1)))
-            sprintf(pr->uri, "%s%.*s", to, (int)(rq->target_len - k), rq->target + k);
+        /* The target after rewrites, as lighttpd maps it. */
+        const char *to = sl_gw_conf_map(&ph->map_urlpath, c->target, c->target_len, &k);
+        if (to && (pr->uri = malloc(strlen(to) + c->target_len - k + 1)))
+            sprintf(pr->uri, "%s%.*s", to, (int)(c->target_len - k), c->target + k);
         if (to && !pr->uri) return -ENOMEM;
         if (to) m->request_uri = pr->uri;
         const sl_kvlist *hm = &ph->map_host_request;
@@ -281,6 +282,10 @@ static int build(proxy_req *pr)
     m->docroot = CORE(c)->docroot->path;
     m->path = c->path;
     m->query = c->query;
+    if (c->target != rq->target) {
+        m->target = c->target;
+        m->target_len = c->target_len;
+    }
     m->host = c->host;
     addr_str(&c->peer, pr->remote, sizeof pr->remote, &m->remote_port);
     m->remote_addr = pr->remote;
@@ -1106,6 +1111,25 @@ static bool local_file_missing(const sl_conn *c, const sl_proxy_route *rt, size_
     return stat(f, &st) < 0 || !S_ISREG(st.st_mode);
 }
 
+/* Claim the request (c->handler) where lighttpd's gateways claim it in uri_clean: a route
+ * that does not look for a local file (check-local disabled; every proxy.server route), or
+ * proxy-core.backends. Physical-phase rewrites for requests nobody claimed
+ * (url.rewrite-if-not-file) then leave it alone; a route with check-local enabled is decided
+ * after them, on the path they leave. */
+static sl_hresult proxy_uri_clean(sl_conn *c)
+{
+    const sl_proxy_conf *pc = PCONF(c);
+    size_t sl;
+    const sl_proxy_route *rt = NULL;
+    if (!pc->backends) {
+        rt = sl_gw_conf_match(pc->fastcgi_server, &pc->fastcgi_map_extensions, c->path,
+                              c->path_len, &sl);
+        if (!rt) rt = sl_gw_conf_match(pc->proxy_server, NULL, c->path, c->path_len, &sl);
+    }
+    if (pc->backends || (rt && !rt->check_local)) c->handler = &sl_mod_proxy;
+    return SL_GO_ON;
+}
+
 static sl_hresult proxy_handle(sl_conn *c)
 {
     const sl_proxy_conf *pc = PCONF(c);
@@ -1520,6 +1544,7 @@ sl_module sl_mod_proxy = {
     .fini = proxy_fini,
     .loop_init = proxy_loop_init,
     .loop_fini = proxy_loop_fini,
+    .uri_clean = proxy_uri_clean,
     .handle = proxy_handle,
     .request_done = proxy_request_done,
     .status = proxy_status,

@@ -37,6 +37,10 @@ typedef struct sl_proxy_msg {
     const char *path_info;
     const char *script_filename;
     const char *request_uri;     /* NULL: the request target as the client sent it */
+    /* The target after the rewrites of mod_rewrite (NULL: none): HTTP sends it instead of the
+     * client's, FastCGI adds it as REDIRECT_URI (REQUEST_URI stays the client's), as lighttpd. */
+    const char *target;
+    size_t target_len;
     const char *host_header;     /* HTTP: the Host value for the backend; NULL: the client's */
     long long body_length;       /* CONTENT_LENGTH / Content-Length; -1: the request has none */
     bool body_chunked;           /* the body goes on chunked (HTTP only: see collect_chunked) */

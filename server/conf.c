@@ -146,6 +146,7 @@ struct sl_conf_check {
     sl_conf_access *acc;          /* files the server will open */
     size_t n_acc, cap_acc;
     bool *accepted;               /* per top-level assignment: it compiled */
+    unsigned block, n_blocks;     /* the block being compiled: its number in walk order */
 };
 typedef struct sl_conf_check load_ctx;
 
@@ -376,7 +377,8 @@ static int compile_assign(load_ctx *lc, const sl_cblock *b, const sl_cassign *a,
     if (k->prepare) {
         char msg[1024] = "";
         sl_key_ctx ctx = {.basedir = cs->basedir, .check_system = lc->check_system,
-                          .err = msg, .errlen = sizeof msg, .loader = lc, .assign = a};
+                          .err = msg, .errlen = sizeof msg, .loader = lc, .assign = a,
+                          .block = lc->block};
         if (k->prepare(v, &ctx, &prep) < 0) {
             lc_fail(lc, a->file, a->line, "%s", msg[0] ? msg : "invalid value");
             return -1;
@@ -426,6 +428,7 @@ static void compile_block(load_ctx *lc, sl_cblock *b)
     if (!o) return;
     o->v = own(lc->cs, calloc(b->n_assigns + 1, sizeof *o->v), NULL);
     if (!o->v) return;
+    lc->block = lc->n_blocks++;
     for (size_t i = 0; i < b->n_assigns; i++) {
         if (compile_assign(lc, b, &b->assigns[i], &o->v[o->n]) != 0) continue;
         o->n++;

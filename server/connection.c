@@ -91,6 +91,13 @@ char *sl_conn_strdup(sl_conn *c, const char *s, size_t n)
     return p;
 }
 
+unsigned sl_conn_local_port(const sl_conn *c)
+{
+    const char *canon = srv_of(c)->cs->listen[c->listener].canon;
+    const char *colon = strrchr(canon, ':');
+    return colon ? (unsigned)strtoul(colon + 1, NULL, 10) : 0;
+}
+
 static void arena_reset(sl_conn *c)
 {
     c->arena_used = 0;
@@ -543,6 +550,7 @@ static void request_reset(sl_conn *c)
     c->phys_root = NULL;
     c->phys_path = NULL;
     c->phys_len = 0;
+    c->handler = NULL;
     c->status = c->error = 0;
     memset(&c->resp, 0, sizeof c->resp);
     c->has_body = false;
@@ -595,6 +603,8 @@ static int set_host(sl_conn *c, const char *auth, size_t alen)
     return n < 0 ? (int)n : 0;
 }
 
+static int comeback(sl_conn *c);
+
 /* A module answered: turn an error into its response and start writing. */
 static void handled(sl_conn *c, sl_hresult r)
 {
@@ -621,6 +631,9 @@ void sl_conn_handled(sl_conn *c, sl_hresult r)
         c->state = SL_CONN_HANDLE;
         c->phase_mod++;
         run_phases(c);
+    } else if (r == SL_COMEBACK) {
+        c->state = SL_CONN_HANDLE;
+        if (comeback(c) == 0) run_phases(c);
     } else {
         handled(c, r);
     }
@@ -679,33 +692,55 @@ static int request_uri(sl_conn *c, const char *target, size_t target_len)
     return 0;
 }
 
+/* A hook changed c->target (SL_COMEBACK): the request starts over from the uri_raw phase with
+ * the new target normalized and the conditions evaluated for it, as lighttpd does after a
+ * rewrite. Sets up the phases and returns 0, or answers (and returns -1) when the new target is
+ * bad or the request came back too often (a loop between rules). */
+static int comeback(sl_conn *c)
+{
+    int st = ++c->comebacks > SL_MAX_COMEBACKS ? 500 : request_uri(c, c->target, c->target_len);
+    if (st) {
+        if (st == 500)
+            sl_log("%s %s: came back more than %d times (rewrite rules in a loop?)",
+                   sl_method_name(c->req.method), c->path ? c->path : "-", SL_MAX_COMEBACKS);
+        sl_resp_error(c, st);
+        start_write(c);
+        return -1;
+    }
+    c->phys_root = NULL;
+    c->phys_path = NULL;
+    c->phys_len = 0;
+    c->handler = NULL;
+    c->phase = PH_URI_RAW;
+    c->phase_mod = 0;
+    return 0;
+}
+
 /* Run the modules' hooks from (phase, phase_mod) on until one answers or waits. */
 static void run_phases(sl_conn *c)
 {
     const sl_conf_set *cs = srv_of(c)->cs;
-    for (; c->phase < PH_DONE; c->phase++, c->phase_mod = 0) {
-        for (; c->phase_mod < cs->n_mods; c->phase_mod++) {
-            const sl_module *m = cs->mods[c->phase_mod];
-            sl_hresult (*hook)(sl_conn *) = c->phase == PH_URI_RAW      ? m->uri_raw
-                                            : c->phase == PH_URI_CLEAN  ? m->uri_clean
-                                            : c->phase == PH_PHYSICAL   ? m->physical
-                                                                        : m->handle;
-            if (!hook) continue;
-            sl_hresult r = hook(c);
-            if (r == SL_GO_ON) continue;
-            if (r == SL_WAIT) return; /* the module calls sl_conn_handled */
+    while (c->phase < PH_DONE) {
+        if (c->phase_mod >= cs->n_mods) {
+            c->phase++;
+            c->phase_mod = 0;
+            continue;
+        }
+        const sl_module *m = cs->mods[c->phase_mod];
+        sl_hresult (*hook)(sl_conn *) = c->phase == PH_URI_RAW      ? m->uri_raw
+                                        : c->phase == PH_URI_CLEAN  ? m->uri_clean
+                                        : c->phase == PH_PHYSICAL   ? m->physical
+                                                                    : m->handle;
+        sl_hresult r = hook ? hook(c) : SL_GO_ON;
+        if (r == SL_GO_ON) {
+            c->phase_mod++;
+        } else if (r == SL_WAIT) {
+            return; /* the module calls sl_conn_handled */
+        } else if (r == SL_COMEBACK) {
+            if (comeback(c) < 0) return;
+        } else {
             handled(c, r);
             return;
-        }
-        if (c->phase == PH_URI_RAW && c->target_changed) {
-            /* A rewrite: the new target is normalized and the conditions see it. */
-            c->target_changed = false;
-            int st = request_uri(c, c->target, c->target_len);
-            if (st) {
-                sl_resp_error(c, st);
-                start_write(c);
-                return;
-            }
         }
     }
     sl_resp_error(c, 404);
@@ -750,6 +785,7 @@ static void handle_request(sl_conn *c)
     c->state = SL_CONN_HANDLE;
     c->phase = PH_URI_RAW;
     c->phase_mod = 0;
+    c->comebacks = 0;
     run_phases(c);
 }
 

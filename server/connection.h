@@ -95,10 +95,11 @@ typedef struct sl_conn {
     /* The current request. Pointers in req point into in[]. */
     sl_http_request req;
     size_t head_len;
-    const char *target;            /* the request-target, or what a uri_raw hook rewrote it to */
+    const char *target;            /* the request-target, or what a hook rewrote it to (then in
+                                    * request memory, and the hook answered SL_COMEBACK) */
     size_t target_len;
-    bool target_changed;           /* a uri_raw hook set target: normalize and evaluate again */
     unsigned phase, phase_mod;     /* where the hooks are (module.h phases, module index) */
+    unsigned comebacks;            /* times a hook started the request over (SL_COMEBACK) */
     const sl_conf *conf;           /* the conf block for this request (global or conf_buf) */
     sl_conf *conf_buf;             /* per-connection room for one, when conditions apply */
     char *path;                    /* decoded, normalized path (request arena) */
@@ -109,6 +110,10 @@ typedef struct sl_conn {
     const struct sl_dir *phys_root;
     const char *phys_path;
     size_t phys_len;
+    /* The module that will answer in the handle phase, when it said so earlier (lighttpd's
+     * handler_module; proxy-core's routes, in uri_clean): physical-phase hooks that act only
+     * on requests nobody claimed (url.rewrite-if-not-file) leave it alone. */
+    const struct sl_module *handler;
     char host[256];                /* Host (or absolute-form authority), normalized
                                     * (sl_host_normalize) */
     bool keep_alive;
@@ -178,6 +183,9 @@ ssize_t sl_conn_recv(sl_conn *c, void *buf, size_t len);
 void sl_conn_shutdown(sl_conn *c);
 /* The 1-second sweep found c past its deadline. */
 void sl_conn_timeout(sl_conn *c);
+
+/* The port of the listening socket the connection came in on. */
+unsigned sl_conn_local_port(const sl_conn *c);
 
 /* Per-request memory, freed when the request ends; NULL when out of memory. */
 void *sl_conn_alloc(sl_conn *c, size_t n);

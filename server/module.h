@@ -10,8 +10,7 @@
  * Phases of a request, in order (each hook may be NULL):
  *   conn_accept     a connection arrived (before its first request): SL_ERROR closes it.
  *   uri_raw         the request head is parsed, the raw target is known, conditions are
- *                   evaluated: rewrite and redirect act here. A changed target is normalized
- *                   again and conditions re-evaluated.
+ *                   evaluated: rewrite and redirect act here.
  *   uri_clean       the normalized path is known: access checks, authentication.
  *   physical        map the path to a file system location (alias).
  *   handle          produce a response (status page, proxy, directory listing, static file).
@@ -20,7 +19,11 @@
  *   conn_close      the connection is closing.
  * A request hook answers SL_GO_ON (next module, then the next phase), SL_FINISHED (a response is
  * ready: skip to writing it), SL_WAIT (work is in flight; the module calls sl_conn_handled()
- * later) or SL_ERROR (c->status, or the negative errno in c->error, says which error page).
+ * later), SL_ERROR (c->status, or the negative errno in c->error, says which error page) or, from
+ * uri_raw, uri_clean or physical, SL_COMEBACK: the hook set c->target to a new target (in request
+ * memory) and the request starts over from uri_raw with it normalized and the conditions
+ * evaluated again (lighttpd's HANDLER_COMEBACK after a rewrite); more than SL_MAX_COMEBACKS times
+ * answers 500.
  *
  * Threads: init/fini/reopen run on the main thread; loop_init/loop_fini on the loop's thread;
  * every request hook on the thread of the loop that owns the connection. A module's per-loop
@@ -48,7 +51,11 @@ typedef enum {
     SL_FINISHED, /* the response is ready in the connection (status, headers, body queue) */
     SL_WAIT,     /* work is in flight; the module resumes the connection when it completes */
     SL_ERROR,    /* failed; c->status (or c->error, a negative errno) says how */
+    SL_COMEBACK, /* c->target changed: start the request over from uri_raw */
 } sl_hresult;
+
+/* How often one request may start over (SL_COMEBACK) before it is answered 500. */
+#define SL_MAX_COMEBACKS 100
 
 /* The type of a config key, and so of the field its value is stored in. */
 typedef enum {
@@ -88,6 +95,10 @@ typedef struct sl_key_ctx {
     size_t errlen;
     void *loader;         /* the config layer's (sl_key_access) */
     const sl_cassign *assign; /* the assignment being prepared */
+    unsigned block;       /* its block's number in file order (0: the top level); a request's
+                           * conf applies blocks in this order, so keys that act together
+                           * (url.rewrite-once with url.rewrite-repeat) tell by it which of
+                           * them a later block set */
 } sl_key_ctx;
 
 /* One config key a module owns. */

@@ -353,6 +353,56 @@ ssize_t sl_host_normalize(const char *h, size_t len, unsigned default_port, char
     return (ssize_t)hl;
 }
 
+/* The path part of a normalized target (up to '?') as lighttpd's default url-path-2f-decode
+ * and url-path-dotseg-remove leave it: "%2F" is a '/', "." and ".." segments are resolved and
+ * empty ones dropped ("/a//./b/../c" is "/a/c"; a trailing '/' stays, as after "." or "..").
+ * In place; only ever shortens. Returns the new length. */
+static ssize_t target_path_simplify(char *s, size_t n)
+{
+    if (!n || s[0] != '/') return (ssize_t)n; /* absolute-form: left as it came */
+    size_t pl = 0;
+    while (pl < n && s[pl] != '?') pl++;
+    size_t w = 0;
+    for (size_t r = 0; r < pl; r++, w++) { /* %2F -> '/' (hex already upper-case) */
+        if (s[r] == '%' && r + 2 < pl && s[r + 1] == '2' && s[r + 2] == 'F') {
+            s[w] = '/';
+            r += 2;
+        } else {
+            s[w] = s[r];
+        }
+    }
+    size_t o = 0; /* output length; s[0] stays '/' */
+    size_t r = 0;
+    bool slash_end = false;
+    while (r < w) {
+        while (r < w && s[r] == '/') r++;
+        size_t b = r;
+        while (r < w && s[r] != '/') r++;
+        size_t len = r - b;
+        slash_end = r < w || (len == 0);
+        if (len == 0) break;
+        if (len == 1 && s[b] == '.') {
+            slash_end = true;
+            continue;
+        }
+        if (len == 2 && s[b] == '.' && s[b + 1] == '.') {
+            while (o > 0 && s[o - 1] != '/') o--; /* drop the last segment */
+            if (o > 0) o--;                         /* and its '/' */
+            slash_end = true;
+            continue;
+        }
+        s[o++] = '/';
+        memmove(s + o, s + b, len);
+        o += len;
+    }
+    if (o == 0 || slash_end) s[o++] = '/';
+    size_t ql = n - pl; /* the query with its '?' */
+    memmove(s + o, s + pl, ql);
+    o += ql;
+    s[o] = 0;
+    return (ssize_t)o;
+}
+
 ssize_t sl_target_normalize(const char *t, size_t n, char *out, size_t cap)
 {
     static const char hex[] = "0123456789ABCDEF";
@@ -385,5 +435,5 @@ ssize_t sl_target_normalize(const char *t, size_t n, char *out, size_t cap)
         }
     }
     out[o] = 0;
-    return (ssize_t)o;
+    return target_path_simplify(out, o);
 }

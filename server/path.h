@@ -61,11 +61,13 @@ ssize_t sl_path_normalize(const char *path, size_t len, char *out, size_t outcap
  * outcap bytes including the NUL. */
 ssize_t sl_path_encode(const char *path, size_t len, char *out, size_t outcap);
 
-/* The request-target as lighttpd's rewrite and redirect rules see it (its http-parseopts
- * url-normalize-unreserved and url-normalize-required, which seekless always applies): %-escapes
- * of unreserved characters (RFC 3986 §2.3) are decoded, the hex digits of the others upper-cased,
- * and bytes above 0x7e encoded. Writes a NUL-terminated string; returns its length, or -1 when it
- * does not fit in cap bytes. */
+/* The request-target as lighttpd's rewrite and redirect rules see it (its default
+ * http-parseopts, which seekless always applies): %-escapes of unreserved characters (RFC 3986
+ * §2.3) are decoded, the hex digits of the others upper-cased, bytes above 0x7e encoded
+ * (url-normalize-unreserved, -required); in the path (up to '?') "%2F" is a '/'
+ * (url-path-2f-decode) and "." / ".." / empty segments are resolved (url-path-dotseg-remove; a
+ * trailing '/' stays). Writes a NUL-terminated string; returns its length, or -1 when it does
+ * not fit in cap bytes. */
 ssize_t sl_target_normalize(const char *t, size_t n, char *out, size_t cap);
 
 #endif

@@ -170,6 +170,12 @@ SEQUENCE = [
     Req("alias-redirect", "GET", "/al?q=1"),
     Req("alias-dir", "GET", "/al/"),
     Req("alias-range", "GET", "/al/index.html", ("Range: bytes=3-7",)),
+    Req("rewrite-file", "GET", "/rw/small.txt?q=1"),
+    Req("rewrite-dir", "GET", "/rw/dir/"),
+    Req("rewrite-range", "GET", "/rw/big.bin", ("Range: bytes=1000-1999",)),
+    Req("rewrite-not-file", "GET", "/nf/none.txt"),
+    Req("rewrite-not-file-head", "HEAD", "/nf/dir/"),
+    Req("rewrite-is-file", "GET", "/dir/index.html"),
     Req("symlink", "GET", "/link.txt"),
     Req("cond-denied", "GET", "/cond/x.secret"),
     Req("cond-file", "GET", "/cond/a.txt"),
@@ -212,6 +218,8 @@ class Model:
     deny: tuple = ()
     alias: dict = dataclasses.field(default_factory=dict)  # URL prefix -> site directory
     redirect: bool = False         # url.redirect "^/go/(.*)$" => "/$1" (mod_redirect)
+    rewrite: bool = False          # REWRITE_CONF (mod_rewrite)
+    served: typing.Any = None      # the Req the server serves after rewrites (None: as sent)
     etags: bool = True
     mime: dict = dataclasses.field(default_factory=lambda: dict(MIME))
     netback: str = None
@@ -310,6 +318,7 @@ def answer_as(m, req, etags, conn):
             return Expected(405, {"allow": "GET, HEAD"}, conn=conn)
         return Expected(501, conn="any")
     head = req.method == "HEAD"
+    req = m.served or req  # after url.rewrite-*
     if m.route == "status":
         return Expected(200, {"content-type": "application/json"}, conn=conn,
                         checks=[status_json_check(m)])
@@ -452,7 +461,9 @@ def timing_after(level, run):
         if j["backend"] != run.model.netback:
             raise ValueError(f"backend {j['backend']!r}")
         return (j["status"], j["path"] if j["status"] != 400 else "")
-    want = [(r.status, r.req.path if r.status != 400 else "") for r in run.responses]
+    # The trace names the path served (after rewrites).
+    want = [(r.status, (run.model_for(r.req).served or r.req).path if r.status != 400 else "")
+            for r in run.responses]
     return log_lines_check("timing trace", run.timing_text.splitlines(), want, parse)
 
 
@@ -580,6 +591,28 @@ def redirect_expect(level, req, m):
     m.redirect = level == "on"
 
 
+# What the rewrite factor turns on: /rw/X is served as /X, and /nf/X or /dir/X as /small.txt
+# unless it is a file (a directory is not: /dir/ too).
+REWRITE_CONF = ('url.rewrite-once = ( "^/rw/(.*)$" => "/$1" )\n'
+                'url.rewrite-if-not-file = ( "^/(nf|dir)/" => "/small.txt" )')
+
+
+def rewrite_expect(level, req, m):
+    m.rewrite = level == "on"
+
+
+def rewritten(req, m):
+    """The request the server serves after REWRITE_CONF (req itself when no rule applies)."""
+    if not m.rewrite or req.target == "*":
+        return req
+    if req.path.startswith("/rw/"):
+        # url.rewrite-once; it ends rewriting for the request (-if-not-file too), as lighttpd
+        return dataclasses.replace(req, target=req.target[3:])
+    if m.route == "static" and re.match(r"/(nf|dir)/", req.path) and lookup(m, req.path)[0] != "file":
+        return dataclasses.replace(req, target="/small.txt")  # url.rewrite-if-not-file
+    return req
+
+
 def range_expect(level, req, m):
     m.ranges = level == "on"
 
@@ -609,6 +642,7 @@ FACTORS = [
     # Relative to the config file, which sits beside the document root.
     Factor("alias", ("off", "on"), onoff('alias.url = ( "/al/" => "root/dir" )'), alias_expect),
     Factor("redirect", ("off", "on"), onoff('url.redirect = ( "^/go/(.*)$" => "/$1" )'), redirect_expect),
+    Factor("rewrite", ("off", "on"), onoff(REWRITE_CONF), rewrite_expect),
     Factor("Range requests", ("on", "off"),
            onoff('server.range-requests = "enable"', 'server.range-requests = "disable"'), range_expect),
 ]
@@ -841,6 +875,16 @@ class Run:
         self.lock = threading.Lock()
 
     def model_for(self, req):
+        m = self.factors_model(req)
+        served = rewritten(req, m) if req is not None else req
+        if served is not req:
+            # The server starts the request over with the new target: conditions and routes
+            # follow it.
+            m = self.factors_model(served)
+            m.served = served
+        return m
+
+    def factors_model(self, req):
         m = Model(self.env)
         for f in FACTORS:
             if f.expect:

@@ -141,6 +141,27 @@ class CheckConfig(unittest.TestCase):
         r = self.check(head + 'url.redirect = ( "^/x$" => "/y" )\nurl.redirect-code = 308\n')
         self.assertEqual((r.returncode, r.stdout, r.stderr), (0, "Syntax OK\n", ""))
 
+    def test_url_rewrite_mistakes(self):
+        head = 'server.document-root = "root"\nserver.port = 8080\nserver.modules = ( "mod_rewrite" )\n'
+        r = self.check(head + 'url.rewrite-once = ( "^/(a)" => "/b/${2}" )\n', "a.conf")
+        self.assertEqual(self.errors(r), [f"{self.d.path('a.conf')}:4: url.rewrite-once \"^/(a)\" => "
+                                          "\"/b/${2}\": ${2} but the pattern has 1 group(s)"])
+        r = self.check(head + 'url.rewrite-if-not-file = ( "^/(.*)" => "/i.php?h=${url.hostname}" )\n',
+                       "b.conf")
+        self.assertIn("url.rewrite-if-not-file \"^/(.*)\" => \"/i.php?h=${url.hostname}\": unknown "
+                      "substitution \"${url.hostname}\"", self.errors(r)[0])
+        r = self.check(head + 'url.rewrite-repeat = "/x"\n', "c.conf")
+        self.assertIn("url.rewrite-repeat must be an array of \"regex\" => \"url\" pairs", self.errors(r)[0])
+        r = self.check('server.document-root = "root"\nserver.port = 8080\n'
+                       'server.modules = ( "mod_staticfile" )\nurl.rewrite = ( "^/a" => "/b" )\n', "d.conf")
+        self.assertIn("'url.rewrite' belongs to mod_rewrite, which server.modules does not load",
+                      self.errors(r)[0])
+        r = self.check(head + 'url.rewrite-once = ( "^/a" => "/b" )\nurl.rewrite-final = ( "^/c" => "" )\n'
+                       'url.rewrite = ( "^/d" => "/e${qsa}" )\nurl.rewrite-repeat = ( "^/f" => "/g" )\n'
+                       '$HTTP["url"] =~ "^/x" { url.rewrite-if-not-file = ( "^/x/(.*)" => "/i.php/${esc:1}" ) }\n'
+                       'url.rewrite-repeat-if-not-file = ( "^/y" => "/z" )\n')
+        self.assertEqual((r.returncode, r.stdout, r.stderr), (0, "Syntax OK\n", ""))
+
     def test_every_error_in_one_run(self):
         c = self.d.path("c.conf")
         r = self.check('server.document-root = "root"\n'

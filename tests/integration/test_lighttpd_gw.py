@@ -34,7 +34,7 @@ LIGHTTPD = shutil.which("lighttpd") or "/usr/sbin/lighttpd"
 PHP_CGI = shutil.which("php-cgi") or "/usr/bin/php-cgi"
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CORPUS = os.path.join(ROOT, "examples", "lighttpd")
-CASES = ("fastcgi-php", "proxy-map-urlpath", "debian-fastcgi-proxy", "alias", "redirect")
+CASES = ("fastcgi-php", "proxy-map-urlpath", "debian-fastcgi-proxy", "alias", "redirect", "rewrite")
 WRAPPER = os.environ.get("SEEKLESS_WRAPPER", "").split()
 # Not Accept-Ranges: lighttpd 1.4 announces ranges on FastCGI answers too, seekless only where it
 # serves them (RFC 9110 §14.3); the proxied static files below compare Content-Range.
@@ -166,6 +166,11 @@ class Corpus(unittest.TestCase):
 
     def test_redirect(self):
         self.run_case("redirect")
+
+    def test_rewrite(self):
+        if not os.path.exists(PHP_CGI):
+            self.fail("php-cgi is not installed (scripts/install-deps installs it)")
+        self.run_case("rewrite")
 
 
 if __name__ == "__main__":

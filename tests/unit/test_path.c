@@ -708,8 +708,21 @@ static void test_target_normalize(void **state)
     char out[64];
     const char *t = "/a%41%2a%7e%2F%c3%a9?q=%6a&x";
     ssize_t n = sl_target_normalize(t, strlen(t), out, sizeof out);
-    assert_string_equal(out, "/aA%2A~%2F%C3%A9?q=j&x");
+    assert_string_equal(out, "/aA%2A~/%C3%A9?q=j&x"); /* %2F is a '/' in the path */
     assert_int_equal(n, strlen(out));
+    /* Dot segments and empty ones resolved in the path only; %2F stays in the query. */
+    static const char *const cases[][2] = {
+        {"/a//./b/../c", "/a/c"},   {"/a/b/", "/a/b/"},     {"/a/.", "/a/"},
+        {"/a/..", "/"},             {"/..", "/"},           {"/", "/"},
+        {"/../../x?y=/../%2f", "/x?y=/../%2F"}, {"/%2e%2E/a", "/a"}, {"/a%2F..%2Fb", "/b"},
+        {"//x//", "/x/"},           {"/a/..?", "/?"},       {"/.hidden/..x", "/.hidden/..x"},
+        {"http://h/a/../b", "http://h/a/../b"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        n = sl_target_normalize(cases[i][0], strlen(cases[i][0]), out, sizeof out);
+        assert_string_equal(out, cases[i][1]);
+        assert_int_equal(n, strlen(cases[i][1]));
+    }
     const char raw[] = "/\xc3\xa9%zz%4";
     assert_true(sl_target_normalize(raw, strlen(raw), out, sizeof out) > 0);
     assert_string_equal(out, "/%C3%A9%zz%4"); /* broken escapes stay as they are */
