@@ -47,10 +47,11 @@ static int open_beneath_walk(int dirfd, const char *rel, int flags)
         if (fd < 0 && errno == EPERM && (flags & O_NOATIME) && !next)
             fd = openat(cur, comp, (flags & ~O_NOATIME) | O_NOFOLLOW);
         int err = fd < 0 ? -errno : 0;
-        /* O_PATH|O_NOFOLLOW|O_DIRECTORY on a symlink gives ENOTDIR; report it as the symlink. */
+        /* O_NOFOLLOW|O_DIRECTORY on a symlink gives ENOTDIR (for the last component too, when
+         * the caller asked for a directory); report it as the symlink. */
         struct stat st;
-        if (err == -ENOTDIR && next && fstatat(cur, comp, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
-            S_ISLNK(st.st_mode))
+        if (err == -ENOTDIR && (next || (flags & O_DIRECTORY)) &&
+            fstatat(cur, comp, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISLNK(st.st_mode))
             err = -ELOOP;
         if (cur != dirfd) close(cur);
         if (err) return err;

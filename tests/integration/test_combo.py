@@ -220,6 +220,7 @@ class Model:
     redirect: bool = False         # url.redirect "^/go/(.*)$" => "/$1" (mod_redirect)
     rewrite: bool = False          # REWRITE_CONF (mod_rewrite)
     served: typing.Any = None      # the Req the server serves after rewrites (None: as sent)
+    listing: bool = False          # dir-listing.activate (mod_dirlisting)
     etags: bool = True
     mime: dict = dataclasses.field(default_factory=lambda: dict(MIME))
     netback: str = None
@@ -337,7 +338,13 @@ def answer_as(m, req, etags, conn):
                         body=b"" if head else None)
     if found[0] == "dir" and m.index and m.route == "static":
         name = found[1] + m.index[0]
-        found = ("file", name, FILES[name]) if name in FILES else ("denied",)
+        if name in FILES:
+            found = ("file", name, FILES[name])
+    if found[0] == "dir" and m.listing and m.route == "static":
+        return Expected(200, {"content-type": "text/html"}, conn=conn, body=b"" if head else None,
+                        checks=[] if head else [listing_check(found[1])])
+    if found[0] == "dir":
+        found = ("denied",)
     if found[0] != "file":
         st = 404 if found[0] == "missing" else 403
         return Expected(st, {"content-type": PRESENT}, conn=conn, body=b"" if head else None)
@@ -361,6 +368,16 @@ def answer_as(m, req, etags, conn):
     h["content-length"] = str(len(data))
     h["content-range"] = ABSENT
     return Expected(200, h, b"" if head else data, conn)
+
+
+def listing_check(dirname):
+    """A directory listing names every file directly in the directory."""
+    names = {f[len(dirname):].split("/")[0] for f in FILES if f.startswith(dirname)}
+
+    def check(resp, run):
+        return [f"listing of /{dirname} lacks {n!r}" for n in sorted(names)
+                if (">" + n + "<").encode() not in resp.body]
+    return check
 
 
 def status_json_check(m):
@@ -613,6 +630,10 @@ def rewritten(req, m):
     return req
 
 
+def listing_expect(level, req, m):
+    m.listing = level == "on"
+
+
 def range_expect(level, req, m):
     m.ranges = level == "on"
 
@@ -643,6 +664,8 @@ FACTORS = [
     Factor("alias", ("off", "on"), onoff('alias.url = ( "/al/" => "root/dir" )'), alias_expect),
     Factor("redirect", ("off", "on"), onoff('url.redirect = ( "^/go/(.*)$" => "/$1" )'), redirect_expect),
     Factor("rewrite", ("off", "on"), onoff(REWRITE_CONF), rewrite_expect),
+    Factor("directory listings", ("off", "on"), onoff('dir-listing.activate = "enable"'),
+           listing_expect),
     Factor("Range requests", ("on", "off"),
            onoff('server.range-requests = "enable"', 'server.range-requests = "disable"'), range_expect),
 ]

@@ -162,6 +162,26 @@ class CheckConfig(unittest.TestCase):
                        'url.rewrite-repeat-if-not-file = ( "^/y" => "/z" )\n')
         self.assertEqual((r.returncode, r.stdout, r.stderr), (0, "Syntax OK\n", ""))
 
+    def test_dir_listing_mistakes(self):
+        head = 'server.document-root = "root"\nserver.port = 8080\n'
+        r = self.check(head + 'dir-listing.activate = "enable"\ndir-listing.exclude = ( "^(" )\n', "a.conf")
+        self.assertIn(f"{self.d.path('a.conf')}:4: dir-listing.exclude \"^(\": missing closing parenthesis",
+                      self.errors(r)[0])
+        r = self.check(head + 'dir-listing.cache = ( "path" => "/var/cache/x" )\n', "b.conf")
+        self.assertIn("dir-listing.cache is not implemented", self.errors(r)[0])
+        r = self.check(head + 'dir-listing.show-readme = ( "x" )\n', "c.conf")
+        self.assertIn("dir-listing.show-readme must be \"enable\", \"disable\" or a file name",
+                      self.errors(r)[0])
+        # lighttpd always loads mod_dirlisting: its keys need no server.modules entry.
+        r = self.check(head + 'server.modules = ( "mod_staticfile" )\nserver.dir-listing = "enable"\n'
+                       'dir-listing.hide-dotfiles = "disable"\ndir-listing.show-readme = "enable"\n'
+                       'dir-listing.show-header = "HEAD.txt"\ndir-listing.encoding = "utf-8"\n'
+                       'dir-listing.external-css = "/s.css"\ndir-listing.external-js = "/s.js"\n'
+                       'dir-listing.set-footer = "x"\ndir-listing.auto-layout = "disable"\n'
+                       'dir-listing.encode-readme = "disable"\ndir-listing.encode-header = "enable"\n'
+                       'dir-listing.hide-readme-file = "enable"\ndir-listing.hide-header-file = "enable"\n')
+        self.assertEqual((r.returncode, r.stdout, r.stderr), (0, "Syntax OK\n", ""))
+
     def test_every_error_in_one_run(self):
         c = self.d.path("c.conf")
         r = self.check('server.document-root = "root"\n'
