@@ -29,6 +29,30 @@
 #include "sl_version.h"
 #include "user.h"
 
+#if SL_HAVE_SYSTEMD
+#include <systemd/sd-daemon.h>
+#endif
+
+/* Tell the service manager (a systemd unit of Type=notify, which sets NOTIFY_SOCKET) what the
+ * process is doing: READY=1 once every loop serves, STOPPING=1 when a stop signal is taken.
+ * Nothing without NOTIFY_SOCKET, or when built without libsystemd (-Dsystemd=disabled). */
+static void notify(const char *state)
+{
+#if SL_HAVE_SYSTEMD
+    if (getenv("NOTIFY_SOCKET")) {
+        int r = sd_notify(0, state);
+        if (r < 0) sl_log("sd_notify(%s) failed: %s", state, strerror(-r));
+    }
+#else
+    (void)state;
+#endif
+}
+
+static void notify_stopping(void)
+{
+    notify("STOPPING=1");
+}
+
 static void usage(FILE *f)
 {
     fprintf(f, "usage: seekless -f FILE [-D] [-t]\n"
@@ -146,6 +170,7 @@ int main(int argc, char **argv)
         case 'V':
             printf("seekless/%s\n", SL_VERSION);
             sl_core_print_features();
+            printf("systemd-notify: %s\n", SL_HAVE_SYSTEMD ? "libsystemd" : "no");
             return 0;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 1;
@@ -223,6 +248,8 @@ int main(int argc, char **argv)
             close(ready_fd);
             ready_fd = -1;
         }
+        notify("READY=1");
+        srv.on_stopping = notify_stopping;
         rc = sl_server_run(&srv);
     }
     if (ready_fd >= 0) close(ready_fd);

@@ -318,6 +318,7 @@ int sl_server_run(sl_server *srv)
         if (sig < 0) continue; /* EINTR */
         if (sig == SIGTERM || sig == SIGINT || sig == SIGQUIT) {
             sl_log("received SIG%s, shutting down gracefully", sigabbrev_np(sig));
+            if (srv->on_stopping) srv->on_stopping();
             break;
         }
         if (sig == SIGHUP || sig == SIGUSR1) {

@@ -45,6 +45,9 @@ typedef struct sl_server {
     bool timing;                      /* record each request's stages (the timing trace is on) */
     bool req_clock;                   /* read the clocks at each request's start (access log) */
     void *mod[SL_MAX_MODULES];        /* each module's process-wide state */
+    /* Called on the main thread when a stop signal is taken, before the loops stop (app/main.c
+     * tells systemd STOPPING=1 here); NULL: nothing. */
+    void (*on_stopping)(void);
 } sl_server;
 
 /* First thing in main: ignore SIGPIPE, SIGTTOU and SIGXFSZ and block the signals the main thread
