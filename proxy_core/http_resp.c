@@ -16,8 +16,8 @@
  * (lenient parsing of those is where request smuggling through chunked bodies comes from) and
  * then dropped.
  *
- * This file deliberately does not depend on server/: the proxy module links on its own, and the
- * small token helpers are not worth a cross-library dependency.
+ * Content-Length is read by the request parser's sl_http_content_length (server/http_parse.h), so
+ * requests and responses agree on what a valid length is; the small token helpers stay here.
  */
 #include "http_resp.h"
 
@@ -25,6 +25,8 @@
 #include <limits.h>
 #include <stdint.h>
 #include <string.h>
+
+#include "http_parse.h"
 
 /* ---- character classes ---- */
 
@@ -257,32 +259,6 @@ static int field_lines(const scanner *s, size_t p)
     }
 }
 
-/* Content-Length: 1*DIGIT, or a list of identical ones (RFC 9110 §8.6). */
-static int content_length(const sl_upstream_field *f, long long *cl)
-{
-    const char *v = f->value;
-    size_t n = f->value_len, i = 0;
-    for (;;) {
-        while (i < n && is_ows((unsigned char)v[i]))
-            i++;
-        size_t digits = i;
-        long long x = 0;
-        for (; i < n && is_digit((unsigned char)v[i]); i++) {
-            int d = v[i] - '0';
-            if (x > (LLONG_MAX - d) / 10) return -EPROTO;
-            x = x * 10 + d;
-        }
-        if (i == digits) return -EPROTO;
-        while (i < n && is_ows((unsigned char)v[i]))
-            i++;
-        if (*cl >= 0 && *cl != x) return -EPROTO;
-        *cl = x;
-        if (i == n) return 0;
-        if (v[i] != ',') return -EPROTO;
-        i++;
-    }
-}
-
 static void connection_tokens(sl_upstream_head *h, const sl_upstream_field *f)
 {
     size_t pos = 0, n;
@@ -319,7 +295,8 @@ static int semantics(sl_upstream_head *h, bool cgi)
     for (size_t i = 0; i < h->n_fields; i++) {
         const sl_upstream_field *f = &h->fields[i];
         if (eq_ci(f->name, f->name_len, "content-length")) {
-            if (content_length(f, &h->content_length) < 0) return -EPROTO;
+            if (sl_http_content_length(f->value, f->value_len, &h->content_length) < 0)
+                return -EPROTO;
         } else if (eq_ci(f->name, f->name_len, "connection")) {
             connection_tokens(h, f);
         } else if (eq_ci(f->name, f->name_len, "location")) {
