@@ -308,27 +308,11 @@ static bool valid_host(const char *h, size_t n)
         i = in + 2;
     } else {
         /* reg-name also covers IPv4address. */
-        while (i < n && h[i] != ':') {
-            unsigned char c = (unsigned char)h[i];
-            if (c == '%') {
-                if (n - i < 3 || !is_hex((unsigned char)h[i + 1]) ||
-                    !is_hex((unsigned char)h[i + 2]))
-                    return false;
-                i += 3;
-            } else if (is_unreserved(c) || is_sub_delim(c)) {
-                i++;
-            } else {
-                return false;
-            }
-        }
-        if (i == 0) return false;
+        ssize_t r = sl_uri_reg_name(h, n);
+        if (r <= 0) return false;
+        i = (size_t)r;
     }
-    if (i == n) return true;
-    if (h[i] != ':') return false;
-    for (i++; i < n; i++) {
-        if (!is_digit((unsigned char)h[i])) return false;
-    }
-    return true;
+    return sl_uri_port(h + i, n - i);
 }
 
 int sl_http_content_length(const char *v, size_t n, long long *cl)
