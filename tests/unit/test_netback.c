@@ -129,6 +129,18 @@ static void resumed(sl_xfer *x)
     pump(t);
 }
 
+/* Start t and run its loop until the transfer ends (10 s at most), then read what is left. */
+static void run(xctx *t)
+{
+    pump(t);
+    if (t->result == 1) {
+        struct timeval limit = {10, 0};
+        event_base_loopexit(t->base, &limit);
+        event_base_dispatch(t->base);
+    }
+    drain(t);
+}
+
 /* Send [off, end) of the file through io on base to a socket pair and check every byte; with
  * `known`, the xfer is told the file's identity first (sl_xfer_set_file). Resets the xfer. */
 static void transfer_on(sl_io *io, struct event_base *base, off_t off, off_t end, bool known)
@@ -149,13 +161,7 @@ static void transfer_on(sl_io *io, struct event_base *base, off_t off, off_t end
         assert_int_equal(fstat(fd, &st), 0);
         sl_xfer_set_file(&t->x, fd, &st);
     }
-    pump(t);
-    if (t->result == 1) {
-        struct timeval limit = {10, 0};
-        event_base_loopexit(base, &limit);
-        event_base_dispatch(base);
-    }
-    drain(t);
+    run(t);
     assert_int_equal(t->result, 0);
     assert_int_equal(t->n_got, (size_t)(end - off));
     assert_memory_equal(t->got, data + off, (size_t)(end - off));
@@ -265,23 +271,16 @@ static void test_truncated_file_is_reported(void **state)
         const sl_netbackend *nb = sl_netbackends[i];
         rig r;
         rig_open(&r, nb, 1, 65536);
-        struct event_base *base = r.base;
         xctx *t = calloc(1, sizeof *t);
         int sv[2];
         assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, sv), 0);
         t->peer = sv[1];
         t->off = SIZE - 100;
         t->end = SIZE + 100;
-        t->base = base;
+        t->base = r.base;
         t->result = 1;
         sl_xfer_init(&t->x, &r.io, sv[0], resumed, t);
-        pump(t);
-        if (t->result == 1) {
-            struct timeval limit = {10, 0};
-            event_base_loopexit(base, &limit);
-            event_base_dispatch(base);
-        }
-        drain(t);
+        run(t);
         if (t->result != -ENODATA) fail_msg("%s: %d instead of -ENODATA", nb->name, t->result);
         assert_int_equal(t->n_got, 100);
         sl_xfer_reset(&t->x);
