@@ -17,6 +17,8 @@
 #include <sys/socket.h>
 #include <sys/uio.h>
 
+#include "queue.h"
+
 #define MEM_CHUNK_MIN 4096
 #define IOV_MAX_BATCH 32
 
@@ -28,11 +30,7 @@ static sl_chunk *chunk_push(sl_chunkq *q, size_t cap)
     c->fd = -1;
     c->off = c->end = 0;
     c->cap = cap;
-    if (q->tail)
-        q->tail->next = c;
-    else
-        q->head = c;
-    q->tail = c;
+    SL_QUEUE_APPEND(q->head, q->tail, c, next);
     return c;
 }
 

@@ -24,6 +24,8 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include "queue.h"
+
 #define BUF_ALIGN 4096
 
 /* ---- the blocking core ---- */
@@ -185,11 +187,7 @@ static void wait_for_slot(sl_io *io, sl_xfer *x)
 {
     x->waiting = true;
     x->wait_next = NULL;
-    if (io->wait_tail)
-        io->wait_tail->wait_next = x;
-    else
-        io->wait_head = x;
-    io->wait_tail = x;
+    SL_QUEUE_APPEND(io->wait_head, io->wait_tail, x, wait_next);
 }
 
 /* A slot freed: let the longest-waiting xfer try again. */

@@ -20,6 +20,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "queue.h"
+
 struct sl_tpool {
     pthread_t *threads;
     unsigned n_threads;
@@ -56,11 +58,7 @@ void sl_tport_complete(sl_tport *port, sl_job *job)
     job->next = NULL;
     pthread_mutex_lock(&port->lock);
     bool was_empty = port->head == NULL;
-    if (port->tail)
-        port->tail->next = job;
-    else
-        port->head = job;
-    port->tail = job;
+    SL_QUEUE_APPEND(port->head, port->tail, job, next);
     pthread_mutex_unlock(&port->lock);
     if (was_empty) {
         uint64_t one = 1;
@@ -214,11 +212,7 @@ int sl_tpool_submit(sl_tpool *p, sl_tport *port, sl_job *job)
         pthread_mutex_unlock(&p->qlock);
         return -EAGAIN;
     }
-    if (p->qtail)
-        p->qtail->next = job;
-    else
-        p->qhead = job;
-    p->qtail = job;
+    SL_QUEUE_APPEND(p->qhead, p->qtail, job, next);
     p->queued++;
     p->submitted++;
     pthread_cond_signal(&p->qcond);

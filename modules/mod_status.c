@@ -21,6 +21,7 @@
 #include "connection.h"
 #include "fdcache.h"
 #include "loop.h"
+#include "queue.h"
 #include "server.h"
 #include "status.h"
 #include "threadpool.h"
@@ -336,11 +337,7 @@ static sl_hresult status_handle(sl_conn *c)
         sl_chunkq_clear(&body);
     } else if (body.head) {
         /* Move the body's chunks behind whatever is queued. */
-        if (c->out.tail)
-            c->out.tail->next = body.head;
-        else
-            c->out.head = body.head;
-        c->out.tail = body.tail;
+        SL_QUEUE_APPEND_CHAIN(c->out.head, c->out.tail, body.head, body.tail, next);
     }
     return SL_FINISHED;
 }

@@ -344,6 +344,18 @@ static int fail(sl_fcgi_decoder *d, size_t *consumed)
     return d->error;
 }
 
+/* Gathers up to the rest of an 8-byte block (a record header, or an END_REQUEST body) from
+ * p[0..len) into d->hdr; returns how many bytes it took. The block is whole when d->have reaches
+ * SL_FCGI_HEADER_LEN. */
+static size_t gather(sl_fcgi_decoder *d, const char *p, size_t len)
+{
+    size_t n = SL_FCGI_HEADER_LEN - d->have;
+    if (n > len) n = len;
+    memcpy(d->hdr + d->have, p, n);
+    d->have += n;
+    return n;
+}
+
 /* Validates a complete record header and sets up the states for its content. */
 static int start_record(sl_fcgi_decoder *d)
 {
@@ -410,15 +422,10 @@ int sl_fcgi_decode(sl_fcgi_decoder *d, const void *buf, size_t len, size_t *cons
         if (i == len) break;
 
         switch (d->state) {
-        case ST_HEADER: {
-            size_t n = SL_FCGI_HEADER_LEN - d->have;
-            if (n > len - i) n = len - i;
-            memcpy(d->hdr + d->have, p + i, n);
-            d->have += n;
-            i += n;
+        case ST_HEADER:
+            i += gather(d, p + i, len - i);
             if (d->have == SL_FCGI_HEADER_LEN && start_record(d) < 0) return fail(d, consumed);
             break;
-        }
         case ST_CONTENT: {
             size_t n = d->content_left;
             if (n > len - i) n = len - i;
@@ -433,11 +440,7 @@ int sl_fcgi_decode(sl_fcgi_decoder *d, const void *buf, size_t len, size_t *cons
             return ev->type;
         }
         case ST_END_BODY: {
-            size_t n = SL_FCGI_HEADER_LEN - d->have;
-            if (n > len - i) n = len - i;
-            memcpy(d->hdr + d->have, p + i, n);
-            d->have += n;
-            i += n;
+            i += gather(d, p + i, len - i);
             if (d->have == SL_FCGI_HEADER_LEN) {
                 const uint8_t *b = d->hdr;
                 d->app_status = ((uint32_t)b[0] << 24) | ((uint32_t)b[1] << 16) |

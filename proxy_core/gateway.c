@@ -40,6 +40,7 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "queue.h"
 
 #define A_ADD(f, n) __atomic_add_fetch(&(f), (n), __ATOMIC_RELAXED)
 #define A_SUB(f, n) __atomic_sub_fetch(&(f), (n), __ATOMIC_RELAXED)
@@ -249,11 +250,7 @@ int sl_gw_wait_add(sl_gw_group *g, sl_gw_wait *w, size_t max)
     if (g->n_waiting >= max) return -EAGAIN;
     w->next = NULL;
     w->queued = true;
-    if (g->wait_tail)
-        g->wait_tail->next = w;
-    else
-        g->wait_head = w;
-    g->wait_tail = w;
+    SL_QUEUE_APPEND(g->wait_head, g->wait_tail, w, next);
     g->n_waiting++;
     waiters_add(g, 1);
     __atomic_add_fetch(&waiting_total, 1, __ATOMIC_RELAXED);
@@ -321,11 +318,7 @@ static void fresh_append(sl_gw_backend *be, sl_gw_conn *gc, uint64_t now_ms)
     gc->opened_ms = now_ms;
     gc->fprev = be->fresh_tail;
     gc->fnext = NULL;
-    if (be->fresh_tail)
-        be->fresh_tail->fnext = gc;
-    else
-        be->fresh = gc;
-    be->fresh_tail = gc;
+    SL_QUEUE_APPEND(be->fresh, be->fresh_tail, gc, fnext);
 }
 
 /* A worker was freed for the oldest new connection: restart its wait, so the next one is freed

@@ -16,8 +16,9 @@
  * (lenient parsing of those is where request smuggling through chunked bodies comes from) and
  * then dropped.
  *
- * This file deliberately does not depend on server/: the proxy module links on its own, and the
- * small token helpers are not worth a cross-library dependency.
+ * Content-Length and comma-separated lists are read by the request parser's functions
+ * (sl_http_content_length, sl_http_list_next in server/http_parse.h), so requests and responses
+ * agree on them; the small character-class helpers stay here.
  */
 #include "http_resp.h"
 
@@ -25,6 +26,8 @@
 #include <limits.h>
 #include <stdint.h>
 #include <string.h>
+
+#include "http_parse.h"
 
 /* ---- character classes ---- */
 
@@ -95,27 +98,6 @@ static void trim(const char **v, size_t *n)
     }
     while (*n && is_ows((unsigned char)(*v)[*n - 1]))
         (*n)--;
-}
-
-/* Next non-empty element of the comma-separated list v[0..n) from *pos, OWS-trimmed (RFC 9110
- * §5.6.1: empty elements are ignored). False when there are none left. */
-static bool next_element(const char *v, size_t n, size_t *pos, const char **e, size_t *elen)
-{
-    while (*pos < n) {
-        size_t start = *pos;
-        while (*pos < n && v[*pos] != ',')
-            (*pos)++;
-        const char *s = v + start;
-        size_t len = *pos - start;
-        if (*pos < n) (*pos)++;
-        trim(&s, &len);
-        if (len) {
-            *e = s;
-            *elen = len;
-            return true;
-        }
-    }
-    return false;
 }
 
 /* ---- heads ---- */
@@ -257,37 +239,11 @@ static int field_lines(const scanner *s, size_t p)
     }
 }
 
-/* Content-Length: 1*DIGIT, or a list of identical ones (RFC 9110 §8.6). */
-static int content_length(const sl_upstream_field *f, long long *cl)
-{
-    const char *v = f->value;
-    size_t n = f->value_len, i = 0;
-    for (;;) {
-        while (i < n && is_ows((unsigned char)v[i]))
-            i++;
-        size_t digits = i;
-        long long x = 0;
-        for (; i < n && is_digit((unsigned char)v[i]); i++) {
-            int d = v[i] - '0';
-            if (x > (LLONG_MAX - d) / 10) return -EPROTO;
-            x = x * 10 + d;
-        }
-        if (i == digits) return -EPROTO;
-        while (i < n && is_ows((unsigned char)v[i]))
-            i++;
-        if (*cl >= 0 && *cl != x) return -EPROTO;
-        *cl = x;
-        if (i == n) return 0;
-        if (v[i] != ',') return -EPROTO;
-        i++;
-    }
-}
-
 static void connection_tokens(sl_upstream_head *h, const sl_upstream_field *f)
 {
     size_t pos = 0, n;
     const char *e;
-    while (next_element(f->value, f->value_len, &pos, &e, &n)) {
+    while (sl_http_list_next(f->value, f->value_len, &pos, &e, &n)) {
         if (eq_ci(e, n, "close")) h->conn_close = true;
         if (eq_ci(e, n, "keep-alive")) h->conn_keep_alive = true;
         if (eq_ci(e, n, "upgrade")) h->conn_upgrade = true;
@@ -319,7 +275,8 @@ static int semantics(sl_upstream_head *h, bool cgi)
     for (size_t i = 0; i < h->n_fields; i++) {
         const sl_upstream_field *f = &h->fields[i];
         if (eq_ci(f->name, f->name_len, "content-length")) {
-            if (content_length(f, &h->content_length) < 0) return -EPROTO;
+            if (sl_http_content_length(f->value, f->value_len, &h->content_length) < 0)
+                return -EPROTO;
         } else if (eq_ci(f->name, f->name_len, "connection")) {
             connection_tokens(h, f);
         } else if (eq_ci(f->name, f->name_len, "location")) {
@@ -333,7 +290,7 @@ static int semantics(sl_upstream_head *h, bool cgi)
             te_fields++;
             size_t pos = 0, n;
             const char *e;
-            while (next_element(f->value, f->value_len, &pos, &e, &n)) {
+            while (sl_http_list_next(f->value, f->value_len, &pos, &e, &n)) {
                 te_elems++;
                 if (eq_ci(e, n, "chunked")) te_chunked++;
             }
@@ -427,7 +384,7 @@ bool sl_hop_by_hop(const char *name, size_t len, const char *connection_value, s
         if (eq_ci(name, len, fixed[i])) return true;
     size_t pos = 0, n;
     const char *e;
-    while (connection_value && next_element(connection_value, conn_len, &pos, &e, &n))
+    while (connection_value && sl_http_list_next(connection_value, conn_len, &pos, &e, &n))
         if (eq_ci_n(e, n, name, len)) return true;
     return false;
 }

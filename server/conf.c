@@ -351,16 +351,8 @@ static int compile_assign(load_ctx *lc, const sl_cblock *b, const sl_cassign *a,
     switch (k->type) {
     case SL_KEY_INT: ok = v->type == SL_CV_INT; break;
     case SL_KEY_BOOL: ok = bool_of(v, &o->v.b) == 0; break;
-    case SL_KEY_STRLIST:
-        ok = v->type == SL_CV_ARRAY;
-        for (size_t i = 0; ok && i < v->n_items; i++)
-            ok = !v->items[i].key && v->items[i].val->type == SL_CV_STRING;
-        break;
-    case SL_KEY_KVLIST:
-        ok = v->type == SL_CV_ARRAY;
-        for (size_t i = 0; ok && i < v->n_items; i++)
-            ok = v->items[i].key && v->items[i].val->type == SL_CV_STRING;
-        break;
+    case SL_KEY_STRLIST: ok = sl_cval_strings(v, false); break;
+    case SL_KEY_KVLIST: ok = sl_cval_strings(v, true); break;
     case SL_KEY_VALUE: break;
     default: ok = v->type == SL_CV_STRING; break;
     }
@@ -496,10 +488,7 @@ static void pick_modules(load_ctx *lc)
     listed[0] = true;
     if (list) {
         const sl_cval *v = list->val;
-        bool ok = v->type == SL_CV_ARRAY;
-        for (size_t i = 0; ok && i < v->n_items; i++)
-            ok = !v->items[i].key && v->items[i].val->type == SL_CV_STRING;
-        if (!ok) {
+        if (!sl_cval_strings(v, false)) {
             lc_fail(lc, list->file, list->line,
                         "'server.modules' must be an array of module names");
         } else {

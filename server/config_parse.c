@@ -658,6 +658,15 @@ const char *sl_cval_type_name(sl_cval_type t)
     return "unknown";
 }
 
+bool sl_cval_strings(const sl_cval *v, bool keyed)
+{
+    if (v->type != SL_CV_ARRAY) return false;
+    for (size_t i = 0; i < v->n_items; i++)
+        if ((v->items[i].key != NULL) != keyed || v->items[i].val->type != SL_CV_STRING)
+            return false;
+    return true;
+}
+
 static sl_cval *new_val(parse_ctx *c, sl_cval_type type)
 {
     sl_cval *v = arena_alloc(c, sizeof *v);

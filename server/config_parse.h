@@ -197,4 +197,8 @@ void sl_config_walk(const sl_config_tree *t,
 /* Short printable name of a value type, for messages: "string", "integer", "array". */
 const char *sl_cval_type_name(sl_cval_type t);
 
+/* Is v an array of strings: ( "k" => "v", ... ) when keyed (every item has a key), ( "v", ... )
+ * when not (no item has one)? An empty array is both. The shape of list and map options. */
+bool sl_cval_strings(const sl_cval *v, bool keyed);
+
 #endif

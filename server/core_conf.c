@@ -80,10 +80,7 @@ static int prep_docroot(const sl_cval *v, const sl_key_ctx *ctx, void **out)
 
 static int prep_mime(const sl_cval *v, const sl_key_ctx *ctx, void **out)
 {
-    bool ok = v->type == SL_CV_ARRAY;
-    for (size_t i = 0; ok && i < v->n_items; i++)
-        ok = v->items[i].key && v->items[i].val->type == SL_CV_STRING;
-    if (!ok) {
+    if (!sl_cval_strings(v, true)) {
         snprintf(ctx->err, ctx->errlen,
                  "'mimetype.assign' must be an array of \".ext\" => \"type\" pairs");
         return -1;
@@ -313,10 +310,7 @@ static void feature_flags_release(void *p)
 static int prep_upload_dirs(const sl_cval *v, const sl_key_ctx *ctx, void **out)
 {
     (void)out;
-    bool ok = v->type == SL_CV_ARRAY;
-    for (size_t i = 0; ok && i < v->n_items; i++)
-        ok = !v->items[i].key && v->items[i].val->type == SL_CV_STRING;
-    if (!ok) {
+    if (!sl_cval_strings(v, false)) {
         snprintf(ctx->err, ctx->errlen, "server.upload-dirs must be an array of directories");
         return -1;
     }

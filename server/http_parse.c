@@ -21,6 +21,7 @@
  */
 #include "http_parse.h"
 
+#include <errno.h>
 #include <limits.h>
 #include <string.h>
 
@@ -307,34 +308,15 @@ static bool valid_host(const char *h, size_t n)
         i = in + 2;
     } else {
         /* reg-name also covers IPv4address. */
-        while (i < n && h[i] != ':') {
-            unsigned char c = (unsigned char)h[i];
-            if (c == '%') {
-                if (n - i < 3 || !is_hex((unsigned char)h[i + 1]) ||
-                    !is_hex((unsigned char)h[i + 2]))
-                    return false;
-                i += 3;
-            } else if (is_unreserved(c) || is_sub_delim(c)) {
-                i++;
-            } else {
-                return false;
-            }
-        }
-        if (i == 0) return false;
+        ssize_t r = sl_uri_reg_name(h, n);
+        if (r <= 0) return false;
+        i = (size_t)r;
     }
-    if (i == n) return true;
-    if (h[i] != ':') return false;
-    for (i++; i < n; i++) {
-        if (!is_digit((unsigned char)h[i])) return false;
-    }
-    return true;
+    return sl_uri_port(h + i, n - i);
 }
 
-/* Content-Length = 1*DIGIT; a list of identical values is accepted as that value (RFC 9110 §8.6).
- * Returns the value or -1 when invalid. */
-static long long parse_content_length(const char *v, size_t n)
+int sl_http_content_length(const char *v, size_t n, long long *cl)
 {
-    long long val = -1;
     size_t i = 0;
     for (;;) {
         while (i < n && is_ows((unsigned char)v[i]))
@@ -343,16 +325,16 @@ static long long parse_content_length(const char *v, size_t n)
         long long x = 0;
         for (; i < n && is_digit((unsigned char)v[i]); i++) {
             int d = v[i] - '0';
-            if (x > (LLONG_MAX - d) / 10) return -1;
+            if (x > (LLONG_MAX - d) / 10) return -EOVERFLOW;
             x = x * 10 + d;
         }
-        if (i == st) return -1; /* empty element or not a digit */
-        if (val >= 0 && x != val) return -1;
-        val = x;
+        if (i == st) return -EINVAL; /* empty element or not a digit */
+        if (*cl >= 0 && x != *cl) return -EINVAL;
+        *cl = x;
         while (i < n && is_ows((unsigned char)v[i]))
             i++;
-        if (i == n) return val;
-        if (v[i] != ',') return -1;
+        if (i == n) return 0;
+        if (v[i] != ',') return -EINVAL;
         i++;
     }
 }
@@ -430,10 +412,8 @@ static int field_line(parser *ps, const sl_http_header *h)
         if (req->host || !valid_host(h->value, h->value_len)) return -400;
         req->host = h;
     } else if (eq_ci(n, nl, "content-length")) {
-        long long cl = parse_content_length(h->value, h->value_len);
-        if (cl < 0 || ps->te_seen) return -400;
-        if (req->content_length >= 0 && req->content_length != cl) return -400;
-        req->content_length = cl;
+        if (ps->te_seen || sl_http_content_length(h->value, h->value_len, &req->content_length) < 0)
+            return -400;
     } else if (eq_ci(n, nl, "transfer-encoding")) {
         /* RFC 9112 §6.1: TE in 1.0 may come from a broken 1.1 proxy chain, and TE beside
          * Content-Length is the classic smuggling pattern; both are refused outright. */

@@ -115,6 +115,14 @@ const sl_http_header *sl_http_single(const sl_http_header *h);
  * h is NULL. */
 size_t sl_http_field_join(const sl_http_header *h, const char *sep, char *buf, size_t cap);
 
+/* One Content-Length field line's value v[0..n): 1*DIGIT, or a comma-separated list of identical
+ * values, OWS allowed around each (RFC 9110 §8.6). The value must also agree with *cl, the value
+ * of the field's earlier lines (-1 before the first), so that calling this for every line of the
+ * field checks the whole field. Returns 0 with *cl set; -EINVAL for an empty element, a
+ * non-digit or a value different from the others (the message is then invalid, RFC 9112 §6.3);
+ * -EOVERFLOW for a value above LLONG_MAX. *cl is unspecified after an error. */
+int sl_http_content_length(const char *v, size_t n, long long *cl);
+
 /* The next non-empty element of the comma-separated list v[0..len), trimmed of OWS: start with
  * *pos = 0; true with *e, *elen set and *pos advanced, false when none is left. Empty elements
  * are skipped (RFC 9110 §5.6.1.2). Quoted strings are not special: a list whose elements may

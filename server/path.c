@@ -64,14 +64,31 @@ static bool ascii_ieq(const char *a, const char *b, size_t n)
     return true;
 }
 
-/* ":" *DIGIT or nothing. */
-static bool valid_port(const char *s, size_t len)
+bool sl_uri_port(const char *s, size_t len)
 {
     if (len == 0) return true;
     if (s[0] != ':') return false;
     for (size_t k = 1; k < len; k++)
         if (!is_digit((unsigned char)s[k])) return false;
     return true;
+}
+
+ssize_t sl_uri_reg_name(const char *s, size_t len)
+{
+    size_t k = 0;
+    while (k < len && s[k] != ':') {
+        unsigned char c = (unsigned char)s[k];
+        if (c == '%') {
+            if (len - k < 3 || hexval((unsigned char)s[k + 1]) < 0 || hexval((unsigned char)s[k + 2]) < 0)
+                return -1;
+            k += 3;
+        } else if (is_unreserved(c) || is_sub_delim(c)) {
+            k++;
+        } else {
+            return -1;
+        }
+    }
+    return (ssize_t)k;
 }
 
 /* RFC 3986 authority without userinfo: IP-literal or reg-name, then an optional port. The host
@@ -89,21 +106,11 @@ static bool valid_authority(const char *a, size_t len)
         if (k == len || k == 1) return false;
         k++;
     } else {
-        while (k < len && a[k] != ':') {
-            unsigned char c = (unsigned char)a[k];
-            if (c == '%') {
-                if (len - k < 3 || hexval((unsigned char)a[k + 1]) < 0 || hexval((unsigned char)a[k + 2]) < 0)
-                    return false;
-                k += 3;
-            } else if (is_unreserved(c) || is_sub_delim(c)) {
-                k++;
-            } else {
-                return false;
-            }
-        }
-        if (k == 0) return false;
+        ssize_t r = sl_uri_reg_name(a, len);
+        if (r <= 0) return false;
+        k = (size_t)r;
     }
-    return valid_port(a + k, len - k);
+    return sl_uri_port(a + k, len - k);
 }
 
 int sl_uri_split(const char *target, size_t len, const char **path, size_t *path_len, const char **query,

@@ -23,6 +23,17 @@
 int sl_uri_split(const char *target, size_t len, const char **path, size_t *path_len, const char **query,
                  size_t *query_len, const char **auth, size_t *auth_len);
 
+/* The reg-name at the start of s[0..len) (RFC 3986 §3.2.2: unreserved, sub-delims and
+ * pct-encoded; it also covers IPv4address), which runs to the first ':' or the end: returns its
+ * length (0 when s starts with ':' or len is 0), or -1 when a byte outside that alphabet or a '%'
+ * without two hex digits comes first. The host part of a Host field and of an absolute-form
+ * authority that is not an IP-literal. */
+ssize_t sl_uri_reg_name(const char *s, size_t len);
+
+/* Is s[0..len) an optional port as it follows the host in an authority: empty, or ":" *DIGIT
+ * (RFC 3986 §3.2.3; the value is not checked)? */
+bool sl_uri_port(const char *s, size_t len);
+
 /* Is s[0..n) an IPv4address as RFC 3986 §3.2.2 writes it: four dec-octets (0..255, no leading
  * zeros) separated by dots? */
 bool sl_ipv4_literal(const char *s, size_t n);

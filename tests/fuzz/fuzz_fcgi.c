@@ -20,25 +20,10 @@
 
 #include "fcgi_proto.h"
 
+#define FUZZ_NAME "fuzz_fcgi"
+#include "fuzz_util.h"
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-static void check(int ok, const char *what)
-{
-    if (!ok) {
-        fprintf(stderr, "fuzz_fcgi: invariant violated: %s\n", what);
-        abort();
-    }
-}
-
-static uint32_t rng_next(uint32_t *s)
-{
-    uint32_t x = *s ? *s : 0x9e3779b9u;
-    x ^= x << 13;
-    x ^= x >> 17;
-    x ^= x << 5;
-    *s = x;
-    return x;
-}
 
 /* Mostly small fragments, sometimes large ones. */
 static size_t frag_size(uint32_t *s)

@@ -15,15 +15,10 @@
 
 #include "http_parse.h"
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+#define FUZZ_NAME "fuzz_http_request"
+#include "fuzz_util.h"
 
-static void check(int ok, const char *what)
-{
-    if (!ok) {
-        fprintf(stderr, "fuzz_http_request: invariant violated: %s\n", what);
-        abort();
-    }
-}
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 static int inside(const char *p, size_t n, const char *buf, size_t len)
 {

@@ -22,25 +22,10 @@
 
 #include "http_resp.h"
 
+#define FUZZ_NAME "fuzz_http_resp"
+#include "fuzz_util.h"
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-static void check(int ok, const char *what)
-{
-    if (!ok) {
-        fprintf(stderr, "fuzz_http_resp: invariant violated: %s\n", what);
-        abort();
-    }
-}
-
-static uint32_t rng_next(uint32_t *s)
-{
-    uint32_t x = *s ? *s : 0x9e3779b9u;
-    x ^= x << 13;
-    x ^= x >> 17;
-    x ^= x << 5;
-    *s = x;
-    return x;
-}
 
 static bool inside(const char *p, size_t n, const char *buf, size_t len)
 {

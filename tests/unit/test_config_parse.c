@@ -1247,6 +1247,32 @@ static void test_type_name(void **state)
     assert_string_equal(sl_cval_type_name(SL_CV_ARRAY), "array");
 }
 
+static void test_cval_strings(void **state)
+{
+    sl_cval s = {.type = SL_CV_STRING, .str = "x"}, i = {.type = SL_CV_INT, .num = 1};
+    sl_cval empty = {.type = SL_CV_ARRAY};
+    assert_true(sl_cval_strings(&empty, true));
+    assert_true(sl_cval_strings(&empty, false));
+    assert_false(sl_cval_strings(&s, false));
+    assert_false(sl_cval_strings(&i, true));
+
+    sl_cval_item plain[] = {{NULL, &s}, {NULL, &s}};
+    sl_cval_item pairs[] = {{"a", &s}, {"b", &s}};
+    sl_cval_item mixed[] = {{"a", &s}, {NULL, &s}};
+    sl_cval_item not_str[] = {{"a", &s}, {"b", &i}};
+    sl_cval v = {.type = SL_CV_ARRAY, .items = plain, .n_items = 2};
+    assert_true(sl_cval_strings(&v, false));
+    assert_false(sl_cval_strings(&v, true));
+    v.items = pairs;
+    assert_true(sl_cval_strings(&v, true));
+    assert_false(sl_cval_strings(&v, false));
+    v.items = mixed;
+    assert_false(sl_cval_strings(&v, true));
+    assert_false(sl_cval_strings(&v, false));
+    v.items = not_str;
+    assert_false(sl_cval_strings(&v, true));
+}
+
 static void test_free_null(void **state)
 {
     sl_config_tree_free(NULL);
@@ -1854,6 +1880,7 @@ int main(void)
         cmocka_unit_test(test_small_error_buffer),
         cmocka_unit_test(test_default_name),
         cmocka_unit_test(test_type_name),
+        cmocka_unit_test(test_cval_strings),
         cmocka_unit_test(test_free_null),
         cmocka_unit_test(test_string_and_integer_join),
         cmocka_unit_test(test_include_shell_not_in_a_string),

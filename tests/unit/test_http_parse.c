@@ -2,6 +2,7 @@
  * limits, and the incremental contract (every prefix of a valid head gives 0, every prefix of a bad
  * one gives 0 or the same error). Inputs are copied into exactly-sized heap buffers so that
  * AddressSanitizer catches any read past len. */
+#include <errno.h>
 #include <limits.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -629,6 +630,48 @@ static void test_content_length_invalid(void **state)
     }
 }
 
+/* sl_http_content_length on its own, as the request and the upstream response parsers call it:
+ * one field line's value against the value of the lines before it. */
+static int cl_line(const char *v, long long *cl)
+{
+    char *copy = malloc(strlen(v) + 1); /* exactly sized: ASan sees a read past n */
+    assert_non_null(copy);
+    memcpy(copy, v, strlen(v) + 1);
+    int rc = sl_http_content_length(copy, strlen(v), cl);
+    free(copy);
+    return rc;
+}
+
+static void test_content_length_shared(void **state)
+{
+    long long cl = -1;
+    assert_int_equal(cl_line("0", &cl), 0);
+    assert_true(cl == 0);
+    cl = -1;
+    assert_int_equal(cl_line(" 9223372036854775807 ", &cl), 0);
+    assert_true(cl == LLONG_MAX);
+    cl = -1;
+    assert_int_equal(cl_line("12,12 ,\t012", &cl), 0);
+    assert_true(cl == 12);
+    /* Agreement with the earlier lines. */
+    assert_int_equal(cl_line("12", &cl), 0);
+    assert_true(cl == 12);
+    assert_int_equal(cl_line("13", &cl), -EINVAL);
+    cl = 7;
+    assert_int_equal(cl_line("7, 8", &cl), -EINVAL);
+
+    static const char *const bad[] = {"", " ", "-1", "+5", "5a", "0x10", "5 5", "5.0", "5, 6",
+                                      "5,", ",5", "5,,5"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        cl = -1;
+        if (cl_line(bad[i], &cl) != -EINVAL) fail_msg("not -EINVAL: \"%s\"", bad[i]);
+    }
+    cl = -1;
+    assert_int_equal(cl_line("9223372036854775808", &cl), -EOVERFLOW);
+    cl = -1;
+    assert_int_equal(cl_line("1, 99999999999999999999999999", &cl), -EOVERFLOW);
+}
+
 /* ---- Transfer-Encoding ---- */
 
 static void test_transfer_encoding_chunked(void **state)
@@ -981,6 +1024,7 @@ int main(void)
         cmocka_unit_test(test_host_values),
         cmocka_unit_test(test_content_length),
         cmocka_unit_test(test_content_length_invalid),
+        cmocka_unit_test(test_content_length_shared),
         cmocka_unit_test(test_transfer_encoding_chunked),
         cmocka_unit_test(test_transfer_encoding_501),
         cmocka_unit_test(test_transfer_encoding_400),

@@ -129,6 +129,18 @@ static void resumed(sl_xfer *x)
     pump(t);
 }
 
+/* Start t and run its loop until the transfer ends (10 s at most), then read what is left. */
+static void run(xctx *t)
+{
+    pump(t);
+    if (t->result == 1) {
+        struct timeval limit = {10, 0};
+        event_base_loopexit(t->base, &limit);
+        event_base_dispatch(t->base);
+    }
+    drain(t);
+}
+
 /* Send [off, end) of the file through io on base to a socket pair and check every byte; with
  * `known`, the xfer is told the file's identity first (sl_xfer_set_file). Resets the xfer. */
 static void transfer_on(sl_io *io, struct event_base *base, off_t off, off_t end, bool known)
@@ -149,13 +161,7 @@ static void transfer_on(sl_io *io, struct event_base *base, off_t off, off_t end
         assert_int_equal(fstat(fd, &st), 0);
         sl_xfer_set_file(&t->x, fd, &st);
     }
-    pump(t);
-    if (t->result == 1) {
-        struct timeval limit = {10, 0};
-        event_base_loopexit(base, &limit);
-        event_base_dispatch(base);
-    }
-    drain(t);
+    run(t);
     assert_int_equal(t->result, 0);
     assert_int_equal(t->n_got, (size_t)(end - off));
     assert_memory_equal(t->got, data + off, (size_t)(end - off));
@@ -167,25 +173,44 @@ static void transfer_on(sl_io *io, struct event_base *base, off_t off, off_t end
     free(t);
 }
 
+/* One loop's I/O through backend nb: its event base, completion port, and a read pool of
+ * `threads` threads when nb uses one; `threads` reads in flight at most. */
+typedef struct rig {
+    struct event_base *base;
+    sl_tport *port;
+    sl_tpool *pool;
+    sl_io io;
+} rig;
+
+static void rig_open(rig *r, const sl_netbackend *nb, unsigned threads, size_t block_size)
+{
+    r->base = event_base_new();
+    r->port = sl_tport_new(r->base);
+    r->pool = nb->uses_read_pool ? sl_tpool_new("t-read", threads, 8) : NULL;
+    char err[256];
+    sl_io_config cfg = {.nb = nb, .read_pool = r->pool, .block_size = block_size,
+                        .max_reads = threads, .threads = threads};
+    assert_int_equal(sl_io_init(&r->io, r->base, r->port, &cfg, err, sizeof err), 0);
+}
+
+static void rig_close(rig *r)
+{
+    sl_tpool_free(r->pool);
+    sl_io_fini(&r->io);
+    sl_tport_free(r->port);
+    event_base_free(r->base);
+}
+
 static void transfer_with(const char *backend, off_t off, off_t end)
 {
     const sl_netbackend *nb = sl_netback_find(backend);
     assert_non_null(nb);
-    struct event_base *base = event_base_new();
-    sl_tport *port = sl_tport_new(base);
-    sl_tpool *pool = nb->uses_read_pool ? sl_tpool_new("t-read", 2, 8) : NULL;
-    sl_io io;
-    char err[256];
-    sl_io_config cfg = {.nb = nb, .read_pool = pool, .block_size = 65536, .max_reads = 2,
-                        .threads = 2};
-    assert_int_equal(sl_io_init(&io, base, port, &cfg, err, sizeof err), 0);
+    rig r;
+    rig_open(&r, nb, 2, 65536);
     /* Cold: the asynchronous paths must be taken. */
     posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
-    transfer_on(&io, base, off, end, false);
-    sl_tpool_free(pool);
-    sl_io_fini(&io);
-    sl_tport_free(port);
-    event_base_free(base);
+    transfer_on(&r.io, r.base, off, end, false);
+    rig_close(&r);
 }
 
 /* Send the whole file once through io (hybrid) with its identity known. */
@@ -200,27 +225,22 @@ static void send_known(sl_io *io, struct event_base *base)
 static void test_hybrid_trusts_the_memo_for_a_cached_file(void **state)
 {
     if (sl_page_cache_resident(fd, 0, SIZE) == -ENOSYS) skip();
-    const sl_netbackend *nb = sl_netback_find("hybrid");
-    struct event_base *base = event_base_new();
-    sl_tport *port = sl_tport_new(base);
-    sl_tpool *pool = sl_tpool_new("t-read", 2, 8);
-    sl_io io;
-    char err[256];
-    sl_io_config cfg = {.nb = nb, .read_pool = pool, .block_size = 512 * 1024, .max_reads = 2,
-                        .threads = 2};
-    assert_int_equal(sl_io_init(&io, base, port, &cfg, err, sizeof err), 0);
-    assert_non_null(io.memo);
+    rig r;
+    rig_open(&r, sl_netback_find("hybrid"), 2, 512 * 1024);
+    sl_io *io = &r.io;
+    struct event_base *base = r.base;
+    assert_non_null(io->memo);
     static unsigned char all[SIZE];
     assert_int_equal(pread(fd, all, SIZE, 0), SIZE); /* wholly cached */
     /* The socket takes 64 KiB a call: the calls after the first of a send use the memo too. */
-    send_known(&io, base);
-    assert_int_equal(io.memo_checks, 1);
+    send_known(io, base);
+    assert_int_equal(io->memo_checks, 1);
     sl_resmemo_stats ms;
-    sl_resmemo_get_stats(io.memo, &ms);
+    sl_resmemo_get_stats(io->memo, &ms);
     uint64_t hits = ms.trusted;
-    send_known(&io, base);
-    assert_int_equal(io.memo_checks, 1); /* not asked again */
-    sl_resmemo_get_stats(io.memo, &ms);
+    send_known(io, base);
+    assert_int_equal(io->memo_checks, 1); /* not asked again */
+    sl_resmemo_get_stats(io->memo, &ms);
     assert_true(ms.trusted > hits);
     hits = ms.trusted;
     /* Another file to the memo: its ctime moves (chmod), and its pages leave the cache. */
@@ -228,14 +248,11 @@ static void test_hybrid_trusts_the_memo_for_a_cached_file(void **state)
     nanosleep(&pause, NULL);
     assert_int_equal(fchmod(fd, 0640), 0);
     assert_int_equal(posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED), 0);
-    send_known(&io, base);
-    assert_true(io.memo_checks >= 2);
-    sl_resmemo_get_stats(io.memo, &ms);
+    send_known(io, base);
+    assert_true(io->memo_checks >= 2);
+    sl_resmemo_get_stats(io->memo, &ms);
     assert_int_equal(ms.trusted, hits);
-    sl_tpool_free(pool);
-    sl_io_fini(&io);
-    sl_tport_free(port);
-    event_base_free(base);
+    rig_close(&r);
 }
 
 static void test_every_backend_sends_ranges(void **state)
@@ -252,37 +269,22 @@ static void test_truncated_file_is_reported(void **state)
     /* A range past the end: every backend says the file ended early. */
     for (size_t i = 0; sl_netbackends[i]; i++) {
         const sl_netbackend *nb = sl_netbackends[i];
-        struct event_base *base = event_base_new();
-        sl_tport *port = sl_tport_new(base);
-        sl_tpool *pool = nb->uses_read_pool ? sl_tpool_new("t-read", 1, 8) : NULL;
-        sl_io io;
-        char err[256];
-        sl_io_config cfg = {.nb = nb, .read_pool = pool, .block_size = 65536, .max_reads = 1,
-                            .threads = 1};
-        assert_int_equal(sl_io_init(&io, base, port, &cfg, err, sizeof err), 0);
+        rig r;
+        rig_open(&r, nb, 1, 65536);
         xctx *t = calloc(1, sizeof *t);
         int sv[2];
         assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, sv), 0);
         t->peer = sv[1];
         t->off = SIZE - 100;
         t->end = SIZE + 100;
-        t->base = base;
+        t->base = r.base;
         t->result = 1;
-        sl_xfer_init(&t->x, &io, sv[0], resumed, t);
-        pump(t);
-        if (t->result == 1) {
-            struct timeval limit = {10, 0};
-            event_base_loopexit(base, &limit);
-            event_base_dispatch(base);
-        }
-        drain(t);
+        sl_xfer_init(&t->x, &r.io, sv[0], resumed, t);
+        run(t);
         if (t->result != -ENODATA) fail_msg("%s: %d instead of -ENODATA", nb->name, t->result);
         assert_int_equal(t->n_got, 100);
         sl_xfer_reset(&t->x);
-        sl_tpool_free(pool);
-        sl_io_fini(&io);
-        sl_tport_free(port);
-        event_base_free(base);
+        rig_close(&r);
         close(sv[0]);
         close(sv[1]);
         free(t);

@@ -174,6 +174,31 @@ static void test_split_rejects_bad_authority(void **state)
     }
 }
 
+/* The authority pieces sl_uri_split and the Host check in http_parse.c share. */
+static void test_reg_name_and_port(void **state)
+{
+    assert_int_equal(sl_uri_reg_name("", 0), 0);
+    assert_int_equal(sl_uri_reg_name(":80", 3), 0);
+    assert_int_equal(sl_uri_reg_name("example.com", 11), 11);
+    assert_int_equal(sl_uri_reg_name("a-b_c~d!$&'()*+,;=:8080", 23), 18);
+    assert_int_equal(sl_uri_reg_name("%41%2f:1", 8), 6);
+    assert_int_equal(sl_uri_reg_name("a%4", 3), -1);  /* escape cut short by the end */
+    assert_int_equal(sl_uri_reg_name("a%4:", 4), -1); /* ... or by the port */
+    assert_int_equal(sl_uri_reg_name("a%g0", 4), -1);
+    assert_int_equal(sl_uri_reg_name("a b", 3), -1);
+    assert_int_equal(sl_uri_reg_name("a@b", 3), -1);
+    assert_int_equal(sl_uri_reg_name("a/b", 3), -1);
+    assert_int_equal(sl_uri_reg_name("host:x", 4), 4); /* stops at len */
+
+    assert_true(sl_uri_port("", 0));
+    assert_true(sl_uri_port(":", 1));
+    assert_true(sl_uri_port(":8080", 5));
+    assert_true(sl_uri_port(":0099999", 8)); /* syntax only */
+    assert_false(sl_uri_port("8080", 4));
+    assert_false(sl_uri_port(":80a", 4));
+    assert_false(sl_uri_port("::80", 4));
+}
+
 static void test_split_rejects_forbidden_bytes(void **state)
 {
     assert_int_equal(split("/a b").rc, -EINVAL);
@@ -744,6 +769,7 @@ int main(void)
         cmocka_unit_test(test_split_asterisk_form),
         cmocka_unit_test(test_split_rejects_other_forms),
         cmocka_unit_test(test_split_rejects_bad_authority),
+        cmocka_unit_test(test_reg_name_and_port),
         cmocka_unit_test(test_split_rejects_forbidden_bytes),
         cmocka_unit_test(test_split_allows_raw_utf8),
         cmocka_unit_test(test_split_respects_len),
