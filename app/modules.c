@@ -10,6 +10,8 @@
 extern sl_module sl_mod_accesslog;
 extern sl_module sl_mod_alias;
 extern sl_module sl_mod_dirlisting;
+extern sl_module sl_mod_expire;
+extern sl_module sl_mod_setenv;
 extern sl_module sl_mod_redirect;
 extern sl_module sl_mod_rewrite;
 extern sl_module sl_mod_timing;
@@ -18,6 +20,8 @@ sl_module *const sl_modules_builtin[] = {
     &sl_mod_core,
     &sl_mod_status,
     &sl_mod_proxy,
+    &sl_mod_setenv,
+    &sl_mod_expire,
     &sl_mod_accesslog,
     &sl_mod_timing,
     &sl_mod_rewrite,

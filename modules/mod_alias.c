@@ -100,10 +100,7 @@ static int open_target(alias_entry *e, const char *target, const sl_key_ctx *ctx
 
 static int prep_alias(const sl_cval *v, const sl_key_ctx *ctx, void **out)
 {
-    bool ok = v->type == SL_CV_ARRAY;
-    for (size_t i = 0; ok && i < v->n_items; i++)
-        ok = v->items[i].key && v->items[i].val->type == SL_CV_STRING;
-    if (!ok) {
+    if (!sl_cval_strings(v, true)) {
         snprintf(ctx->err, ctx->errlen,
                  "alias.url must be an array of \"/url-prefix\" => \"/path\" pairs");
         return -1;

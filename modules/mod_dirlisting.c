@@ -93,10 +93,7 @@ static void regexes_release(void *p)
 
 static int prep_exclude(const sl_cval *v, const sl_key_ctx *ctx, void **out)
 {
-    bool ok = v->type == SL_CV_ARRAY;
-    for (size_t i = 0; ok && i < v->n_items; i++)
-        ok = !v->items[i].key && v->items[i].val->type == SL_CV_STRING;
-    if (!ok) {
+    if (!sl_cval_strings(v, false)) {
         snprintf(ctx->err, ctx->errlen, "dir-listing.exclude must be a list of regular expressions");
         return -1;
     }

@@ -209,10 +209,7 @@ static int compile_template(rule *r, uint32_t groups, char *why, size_t whylen)
 int sl_urlrules_compile(sl_urlrules **rsp, const sl_cval *v, const char *key, char *err,
                         size_t errlen)
 {
-    bool ok = v->type == SL_CV_ARRAY;
-    for (size_t i = 0; ok && i < v->n_items; i++)
-        ok = v->items[i].key && v->items[i].val->type == SL_CV_STRING;
-    if (!ok) {
+    if (!sl_cval_strings(v, true)) {
         snprintf(err, errlen, "%s must be an array of \"regex\" => \"url\" pairs", key);
         return -1;
     }

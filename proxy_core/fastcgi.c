@@ -34,7 +34,47 @@ static bool is_first_line(const sl_http_request *rq, const sl_http_header *hd)
 }
 
 /* Every header field as HTTP_NAME, one variable per field. */
-static int header_params(sl_fcgi_params_writer *w, const sl_http_request *rq)
+/* HTTP_NAME for a field name: upper case, '-' as '_'. False when it does not fit. */
+static bool cgi_name(const char *n, size_t len, char *out, size_t cap)
+{
+    if (len + 6 > cap) return false;
+    memcpy(out, "HTTP_", 5);
+    for (size_t k = 0; k < len; k++)
+        out[5 + k] = n[k] == '-' ? '_' : (char)toupper((unsigned char)n[k]);
+    out[5 + len] = 0;
+    return true;
+}
+
+static bool in_list(const sl_kvlist *l, const char *name, size_t len)
+{
+    for (size_t i = 0; i < l->n; i++)
+        if (name_is(name, len, l->k[i])) return true;
+    return false;
+}
+
+/* The config's request fields (setenv.set-request-header, whose empty values only removed the
+ * client's, then -add-) and variables (setenv.add-environment, then -set- last so they win). */
+static int edit_params(sl_fcgi_params_writer *w, const sl_req_edits *e)
+{
+    int r = 0;
+    char name[300];
+    for (size_t i = 0; i < e->hdr_set.n && !r; i++)
+        if (e->hdr_set.v[i][0] && cgi_name(e->hdr_set.k[i], strlen(e->hdr_set.k[i]), name, sizeof name))
+            r = sl_fcgi_params_add(w, name, strlen(name), e->hdr_set.v[i], strlen(e->hdr_set.v[i]));
+    for (size_t i = 0; i < e->hdr_add.n && !r; i++)
+        if (cgi_name(e->hdr_add.k[i], strlen(e->hdr_add.k[i]), name, sizeof name))
+            r = sl_fcgi_params_add(w, name, strlen(name), e->hdr_add.v[i], strlen(e->hdr_add.v[i]));
+    for (size_t i = 0; i < e->env_add.n && !r; i++)
+        r = sl_fcgi_params_add(w, e->env_add.k[i], strlen(e->env_add.k[i]), e->env_add.v[i],
+                               strlen(e->env_add.v[i]));
+    for (size_t i = 0; i < e->env_set.n && !r; i++)
+        r = sl_fcgi_params_add(w, e->env_set.k[i], strlen(e->env_set.k[i]), e->env_set.v[i],
+                               strlen(e->env_set.v[i]));
+    return r;
+}
+
+static int header_params(sl_fcgi_params_writer *w, const sl_http_request *rq,
+                         const sl_req_edits *e)
 {
     for (size_t i = 0; i < rq->n_headers; i++) {
         const sl_http_header *hd = &rq->headers[i];
@@ -43,15 +83,12 @@ static int header_params(sl_fcgi_params_writer *w, const sl_http_request *rq)
             name_is(hd->name, hd->name_len, "Content-Type") ||
             name_is(hd->name, hd->name_len, "Proxy"))
             continue;
+        if (e && in_list(&e->hdr_set, hd->name, hd->name_len)) continue; /* replaced */
         /* A field on several lines is one variable with the combined value (RFC 9110 §5.3; CGI
          * has one variable per name), written at its first line. */
         if (!is_first_line(rq, hd)) continue;
         char name[300];
-        if (hd->name_len + 6 > sizeof name) continue;
-        memcpy(name, "HTTP_", 5);
-        for (size_t k = 0; k < hd->name_len; k++)
-            name[5 + k] = hd->name[k] == '-' ? '_' : (char)toupper((unsigned char)hd->name[k]);
-        name[5 + hd->name_len] = 0;
+        if (!cgi_name(hd->name, hd->name_len, name, sizeof name)) continue;
         int r;
         if (!hd->next) {
             r = sl_fcgi_params_add(w, name, strlen(name), hd->value, hd->value_len);
@@ -127,7 +164,8 @@ static int fcgi_head(const sl_proxy_msg *m, sl_buf *b)
     if (rq->content_type) PN("CONTENT_TYPE", rq->content_type->value, rq->content_type->value_len);
 #undef P
 #undef PN
-    if (!r) r = header_params(&w, rq);
+    if (!r) r = header_params(&w, rq, m->edits);
+    if (!r && m->edits) r = edit_params(&w, m->edits);
     if (!r) r = sl_fcgi_params_end(&w);
     return r;
 }

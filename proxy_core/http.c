@@ -22,6 +22,14 @@ static bool name_is(const char *name, size_t len, const char *want)
     return strlen(want) == len && !strncasecmp(name, want, len);
 }
 
+/* Whether name is one of the list's keys (case-insensitive: a field name). */
+static bool in_list(const sl_kvlist *l, const char *name, size_t len)
+{
+    for (size_t i = 0; i < l->n; i++)
+        if (name_is(name, len, l->k[i])) return true;
+    return false;
+}
+
 static int http_head(const sl_proxy_msg *m, sl_buf *b)
 {
     const sl_http_request *rq = m->rq;
@@ -64,6 +72,7 @@ static int http_head(const sl_proxy_msg *m, sl_buf *b)
             continue;
         }
         if (m->host_header && name_is(hd->name, hd->name_len, "Host")) continue;
+        if (m->edits && in_list(&m->edits->hdr_set, hd->name, hd->name_len)) continue;
         A(hd->name, hd->name_len);
         S(": ");
         A(hd->value, hd->value_len);
@@ -72,6 +81,17 @@ static int http_head(const sl_proxy_msg *m, sl_buf *b)
     if (m->host_header) {
         S("Host: ");
         S(m->host_header);
+        S("\r\n");
+    }
+    /* setenv.set-request-header (an empty value only removed the client's), then -add-. */
+    for (size_t i = 0; m->edits && i < m->edits->hdr_set.n + m->edits->hdr_add.n; i++) {
+        bool set = i < m->edits->hdr_set.n;
+        const sl_kvlist *l = set ? &m->edits->hdr_set : &m->edits->hdr_add;
+        size_t k = set ? i : i - m->edits->hdr_set.n;
+        if (set && !l->v[k][0]) continue;
+        S(l->k[k]);
+        S(": ");
+        S(l->v[k]);
         S("\r\n");
     }
     char line[512];

@@ -286,6 +286,7 @@ static int build(proxy_req *pr)
         m->target = c->target;
         m->target_len = c->target_len;
     }
+    m->edits = c->edits;
     m->host = c->host;
     addr_str(&c->peer, pr->remote, sizeof pr->remote, &m->remote_port);
     m->remote_addr = pr->remote;

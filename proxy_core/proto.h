@@ -17,6 +17,7 @@
 #include "fcgi_proto.h"
 #include "http_parse.h"
 #include "http_resp.h"
+#include "module.h"
 
 /* What a protocol needs to know of the request to encode it (all strings NUL-terminated unless
  * a length is given; nothing is owned). */
@@ -41,6 +42,7 @@ typedef struct sl_proxy_msg {
      * client's, FastCGI adds it as REDIRECT_URI (REQUEST_URI stays the client's), as lighttpd. */
     const char *target;
     size_t target_len;
+    const sl_req_edits *edits;   /* fields and variables the config adds or sets (NULL: none) */
     const char *host_header;     /* HTTP: the Host value for the backend; NULL: the client's */
     long long body_length;       /* CONTENT_LENGTH / Content-Length; -1: the request has none */
     bool body_chunked;           /* the body goes on chunked (HTTP only: see collect_chunked) */

@@ -475,9 +475,14 @@ static int head_write(sl_conn *c)
         conn = "keep-alive";
     const char *reason = sl_status_reason(r->status);
     const char *date = sl_loop_date(c->loop);
-    size_t need = 64 + strlen(reason) + SL_HTTP_DATE_LEN + 80;
-    for (unsigned i = 0; i < r->n_fields; i++)
+    const char *tag = sl_core(c->conf)->server_tag;
+    size_t tag_len = strlen(tag);
+    bool has_server = false;
+    size_t need = 64 + strlen(reason) + SL_HTTP_DATE_LEN + 80 + tag_len;
+    for (unsigned i = 0; i < r->n_fields; i++) {
         need += (size_t)r->fields[i].name_len + r->fields[i].value_len + 4;
+        has_server |= r->fields[i].name_len == 6 && !strncasecmp(r->fields[i].name, "Server", 6);
+    }
     char stackbuf[2048];
     char *buf = need <= sizeof stackbuf ? stackbuf : malloc(need);
     if (!buf) return -ENOMEM;
@@ -504,7 +509,14 @@ static int head_write(sl_conn *c)
     }
     p = put(p, "Date: ", 6);
     p = put(p, date, SL_HTTP_DATE_LEN);
-    p = put(p, "\r\nServer: seekless/" SL_VERSION "\r\n", sizeof "\r\nServer: seekless/" SL_VERSION "\r\n" - 1);
+    p = put(p, "\r\n", 2);
+    /* server.tag, unless a module (setenv.set-response-header) named the server itself, as in
+     * lighttpd; "" sends none. */
+    if (tag_len && !has_server) {
+        p = put(p, "Server: ", 8);
+        p = put(p, tag, tag_len);
+        p = put(p, "\r\n", 2);
+    }
     if (conn) {
         p = put(p, "Connection: ", 12);
         p = put(p, conn, strlen(conn));
@@ -551,6 +563,7 @@ static void request_reset(sl_conn *c)
     c->phys_path = NULL;
     c->phys_len = 0;
     c->handler = NULL;
+    c->edits = NULL;
     c->status = c->error = 0;
     memset(&c->resp, 0, sizeof c->resp);
     c->has_body = false;

@@ -114,6 +114,7 @@ typedef struct sl_conn {
      * handler_module; proxy-core's routes, in uri_clean): physical-phase hooks that act only
      * on requests nobody claimed (url.rewrite-if-not-file) leave it alone. */
     const struct sl_module *handler;
+    const sl_req_edits *edits;     /* fields and variables for back ends (NULL: none) */
     char host[256];                /* Host (or absolute-form authority), normalized
                                     * (sl_host_normalize) */
     bool keep_alive;

@@ -6,6 +6,8 @@
  */
 #include "core_conf.h"
 
+#include "sl_version.h"
+
 #include <errno.h>
 #include <event2/event.h>
 #include <fcntl.h>
@@ -26,6 +28,15 @@
 #include "user.h"
 
 #define OFF(f) offsetof(sl_core_conf, f)
+
+/* server.tag goes into every response head as it is: no line break may split it. */
+static int prep_tag(const sl_cval *v, const sl_key_ctx *ctx, void **out)
+{
+    (void)out;
+    if (!strpbrk(v->str, "\r\n")) return 0;
+    snprintf(ctx->err, ctx->errlen, "server.tag must not contain a line break");
+    return -1;
+}
 
 static void core_defaults(void *p)
 {
@@ -51,6 +62,7 @@ static void core_defaults(void *p)
     s->range_requests = true;
     s->follow_symlink = true;
     s->mime = sl_mime_default();
+    s->server_tag = "seekless/" SL_VERSION;
 }
 
 static void dir_release(void *p)
@@ -400,6 +412,7 @@ static const sl_key core_keys[] = {
     {"server.pid-file", SL_KEY_PATH, SL_KEY_GLOBAL | SL_KEY_APPENDS | SL_KEY_OPENED_BEFORE_DROP, OFF(pid_file), NULL, NULL},
     {"server.port", SL_KEY_INT, SL_KEY_GLOBAL, OFF(port), prep_port, NULL},
     {"server.range-requests", SL_KEY_BOOL, 0, OFF(range_requests), NULL, NULL},
+    {"server.tag", SL_KEY_STRING, 0, OFF(server_tag), prep_tag, NULL},
     {"server.reuse-port", SL_KEY_BOOL, SL_KEY_GLOBAL, OFF(reuse_port), NULL, NULL},
     {"server.stat-cache-engine", SL_KEY_STRING, SL_KEY_GLOBAL, OFF(stat_cache_engine), prep_stat_cache, NULL},
     {"server.upload-dirs", SL_KEY_VALUE, SL_KEY_GLOBAL, OFF(upload_dirs), prep_upload_dirs, NULL},

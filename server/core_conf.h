@@ -48,6 +48,7 @@ typedef struct sl_core_conf {
     bool range_requests;
     bool follow_symlink;
     const sl_mime_table *mime;  /* mimetype.assign */
+    const char *server_tag;     /* server.tag: the Server field ("": none) */
 } sl_core_conf;
 
 /* server.feature-flags, as far as seekless has them. */

@@ -81,6 +81,13 @@ typedef struct sl_kvlist {
     size_t n;
 } sl_kvlist;
 
+/* What the config adds to or sets in a request for the back ends (mod_setenv): `set` fields
+ * replace the client's of that name (an empty value only removes them), `add` fields go besides
+ * them; the variables go to FastCGI, set ones after everything else so they win. */
+typedef struct sl_req_edits {
+    sl_kvlist hdr_add, hdr_set, env_add, env_set;
+} sl_req_edits;
+
 /* Key flags. */
 #define SL_KEY_GLOBAL 1u  /* process-wide: only at the top level, never inside a condition */
 #define SL_KEY_APPENDS 2u /* SL_KEY_PATH: a file the server appends to (a log), opened after

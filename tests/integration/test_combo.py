@@ -221,6 +221,7 @@ class Model:
     rewrite: bool = False          # REWRITE_CONF (mod_rewrite)
     served: typing.Any = None      # the Req the server serves after rewrites (None: as sent)
     listing: bool = False          # dir-listing.activate (mod_dirlisting)
+    header_rules: bool = False     # HEADER_CONF (mod_setenv, mod_expire)
     etags: bool = True
     mime: dict = dataclasses.field(default_factory=lambda: dict(MIME))
     netback: str = None
@@ -308,6 +309,17 @@ def answer(m, req, etags):
     exp = answer_as(m, req, etags, "keep" if keep else "close")
     if req.version == "1.0" and exp.conn == "keep":
         exp.headers["connection"] = "keep-alive"  # HTTP/1.0 closes unless told otherwise
+    if m.header_rules:
+        # setenv: on every answer; expire: 200/204/206 text/* to GET and HEAD, unless the answer
+        # has its own Cache-Control; Expires instead for HTTP/1.0.
+        exp.headers["x-combo"] = "1"
+        ct = exp.headers.get("content-type")
+        if (exp.status in (200, 204, 206) and req.method in ("GET", "HEAD") and
+                isinstance(ct, str) and ct.startswith("text/") and "cache-control" not in exp.headers):
+            if req.version == "1.0":
+                exp.headers["expires"] = PRESENT
+            else:
+                exp.headers["cache-control"] = "max-age=3600"
     return exp
 
 
@@ -630,6 +642,14 @@ def rewritten(req, m):
     return req
 
 
+HEADER_CONF = ('setenv.add-response-header = ( "X-Combo" => "1" )\n'
+               'expire.mimetypes = ( "text/" => "access plus 1 hours" )')
+
+
+def header_expect(level, req, m):
+    m.header_rules = level == "on"
+
+
 def listing_expect(level, req, m):
     m.listing = level == "on"
 
@@ -666,6 +686,7 @@ FACTORS = [
     Factor("rewrite", ("off", "on"), onoff(REWRITE_CONF), rewrite_expect),
     Factor("directory listings", ("off", "on"), onoff('dir-listing.activate = "enable"'),
            listing_expect),
+    Factor("response fields", ("off", "on"), onoff(HEADER_CONF), header_expect),
     Factor("Range requests", ("on", "off"),
            onoff('server.range-requests = "enable"', 'server.range-requests = "disable"'), range_expect),
 ]

@@ -182,6 +182,31 @@ class CheckConfig(unittest.TestCase):
                        'dir-listing.hide-readme-file = "enable"\ndir-listing.hide-header-file = "enable"\n')
         self.assertEqual((r.returncode, r.stdout, r.stderr), (0, "Syntax OK\n", ""))
 
+    def test_setenv_expire_tag_mistakes(self):
+        head = 'server.document-root = "root"\nserver.port = 8080\n'
+        r = self.check(head + 'setenv.add-response-header = ( "Bad Name" => "x" )\n', "a.conf")
+        self.assertIn(f"{self.d.path('a.conf')}:3: setenv.add-response-header: \"Bad Name\" is not a "
+                      "header field name", self.errors(r)[0])
+        r = self.check(head + 'setenv.set-request-header = ( "X-A" => "a\nb" )\n', "b.conf")
+        self.assertIn("setenv.set-request-header: the value of \"X-A\" has a line break", self.errors(r)[0])
+        r = self.check(head + 'setenv.add-environment = ( "A=B" => "x" )\n', "c.conf")
+        self.assertIn("setenv.add-environment: \"A=B\" is not a variable name", self.errors(r)[0])
+        r = self.check(head + 'expire.url = ( "/a/" => "later plus 1 days" )\n', "d.conf")
+        self.assertIn("expire.url \"/a/\" => \"later plus 1 days\": must start with access, now or "
+                      "modification", self.errors(r)[0])
+        r = self.check(head + 'expire.mimetypes = ( "" => "access plus 1 fortnights" )\n', "e.conf")
+        self.assertIn("unknown unit \"fortnights\"", self.errors(r)[0])
+        r = self.check(head + 'expire.url = ( "/a/" => "access plus days" )\n', "f.conf")
+        self.assertIn("wants <number> <unit> at \"days\"", self.errors(r)[0])
+        r = self.check(head + 'server.tag = "a\r\nX-Evil: 1"\n', "g.conf")
+        self.assertIn("server.tag must not contain a line break", self.errors(r)[0])
+        r = self.check(head + 'server.modules = ( "mod_setenv", "mod_expire" )\nserver.tag = "x"\n'
+                       'setenv.add-response-header = ( "X-A" => "1" )\nsetenv.set-response-header = ( "X-B" => "" )\n'
+                       'setenv.add-request-header = ( "X-C" => "1" )\nsetenv.set-environment = ( "E" => "1" )\n'
+                       'expire.url = ( "/a/" => "access plus 1 years 2 months 3 weeks 4 days 5 hours 6 minutes 7 seconds" )\n'
+                       'expire.mimetypes = ( "image/" => "modification 1 day" )\n')
+        self.assertEqual((r.returncode, r.stdout, r.stderr), (0, "Syntax OK\n", ""))
+
     def test_every_error_in_one_run(self):
         c = self.d.path("c.conf")
         r = self.check('server.document-root = "root"\n'

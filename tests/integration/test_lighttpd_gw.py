@@ -36,7 +36,7 @@ PHP_CGI = shutil.which("php-cgi") or "/usr/bin/php-cgi"
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CORPUS = os.path.join(ROOT, "examples", "lighttpd")
 CASES = ("fastcgi-php", "proxy-map-urlpath", "debian-fastcgi-proxy", "alias", "redirect", "rewrite",
-         "dirlisting")
+         "dirlisting", "setenv-expire")
 WRAPPER = os.environ.get("SEEKLESS_WRAPPER", "").split()
 # Not Accept-Ranges: lighttpd 1.4 announces ranges on FastCGI answers too, seekless only where it
 # serves them (RFC 9110 §14.3); the proxied static files below compare Content-Range.
@@ -176,6 +176,11 @@ class Corpus(unittest.TestCase):
                 wait_up(port, p)
             spawned = php_children(procs[1].pid)
             listings = os.path.exists(os.path.join(CORPUS, case, "compare-listings"))
+            headers = HEADERS
+            extra = os.path.join(CORPUS, case, "compare-headers")
+            if os.path.exists(extra):  # fields this case is about, compared too
+                with open(extra) as f:
+                    headers += tuple(line.strip() for line in f if line.strip())
             diffs = []
             for req in requests_of(case):
                 a = ask(runs[0][1], *req)
@@ -183,7 +188,7 @@ class Corpus(unittest.TestCase):
                 what = f"{req[0]} {req[1]}"
                 if a[0] != b[0]:
                     diffs.append(f"{what}: status lighttpd {a[0]}, seekless {b[0]}")
-                for h in HEADERS:
+                for h in headers:
                     if a[1].get(h) != b[1].get(h):
                         diffs.append(f"{what}: {h}: lighttpd {a[1].get(h)!r}, seekless {b[1].get(h)!r}")
                 if listings and b'<div class="list">' in a[2]:
@@ -231,6 +236,11 @@ class Corpus(unittest.TestCase):
 
     def test_dirlisting(self):
         self.run_case("dirlisting")
+
+    def test_setenv_expire(self):
+        if not os.path.exists(PHP_CGI):
+            self.fail("php-cgi is not installed (scripts/install-deps installs it)")
+        self.run_case("setenv-expire")
 
     def test_rewrite(self):
         if not os.path.exists(PHP_CGI):
