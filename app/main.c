@@ -12,6 +12,7 @@
 #include <getopt.h>
 #include <grp.h>
 #include <limits.h>
+#include <poll.h>
 #include <pwd.h>
 #include <signal.h>
 #include <stdio.h>
@@ -19,6 +20,7 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "conf.h"
@@ -67,10 +69,26 @@ static void usage(FILE *f)
                "  -h, --help     this help\n");
 }
 
+/* Whether the process runs as server.username / server.groupname already: the new server of a
+ * graceful restart is started by the old one after it dropped its privileges. */
+static bool already_user(const sl_core_conf *s)
+{
+    if (s->username) {
+        struct passwd *p = getpwnam(s->username);
+        if (!p || p->pw_uid != geteuid()) return false;
+    }
+    if (s->groupname) {
+        struct group *g = getgrnam(s->groupname);
+        if (!g || g->gr_gid != getegid()) return false;
+    }
+    return true;
+}
+
 /* Run as the configured user/group. Done after binding and opening logs, before serving. */
 static int drop_privileges(const sl_core_conf *s, char *err, size_t errlen)
 {
     if (!s->username && !s->groupname) return 0;
+    if (geteuid() != 0 && already_user(s)) return 0; /* started by a graceful restart */
     if (geteuid() != 0) {
         snprintf(err, errlen, "server.username/groupname need root to switch; running as uid %u",
                  (unsigned)geteuid());
@@ -141,6 +159,108 @@ static int daemonize(void)
     return p[1];
 }
 
+/* What a graceful restart needs from start-up: how this process was started, and the pid
+ * file (kept open: the new server may no longer be allowed to open it). */
+static const char *conf_path_g;
+static const char *argv0_g;
+static char exe_path_g[PATH_MAX];
+static int pid_fd_g = -1;
+
+#define READY_ENV "SEEKLESS_READY_FD"
+#define PID_FD_ENV "SEEKLESS_PID_FD"
+#define RESTART_WAIT_S 60
+
+/* SIGUSR1 (lighttpd's graceful restart; `systemctl reload`): check the config as it is now on
+ * disk; if it has errors, log them and change nothing. Otherwise start a new seekless on the
+ * same listening sockets (inherited across exec, so the kernel's accept queues carry on and no
+ * connection is refused in between) and wait until it serves; then this server stops accepting
+ * and finishes what is in flight on its own settings (sl_server_run). The new server writes the
+ * pid file and, under systemd, becomes the main process (MAINPID). */
+static int graceful_restart(sl_server *srv)
+{
+    sl_config_errors errs = {0};
+    sl_conf_set *cs = sl_conf_load(conf_path_g, sl_modules_builtin, true, &errs);
+    char err[1024] = "";
+    if (cs) {
+        static sl_server probe;
+        memset(&probe, 0, sizeof probe);
+        int r = sl_server_setup(&probe, cs, err, sizeof err);
+        sl_server_free(&probe);
+        if (r < 0) cs = NULL;
+    }
+    if (!cs) {
+        for (size_t i = 0; i < errs.n; i++) sl_log("SIGUSR1: %s", errs.msg[i]);
+        if (err[0]) sl_log("SIGUSR1: %s", err);
+        sl_log("SIGUSR1: %s has errors; nothing changed, serving on", conf_path_g);
+        sl_config_errors_free(&errs);
+        return -1;
+    }
+    sl_config_errors_free(&errs);
+    notify("RELOADING=1");
+    int fds[256];
+    const char *canons[256];
+    size_t n = sl_server_listeners(srv, fds, canons, 256);
+    char *list = malloc(n * 160 + 1);
+    int p[2];
+    if (!list || pipe2(p, O_CLOEXEC) < 0) {
+        free(list);
+        sl_log("SIGUSR1: %s; serving on", strerror(errno));
+        notify("READY=1");
+        return -1;
+    }
+    size_t at = 0;
+    list[0] = 0;
+    for (size_t i = 0; i < n; i++)
+        at += (size_t)snprintf(list + at, 160, "%s%d:%s", i ? "," : "", fds[i], canons[i]);
+    pid_t pid = fork();
+    if (pid == 0) {
+        /* The new server: the sockets, the readiness pipe and the pid file pass the exec. */
+        for (size_t i = 0; i < n; i++) fcntl(fds[i], F_SETFD, 0);
+        fcntl(p[1], F_SETFD, 0);
+        char num[16];
+        setenv(SL_INHERIT_ENV, list, 1);
+        snprintf(num, sizeof num, "%d", p[1]);
+        setenv(READY_ENV, num, 1);
+        if (pid_fd_g >= 0) {
+            fcntl(pid_fd_g, F_SETFD, 0);
+            snprintf(num, sizeof num, "%d", pid_fd_g);
+            setenv(PID_FD_ENV, num, 1);
+        }
+        /* Already in the background (or under a supervisor): -D keeps it from forking again. */
+        execl(exe_path_g, argv0_g, "-D", "-f", conf_path_g, (char *)NULL);
+        _exit(127);
+    }
+    free(list);
+    close(p[1]);
+    if (pid < 0) {
+        close(p[0]);
+        sl_log("SIGUSR1: cannot start the new server: %s; serving on", strerror(errno));
+        notify("READY=1");
+        return -1;
+    }
+    /* The loops serve meanwhile: only this thread waits. */
+    struct pollfd pfd = {.fd = p[0], .events = POLLIN};
+    char ok = 0;
+    int pr;
+    do pr = poll(&pfd, 1, RESTART_WAIT_S * 1000);
+    while (pr < 0 && errno == EINTR);
+    ssize_t got = pr > 0 ? read(p[0], &ok, 1) : 0;
+    close(p[0]);
+    if (got != 1 || ok != '1') {
+        kill(pid, SIGKILL); /* if it hangs somewhere; it has taken no connection */
+        waitpid(pid, NULL, 0);
+        sl_log("SIGUSR1: the new server did not start%s (its own messages are in the error "
+               "log); serving on", pr == 0 ? " within " "60 s" : "");
+        notify("READY=1");
+        return -1;
+    }
+    char st[64];
+    snprintf(st, sizeof st, "MAINPID=%ld\nREADY=1", (long)pid);
+    notify(st);
+    sl_log("SIGUSR1: new server started (pid %ld)", (long)pid);
+    return 0;
+}
+
 static void raise_fd_limit(void)
 {
     struct rlimit rl;
@@ -180,6 +300,12 @@ int main(int argc, char **argv)
         usage(stderr);
         return 1;
     }
+    /* For a graceful restart: the same program and config file, wherever the cwd is then. */
+    static char conf_abs[PATH_MAX];
+    conf_path_g = realpath(conf_path, conf_abs) ? conf_abs : conf_path;
+    argv0_g = argv[0];
+    ssize_t el = readlink("/proc/self/exe", exe_path_g, sizeof exe_path_g - 1);
+    exe_path_g[el > 0 ? el : 0] = 0;
     char err[1024] = "";
     /* Every error in the config, syntax and meaning, and what start-up would refuse (unknown
      * user, a directory its user cannot enter), in one run: for -t and for start-up. */
@@ -216,7 +342,17 @@ int main(int argc, char **argv)
         return 1;
     }
     int pid_fd = -1;
-    if (srv.global->pid_file) {
+    const char *inherited_pid = getenv(PID_FD_ENV);
+    if (inherited_pid && srv.global->pid_file) {
+        /* A graceful restart: the old server's pid file, which it may not open any more. */
+        pid_fd = atoi(inherited_pid);
+        fcntl(pid_fd, F_SETFD, FD_CLOEXEC);
+        if (ftruncate(pid_fd, 0) < 0) pid_fd = -1;
+    } else if (inherited_pid) {
+        close(atoi(inherited_pid)); /* the new config has no pid file */
+    }
+    unsetenv(PID_FD_ENV);
+    if (srv.global->pid_file && pid_fd < 0) {
         pid_fd = open(srv.global->pid_file, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
         if (pid_fd < 0) {
             fprintf(stderr, "seekless: server.pid-file %s: %s\n", srv.global->pid_file,
@@ -226,15 +362,23 @@ int main(int argc, char **argv)
         }
     }
     int ready_fd = -1;
-    if (!foreground && (ready_fd = daemonize()) < 0) {
+    const char *ready_env = getenv(READY_ENV);
+    if (ready_env) {
+        /* Started by a graceful restart: the old server waits for our word on this pipe. */
+        ready_fd = atoi(ready_env);
+        fcntl(ready_fd, F_SETFD, FD_CLOEXEC);
+        unsetenv(READY_ENV);
+    }
+    if (!foreground && !ready_env && (ready_fd = daemonize()) < 0) {
         fprintf(stderr, "seekless: cannot daemonize: %s\n", strerror(errno));
         return 1;
     }
     if (pid_fd >= 0) {
         char buf[32];
         int n = snprintf(buf, sizeof buf, "%ld\n", (long)getpid());
-        if (write(pid_fd, buf, (size_t)n) != n) sl_log("writing the pid file failed");
-        close(pid_fd);
+        if (pwrite(pid_fd, buf, (size_t)n, 0) != n) sl_log("writing the pid file failed");
+        /* Kept open for a graceful restart's new server. */
+        pid_fd_g = pid_fd;
     }
     int rc = 1;
     if (drop_privileges(srv.global, err, sizeof err) < 0 ||
@@ -248,17 +392,21 @@ int main(int argc, char **argv)
             close(ready_fd);
             ready_fd = -1;
         }
-        notify("READY=1");
+        if (!ready_env) notify("READY=1"); /* after a restart the old server says it */
         srv.on_stopping = notify_stopping;
+        srv.on_restart = graceful_restart;
         rc = sl_server_run(&srv);
     }
     if (ready_fd >= 0) close(ready_fd);
-    const char *pidf = srv.global->pid_file ? strdup(srv.global->pid_file) : NULL;
+    /* After a graceful restart the pid file names the new server: leave it. */
+    const char *pidf = srv.global->pid_file && !srv.handed_over ? strdup(srv.global->pid_file)
+                                                                : NULL;
     sl_server_free(&srv);
     if (pidf) {
         unlink(pidf);
         free((void *)pidf);
     }
+    if (pid_fd_g >= 0) close(pid_fd_g);
     sl_log_close();
     return rc;
 }

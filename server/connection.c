@@ -275,8 +275,13 @@ void sl_conn_release(sl_conn *c)
 
 void sl_conn_shutdown(sl_conn *c)
 {
-    /* Idle between requests: nothing is lost by closing now. */
-    if (c->state == SL_CONN_READ_HEAD && c->in_len == 0) sl_conn_close(c);
+    /* Idle between requests: nothing is lost by closing now (a client sends a request that
+     * meets the close again, RFC 9112 §9.3.1). After a graceful restart a connection that has
+     * not sent its first request yet is one the kernel queued for this server just before the
+     * new one took over: its request is on the way and is answered (with Connection: close). */
+    if (c->state == SL_CONN_READ_HEAD && c->in_len == 0 &&
+        (c->requests > 0 || !srv_of(c)->handed_over))
+        sl_conn_close(c);
 }
 
 /* ---- responses ---- */

@@ -130,6 +130,46 @@ static int bind_one(const char *canon, bool reuse_port, bool probe, char *err, s
     return fd;
 }
 
+/* Listening sockets handed over by the server this one replaces (SL_INHERIT_ENV). */
+typedef struct inherited {
+    int fd;
+    char canon[128];
+    bool taken;
+} inherited;
+
+/* Parse "fd:canon,fd:canon,..." and keep the entries that are listening sockets. */
+static size_t inherited_parse(const char *env, inherited *out, size_t cap)
+{
+    size_t n = 0;
+    for (const char *p = env; p && *p && n < cap;) {
+        const char *end = strchr(p, ',');
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+        char item[160];
+        if (len < sizeof item) {
+            memcpy(item, p, len);
+            item[len] = 0;
+            char *colon = strchr(item, ':');
+            int acc = 0;
+            socklen_t al = sizeof acc;
+            if (colon) {
+                *colon = 0;
+                int fd = atoi(item);
+                if (fd > 2 && getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &acc, &al) == 0 && acc &&
+                    strlen(colon + 1) < sizeof out[n].canon) {
+                    out[n].fd = fd;
+                    snprintf(out[n].canon, sizeof out[n].canon, "%s", colon + 1);
+                    out[n].taken = false;
+                    /* Ours now: not to be passed on to what this process runs. */
+                    fcntl(fd, F_SETFD, FD_CLOEXEC);
+                    n++;
+                }
+            }
+        }
+        p = end ? end + 1 : NULL;
+    }
+    return n;
+}
+
 int sl_server_bind(sl_server *srv, char *err, size_t errlen)
 {
     const sl_conf_set *cs = srv->cs;
@@ -138,13 +178,54 @@ int sl_server_bind(sl_server *srv, char *err, size_t errlen)
     srv->listen_fd = malloc(n * sizeof *srv->listen_fd);
     if (!srv->listen_fd) return snprintf(err, errlen, "out of memory"), -1;
     for (size_t i = 0; i < n; i++) srv->listen_fd[i] = -1;
-    for (size_t i = 0; i < n; i++) {
-        /* With SO_REUSEPORT the first bind of an address tells a taken port from our own. */
-        srv->listen_fd[i] = bind_one(cs->listen[i % cs->n_listen].canon, rp, rp && i < cs->n_listen,
-                                     err, errlen);
-        if (srv->listen_fd[i] < 0) return -1;
+    /* A graceful restart hands the sockets over, so that no connection is refused or lost in
+     * between: the ones for addresses this config listens on are taken as they are. */
+    inherited inh[256];
+    size_t n_inh = inherited_parse(getenv(SL_INHERIT_ENV), inh, sizeof inh / sizeof inh[0]);
+    unsetenv(SL_INHERIT_ENV);
+    int r = 0;
+    for (size_t i = 0; i < n && r == 0; i++) {
+        const char *canon = cs->listen[i % cs->n_listen].canon;
+        bool known = false;
+        for (size_t k = 0; k < n_inh && srv->listen_fd[i] < 0; k++) {
+            if (strcmp(inh[k].canon, canon)) continue;
+            known = true;
+            if (!inh[k].taken) {
+                inh[k].taken = true;
+                srv->listen_fd[i] = inh[k].fd;
+            }
+        }
+        if (srv->listen_fd[i] >= 0) continue;
+        /* With SO_REUSEPORT the first bind of an address tells a taken port from our own (one
+         * handed over is ours). */
+        srv->listen_fd[i] = bind_one(canon, rp, rp && i < cs->n_listen && !known, err, errlen);
+        if (srv->listen_fd[i] < 0) r = -1;
     }
-    return 0;
+    /* Addresses the new config no longer has: closed (the old server closes its copies too). */
+    for (size_t k = 0; k < n_inh; k++)
+        if (!inh[k].taken) close(inh[k].fd);
+    return r;
+}
+
+size_t sl_server_listeners(const sl_server *srv, int *fds, const char **canons, size_t cap)
+{
+    const sl_conf_set *cs = srv->cs;
+    size_t n = 0;
+    for (unsigned i = 0; srv->loops && i < srv->n_loops; i++) {
+        const sl_loop *loop = srv->loops[i];
+        if (!loop || !loop->serving) continue;
+        for (size_t k = 0; k < loop->n_listeners && n < cap; k++) {
+            const sl_listener *l = &loop->listeners[k];
+            if (l->fd < 0) continue;
+            bool seen = false;
+            for (size_t j = 0; j < n && !seen; j++) seen = fds[j] == l->fd;
+            if (seen) continue; /* a shared socket, watched by every loop */
+            fds[n] = l->fd;
+            canons[n] = cs->listen[l->index].canon;
+            n++;
+        }
+    }
+    return n;
 }
 
 int sl_server_init_modules(sl_server *srv, char *err, size_t errlen)
@@ -279,10 +360,7 @@ static void reopen_logs(sl_server *srv, int sig)
     if (r < 0) sl_log("SIG%s: cannot reopen the error log: %s", sigabbrev_np(sig), strerror(-r));
     for (size_t i = 0; i < srv->cs->n_mods; i++)
         if (srv->cs->mods[i]->reopen) srv->cs->mods[i]->reopen(srv);
-    sl_log("SIG%s: reopened logs%s", sigabbrev_np(sig),
-           sig == SIGUSR1 ? " (seekless has no graceful restart; SIGUSR1 reopens the logs like "
-                            "SIGHUP)"
-                          : "");
+    sl_log("SIG%s: reopened logs", sigabbrev_np(sig));
 }
 
 /* Ask every serving loop to stop, and wait for every loop thread (one whose start failed has
@@ -305,9 +383,10 @@ int sl_server_run(sl_server *srv)
            srv->global->docroot->path, srv->cs->n_listen, srv->n_loops, srv->nb->name);
     /* No signal a user sends by habit from another server kills the process and leaves its pid
      * file behind: nginx's QUIT (graceful stop) stops gracefully like TERM and INT; HUP
-     * (lighttpd, logrotate) and USR1 (nginx: reopen logs; lighttpd 1.4: graceful restart,
-     * which seekless does not have yet) reopen the logs; USR2 and WINCH (nginx's binary upgrade
-     * and worker stop) and TTIN (gunicorn: one worker more) are logged as having no effect.
+     * (lighttpd, logrotate) reopens the logs; USR1 is lighttpd 1.4's graceful restart (the new
+     * config checked, a new server started on the same sockets, this one finishing what is in
+     * flight; app/main.c's on_restart); USR2 and WINCH (nginx's binary upgrade and worker stop)
+     * and TTIN (gunicorn: one worker more) are logged as having no effect.
      * PIPE, TTOU and XFSZ are ignored; TSTP keeps its default, so Ctrl-Z stops `seekless -D`
      * like any foreground job. */
     sigset_t set;
@@ -319,6 +398,12 @@ int sl_server_run(sl_server *srv)
         if (sig == SIGTERM || sig == SIGINT || sig == SIGQUIT) {
             sl_log("received SIG%s, shutting down gracefully", sigabbrev_np(sig));
             if (srv->on_stopping) srv->on_stopping();
+            break;
+        }
+        if (sig == SIGUSR1 && srv->on_restart) {
+            if (srv->on_restart(srv) < 0) continue;
+            srv->handed_over = true;
+            sl_log("SIGUSR1: the new server serves; this one finishes what is in flight");
             break;
         }
         if (sig == SIGHUP || sig == SIGUSR1) {

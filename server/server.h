@@ -48,12 +48,26 @@ typedef struct sl_server {
     /* Called on the main thread when a stop signal is taken, before the loops stop (app/main.c
      * tells systemd STOPPING=1 here); NULL: nothing. */
     void (*on_stopping)(void);
+    /* Called on the main thread for SIGUSR1, lighttpd's graceful restart: 0 when a new server
+     * took over (this one then stops accepting and finishes what is in flight, as on SIGTERM),
+     * -1 when it did not (this one goes on; the reason is logged). NULL: USR1 reopens the logs
+     * like HUP. */
+    int (*on_restart)(struct sl_server *srv);
+    bool handed_over;                 /* a graceful restart replaced this server */
 } sl_server;
 
 /* First thing in main: ignore SIGPIPE, SIGTTOU and SIGXFSZ and block the signals the main thread
  * takes (TERM INT QUIT HUP USR1 USR2 WINCH TTIN), so one that arrives during start-up waits, and
  * every thread started later inherits the mask. */
 void sl_server_block_signals(void);
+
+/* The environment variable through which a graceful restart hands the listening sockets to the
+ * new server: "fd:canonical-address,..." (the fds are inherited across exec). */
+#define SL_INHERIT_ENV "SEEKLESS_LISTEN_FDS"
+
+/* The listening sockets the loops watch now, each once, with their canonical addresses
+ * (at most cap). For a graceful restart, on the main thread while the loops serve. */
+size_t sl_server_listeners(const sl_server *srv, int *fds, const char **canons, size_t cap);
 
 /* The number of loops a config asks for (server.max-worker, 0: the CPUs this process may use). */
 unsigned sl_server_loops_wanted(const sl_core_conf *g);

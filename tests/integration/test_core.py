@@ -586,8 +586,11 @@ class Process(unittest.TestCase):
                      "server.max-keep-alive-idle = 2\nserver.max-read-idle = 1", {"a.txt": b"A"}).start()
         try:
             s1, s2 = srv.connect(), srv.connect()
-            for s in (s1, s2):  # answered: accepted for sure (a sleep races a slow server)
+            # Both asked at once (neither waits idle past max-read-idle while a slow server, say
+            # under valgrind, answers the other), then answered: accepted for sure.
+            for s in (s1, s2):
                 s.sendall(b"GET /a.txt HTTP/1.1\r\nHost: a\r\n\r\n")
+            for s in (s1, s2):
                 self.assertEqual(read_response(s)[2], b"A")
             s3 = srv.connect()  # sits in the backlog
             s3.sendall(b"GET /a.txt HTTP/1.1\r\nHost: a\r\n\r\n")
