@@ -8,7 +8,8 @@
  * against each pattern in order; the first that matches answers with url.redirect-code (301,
  * 302, 303, 307 or 308) and a Location made from its template. A match whose template is empty
  * stops the search without redirecting (lighttpd's way to exempt URLs). The answer carries no
- * body, like lighttpd's.
+ * body, like lighttpd's. A template's %N is a group of the =~ condition of the block that set
+ * url.redirect (the core keeps those groups per request, only for such blocks).
  */
 #include <errno.h>
 #include <stdio.h>
@@ -33,7 +34,7 @@ sl_module sl_mod_redirect;
 static int prep_rules(const sl_cval *v, const sl_key_ctx *ctx, void **out)
 {
     sl_urlrules *rs = NULL;
-    if (sl_urlrules_compile(&rs, v, "url.redirect", ctx->err, ctx->errlen) < 0) return -1;
+    if (sl_urlrules_prepare(&rs, v, ctx) < 0) return -1;
     *out = rs;
     return 0;
 }
@@ -58,7 +59,8 @@ static sl_hresult redirect_uri_raw(sl_conn *c)
     /* The loop's own match data: one request at a time runs on a loop, so no allocation per
      * request. */
     pcre2_match_data *md = c->loop->mod[sl_mod_redirect.index];
-    sl_url_env env = {.scheme = "http", .authority = c->host, .port = sl_conn_local_port(c)};
+    sl_url_env env = {.scheme = "http", .authority = c->host, .port = sl_conn_local_port(c),
+                      .caps = c->caps};
     char loc[4096];
     size_t len, idx;
     int r = sl_urlrules_apply(rc->rules, md, norm, (size_t)nl, &env, loc, sizeof loc, &len, &idx);

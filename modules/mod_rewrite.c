@@ -75,7 +75,7 @@ static int prep_list(const sl_cval *v, const sl_key_ctx *ctx, void **out)
 {
     rw_list *l = calloc(1, sizeof *l);
     if (!l) return snprintf(ctx->err, ctx->errlen, "out of memory"), -1;
-    if (sl_urlrules_compile(&l->rules, v, ctx->assign->key, ctx->err, ctx->errlen) < 0) {
+    if (sl_urlrules_prepare(&l->rules, v, ctx) < 0) {
         free(l);
         return -1;
     }
@@ -117,7 +117,8 @@ static sl_hresult rewrite(sl_conn *c, const rw_list *const *set, size_t n, size_
     char norm[8192];
     ssize_t tl = sl_target_normalize(c->target, c->target_len, norm, sizeof norm);
     if (tl < 0) return SL_GO_ON; /* longer than any head seekless reads: nothing to match */
-    sl_url_env env = {.scheme = "http", .authority = c->host, .port = sl_conn_local_port(c)};
+    sl_url_env env = {.scheme = "http", .authority = c->host, .port = sl_conn_local_port(c),
+                      .caps = c->caps};
     pcre2_match_data *md = c->loop->mod[sl_mod_rewrite.index];
     char to[8192];
     for (size_t i = 0; i < nl; i++) {

@@ -412,6 +412,15 @@ static unsigned cache_key(const sl_conf *conf, unsigned flags)
            (flags & SL_RESOLVE_URL_NO_SLASH ? 1u << 28 : 0);
 }
 
+/* Whether the open-file cache may answer for path: its entry for a directory URL holds the
+ * index file that the global index-file.names found, so a request whose conditions chose
+ * another list resolves its index itself (the cache's key has no room for the list). */
+static bool cacheable(const sl_conn *c, const char *path, size_t len)
+{
+    return !len || path[len - 1] != '/' ||
+           SCONF(c->conf)->index_files.v == SCONF(c->loop->srv->cs->global)->index_files.v;
+}
+
 /* A file just opened for a 200/206: offer it to the open-file cache, which then holds it for
  * the request (the core gives it back when the request ends instead of closing the fd). Not a
  * file reached through a symlink: a change at the link's target would go unseen. */
@@ -419,7 +428,9 @@ static void keep_open(sl_conn *c, int dirfd, const char *dirpath, const char *pa
                       unsigned flags, const sl_static_result *r)
 {
     sl_fdc *fdc = c->loop->srv->fdc;
-    if (!fdc || c->file_ent || (r->status != 200 && r->status != 206) || r->fd < 0) return;
+    if (!fdc || c->file_ent || (r->status != 200 && r->status != 206) || r->fd < 0 ||
+        !cacheable(c, path, len))
+        return;
     /* From its second request on: what follows costs system calls. */
     if (!sl_fdc_admit(fdc, dirfd, cache_key(c->conf, flags), path, len)) return;
     char file[4200];
@@ -628,7 +639,9 @@ sl_hresult sl_static_serve(sl_conn *c, int dirfd, const char *dirpath, const cha
     const sl_conf *conf = c->conf;
     const sl_netbackend *nb = srv->nb;
     /* Kept open from an earlier request: no lookup, no open, no fstat. */
-    sl_fdc_entry *e = sl_fdc_get(srv->fdc, dirfd, cache_key(conf, flags), path, len, c->loop->now);
+    sl_fdc_entry *e = cacheable(c, path, len) ? sl_fdc_get(srv->fdc, dirfd, cache_key(conf, flags),
+                                                           path, len, c->loop->now)
+                                              : NULL;
     if (e) {
         resolve(conf, dirfd, &c->req, path, len, flags, -1, e, &r);
         report(path, flags, &r);

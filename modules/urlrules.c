@@ -8,6 +8,8 @@
  */
 #include "urlrules.h"
 
+#include "conf.h"
+
 #include <errno.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -19,6 +21,7 @@
 enum {
     P_LIT,          /* template bytes [off, off+len) */
     P_GROUP,        /* group n of the match */
+    P_CGROUP,       /* group n of the enclosing block's condition (%N) */
     P_SCHEME,
     P_AUTHORITY,
     P_AUTH_NOPORT,  /* the authority without ":port" */
@@ -55,6 +58,8 @@ typedef struct rule {
 struct sl_urlrules {
     size_t n, cap;
     rule *r;
+    bool uses_cond; /* some template has a %N */
+    int cap_slot;   /* where requests keep the enclosing condition's groups, or -1 */
 };
 
 static void rule_free(rule *r)
@@ -111,8 +116,27 @@ static bool prefix(const char **s, const char *word)
     return true;
 }
 
-/* Parse "${...}" starting after "${" at *s; on success *s is past the '}'. */
-static int parse_ext(const char **s, part *p, uint32_t groups, char *why, size_t whylen)
+/* Can a %N name group g of the enclosing condition, which has cond_groups (-1: no =~)? */
+static int cond_check(unsigned g, int cond_groups, char *why, size_t whylen)
+{
+    if (cond_groups < 0)
+        snprintf(why, whylen,
+                 "%%%u names a group of the =~ condition of the block this key is set in, and "
+                 "that block has no =~ condition",
+                 g);
+    else if (g > (unsigned)cond_groups)
+        snprintf(why, whylen, "%%%u but the block's condition has %d group(s)", g, cond_groups);
+    else if (g >= SL_COND_MAX_CAPTURE)
+        snprintf(why, whylen, "%%{%u}: a condition's groups go up to %%9", g);
+    else
+        return 0;
+    return -1;
+}
+
+/* Parse "${...}" (or "%{...}": cond, whose numbers name groups of the enclosing condition,
+ * which has cond_groups) starting after the '{' at *s; on success *s is past the '}'. */
+static int parse_ext(const char **s, part *p, uint32_t groups, bool cond, int cond_groups,
+                     char *why, size_t whylen)
 {
     static const struct { const char *word; unsigned char flag; } flags[] = {
         {"escape:", F_ENC_ALL}, {"escnde:", F_ENC_NDE}, {"escpsnde:", F_ENC_PSNDE},
@@ -150,23 +174,26 @@ static int parse_ext(const char **s, part *p, uint32_t groups, char *why, size_t
         t++;
         if (t[0] >= '0' && t[0] <= '9') g = g * 10 + (unsigned)(*t++ - '0');
         if (t[0] == '}') {
-            if (g > groups) {
+            if (cond && cond_check(g, cond_groups, why, whylen) < 0) return -1;
+            if (!cond && g > groups) {
                 snprintf(why, whylen, "${%u} but the pattern has %u group(s)", g, groups);
                 return -1;
             }
             /* ${N} without flags encodes like escpsnde: (lighttpd's default). */
-            *p = (part){.kind = P_GROUP, .n = (unsigned short)g, .flags = f ? f : F_ENC_PSNDE};
+            *p = (part){.kind = cond ? P_CGROUP : P_GROUP, .n = (unsigned short)g,
+                        .flags = f ? f : F_ENC_PSNDE};
             *s = t + 1;
             return 0;
         }
     }
     const char *end = strchr(*s, '}');
-    snprintf(why, whylen, "unknown substitution \"${%.*s\"", end ? (int)(end - *s + 1) : 20, *s);
+    snprintf(why, whylen, "unknown substitution \"%c{%.*s\"", cond ? '%' : '$',
+             end ? (int)(end - *s + 1) : 20, *s);
     return -1;
 }
 
 /* Cut r->tmpl into parts. */
-static int compile_template(rule *r, uint32_t groups, char *why, size_t whylen)
+static int compile_template(rule *r, uint32_t groups, int cond_groups, char *why, size_t whylen)
 {
     size_t cap = 0;
     const char *t = r->tmpl, *s = t;
@@ -174,16 +201,15 @@ static int compile_template(rule *r, uint32_t groups, char *why, size_t whylen)
     while (*s) {
         part p;
         if (s[0] == '%' && s[1] >= '0' && s[1] <= '9') {
-            /* lighttpd reads %N as the enclosing condition's group N (so "%20" is one too). */
-            snprintf(why, whylen, "%%%c (a group of the enclosing condition) is not supported",
-                     s[1]);
-            return -1;
-        }
-        if (s[0] == '%' && s[1] == '{') {
-            snprintf(why, whylen, "%%{...} (a group of the enclosing condition) is not supported");
-            return -1;
-        }
-        if ((s[0] == '$' || s[0] == '%') && s[1] == s[0]) {
+            /* One digit, as lighttpd reads it: "%20" is group 2 and a "0". */
+            unsigned g = (unsigned)(s[1] - '0');
+            if (cond_check(g, cond_groups, why, whylen) < 0) return -1;
+            p = (part){.kind = P_CGROUP, .n = (unsigned short)g};
+            s += 2;
+        } else if (s[0] == '%' && s[1] == '{') {
+            s += 2;
+            if (parse_ext(&s, &p, groups, true, cond_groups, why, whylen) < 0) return -1;
+        } else if ((s[0] == '$' || s[0] == '%') && s[1] == s[0]) {
             p = (part){.kind = P_LIT, .off = (size_t)(s - t), .len = 1}; /* "$$" -> "$" */
             s += 2;
         } else if (s[0] == '$' && s[1] >= '0' && s[1] <= '9') {
@@ -196,7 +222,7 @@ static int compile_template(rule *r, uint32_t groups, char *why, size_t whylen)
             s += 2;
         } else if (s[0] == '$' && s[1] == '{') {
             s += 2;
-            if (parse_ext(&s, &p, groups, why, whylen) < 0) return -1;
+            if (parse_ext(&s, &p, groups, false, -1, why, whylen) < 0) return -1;
         } else {
             p = (part){.kind = P_LIT, .off = (size_t)(s - t), .len = 1};
             s++;
@@ -206,8 +232,15 @@ static int compile_template(rule *r, uint32_t groups, char *why, size_t whylen)
     return 0;
 }
 
-int sl_urlrules_compile(sl_urlrules **rsp, const sl_cval *v, const char *key, char *err,
-                        size_t errlen)
+static bool uses_cond(const rule *r)
+{
+    for (size_t i = 0; i < r->n_parts; i++)
+        if (r->parts[i].kind == P_CGROUP) return true;
+    return false;
+}
+
+int sl_urlrules_compile(sl_urlrules **rsp, const sl_cval *v, const char *key, int cond_groups,
+                        char *err, size_t errlen)
 {
     if (!sl_cval_strings(v, true)) {
         snprintf(err, errlen, "%s must be an array of \"regex\" => \"url\" pairs", key);
@@ -216,6 +249,7 @@ int sl_urlrules_compile(sl_urlrules **rsp, const sl_cval *v, const char *key, ch
     sl_urlrules *rs = *rsp;
     bool made = !rs;
     if (made && !(rs = calloc(1, sizeof *rs))) return snprintf(err, errlen, "out of memory"), -1;
+    if (made) rs->cap_slot = -1;
     size_t first = rs->n;
     if (rs->n + v->n_items > rs->cap) {
         size_t nc = rs->n + v->n_items;
@@ -250,17 +284,38 @@ int sl_urlrules_compile(sl_urlrules **rsp, const sl_cval *v, const char *key, ch
         uint32_t groups = 0;
         pcre2_pattern_info(r->re, PCRE2_INFO_CAPTURECOUNT, &groups);
         char why[200];
-        if (compile_template(r, groups, why, sizeof why) < 0) {
+        if (compile_template(r, groups, cond_groups, why, sizeof why) < 0) {
             snprintf(err, errlen, "%s \"%s\" => \"%s\": %s", key, r->pattern, r->tmpl, why);
             goto bad;
         }
     }
+    for (size_t i = first; i < rs->n; i++) rs->uses_cond |= uses_cond(&rs->r[i]);
     *rsp = rs;
     return 0;
 bad:
     while (rs->n > first) rule_free(&rs->r[--rs->n]);
     if (made) sl_urlrules_free(rs);
     return -1;
+}
+
+int sl_urlrules_prepare(sl_urlrules **rs, const sl_cval *v, const sl_key_ctx *ctx)
+{
+    if (sl_urlrules_compile(rs, v, ctx->assign->key, sl_cond_groups(ctx->cond), ctx->err,
+                            ctx->errlen) < 0)
+        return -1;
+    /* Only a list that uses %N makes its block keep its groups per request. */
+    if ((*rs)->uses_cond) (*rs)->cap_slot = sl_key_keep_captures(ctx);
+    return 0;
+}
+
+bool sl_urlrules_uses_cond(const sl_urlrules *rs)
+{
+    return rs && rs->uses_cond;
+}
+
+void sl_urlrules_set_slot(sl_urlrules *rs, int slot)
+{
+    rs->cap_slot = slot;
 }
 
 static bool unreserved(unsigned char ch)
@@ -363,6 +418,11 @@ int sl_urlrules_apply(const sl_urlrules *rs, pcre2_match_data *md, const char *s
         const PCRE2_SIZE *ov = pcre2_get_ovector_pointer(md);
         const char *q = memchr(subject, '?', len);
         size_t pl = q ? (size_t)(q - subject) : len;
+        /* The enclosing condition's groups: set when its block matched this request, which it
+         * did whenever these rules apply (they are its key's). */
+        const sl_cond_capture *cc = rs->cap_slot >= 0 && env->caps ? &env->caps[rs->cap_slot]
+                                                                    : NULL;
+        if (cc && !cc->set) cc = NULL;
         out o = {.b = buf, .cap = cap};
         for (size_t k = 0; k < r->n_parts; k++) {
             const part *p = &r->parts[k];
@@ -371,6 +431,11 @@ int sl_urlrules_apply(const sl_urlrules *rs, pcre2_match_data *md, const char *s
             case P_GROUP:
                 if (p->n < (unsigned)n && ov[2 * p->n] != PCRE2_UNSET)
                     emit(&o, subject + ov[2 * p->n], ov[2 * p->n + 1] - ov[2 * p->n], p->flags);
+                break;
+            case P_CGROUP:
+                if (cc && p->n < cc->n && cc->ov[2 * p->n] != SIZE_MAX)
+                    emit(&o, cc->subject + cc->ov[2 * p->n],
+                         cc->ov[2 * p->n + 1] - cc->ov[2 * p->n], p->flags);
                 break;
             case P_SCHEME: emit(&o, env->scheme, strlen(env->scheme), p->flags); break;
             case P_AUTHORITY: emit(&o, env->authority, strlen(env->authority), p->flags); break;

@@ -3,6 +3,9 @@
  *
  *   $N, ${N}         group N of the rule's own match (0..99); $N copies it as it is, ${N}
  *                    %-encodes it like ${escpsnde:N} (lighttpd's defaults)
+ *   %N, %{N}         group N (0..9) of the =~ condition of the block the key is set in
+ *                    (lighttpd's %N: a block's own condition, not an outer one); %N copies it
+ *                    as it is, %{N} encodes like ${N}, %{FLAGS:N} as below
  *   ${url.scheme} ${url.authority} ${url.authority.noport} ${url.port} ${url.path} ${url.query}
  *                    parts of the request (the path and query as the target has them)
  *   ${qsa}           the query appended: "?q", or "&q" when the result already has a '?'
@@ -12,8 +15,8 @@
  *   $$ and %%        a '$' and a '%'; another '$' or '%' stands for itself
  * A rule whose template is empty matches and stops the search without a result (lighttpd's way
  * to exempt URLs). What lighttpd would silently skip is refused at load with a message: a group
- * the pattern does not have, %N (a group of the enclosing condition, which seekless's condition
- * language does not capture), an unknown ${...} name, base64 flags.
+ * the pattern does not have, a %N where the key's block has no =~ condition or one with fewer
+ * groups, an unknown ${...} name, base64 flags.
  *
  * Templates are compiled at load into parts, so a request costs one pcre2_match per rule tried
  * (JIT-compiled where PCRE2 has a JIT) and one pass over the matched rule's parts.
@@ -24,6 +27,7 @@
 #define PCRE2_CODE_UNIT_WIDTH 8
 
 #include <pcre2.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <sys/types.h>
 
@@ -40,6 +44,8 @@ typedef struct sl_url_env {
     const char *scheme;    /* "http" */
     const char *authority; /* the Host (normalized), or "" */
     unsigned port;         /* the listening socket's port */
+    const sl_cond_capture *caps; /* the request's condition groups (c->caps) for %N, or NULL:
+                                  * then %N writes nothing */
 } sl_url_env;
 
 /* What sl_urlrules_apply found. */
@@ -50,10 +56,24 @@ enum {
 };
 
 /* Compile the config value v of key (an array of "regex" => "template" strings) and append its
- * rules to *rs (made when *rs is NULL). 0, or -1 with a message in err (*rs is then left as it
- * was, still the caller's). */
-int sl_urlrules_compile(sl_urlrules **rs, const sl_cval *v, const char *key, char *err,
-                        size_t errlen);
+ * rules to *rs (made when *rs is NULL). cond_groups: how many groups the =~ condition of the
+ * key's block has, for %N (-1: it has none, and a %N is an error). 0, or -1 with a message in
+ * err (*rs is then left as it was, still the caller's). */
+int sl_urlrules_compile(sl_urlrules **rs, const sl_cval *v, const char *key, int cond_groups,
+                        char *err, size_t errlen);
+
+struct sl_key_ctx;
+
+/* A key's prepare(): sl_urlrules_compile with the groups of the key's block's condition, and
+ * when a template uses %N, that block made to keep its groups per request
+ * (sl_key_keep_captures) in the slot the rules read. 0, or -1 with a message in ctx->err. */
+int sl_urlrules_prepare(sl_urlrules **rs, const sl_cval *v, const struct sl_key_ctx *ctx);
+
+/* Whether some template of rs uses %N. */
+bool sl_urlrules_uses_cond(const sl_urlrules *rs);
+
+/* Which entry of sl_url_env.caps holds the groups %N names (-1: none; for tests). */
+void sl_urlrules_set_slot(sl_urlrules *rs, int slot);
 
 /* How many rules rs holds (0 for NULL). */
 size_t sl_urlrules_count(const sl_urlrules *rs);

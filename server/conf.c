@@ -81,6 +81,7 @@ typedef struct op {
 typedef struct ops {
     op *v;
     size_t n;
+    int cap_slot; /* where a request keeps this block's regex groups (%N), or -1: not kept */
 } ops;
 
 /* Something made at load time, freed with the config. */
@@ -147,6 +148,7 @@ struct sl_conf_check {
     size_t n_acc, cap_acc;
     bool *accepted;               /* per top-level assignment: it compiled */
     unsigned block, n_blocks;     /* the block being compiled: its number in walk order */
+    int cur_slot;                 /* its capture slot (sl_key_keep_captures), or -1 */
 };
 typedef struct sl_conf_check load_ctx;
 
@@ -235,6 +237,14 @@ static void want_access(load_ctx *lc, const sl_cassign *a, const char *path, sl_
 void sl_key_access(const sl_key_ctx *ctx, const char *path, sl_access_kind kind, bool as_server)
 {
     if (ctx->loader && ctx->assign) want_access(ctx->loader, ctx->assign, path, kind, as_server);
+}
+
+int sl_key_keep_captures(const sl_key_ctx *ctx)
+{
+    load_ctx *lc = ctx->loader;
+    if (!lc || sl_cond_groups(ctx->cond) < 0) return -1;
+    if (lc->cur_slot < 0) lc->cur_slot = (int)lc->cs->n_captures++;
+    return lc->cur_slot;
 }
 
 bool sl_conf_check_system(const sl_conf_check *k)
@@ -370,7 +380,7 @@ static int compile_assign(load_ctx *lc, const sl_cblock *b, const sl_cassign *a,
         char msg[1024] = "";
         sl_key_ctx ctx = {.basedir = cs->basedir, .check_system = lc->check_system,
                           .err = msg, .errlen = sizeof msg, .loader = lc, .assign = a,
-                          .block = lc->block};
+                          .block = lc->block, .cond = b};
         if (k->prepare(v, &ctx, &prep) < 0) {
             lc_fail(lc, a->file, a->line, "%s", msg[0] ? msg : "invalid value");
             return -1;
@@ -421,11 +431,13 @@ static void compile_block(load_ctx *lc, sl_cblock *b)
     o->v = own(lc->cs, calloc(b->n_assigns + 1, sizeof *o->v), NULL);
     if (!o->v) return;
     lc->block = lc->n_blocks++;
+    lc->cur_slot = -1;
     for (size_t i = 0; i < b->n_assigns; i++) {
         if (compile_assign(lc, b, &b->assigns[i], &o->v[o->n]) != 0) continue;
         o->n++;
         if (b == lc->cs->tree->root && lc->accepted) lc->accepted[i] = true;
     }
+    o->cap_slot = lc->cur_slot;
     b->ext = o;
 }
 
@@ -647,13 +659,22 @@ bool sl_conf_has_module(const sl_conf_set *cs, const sl_module *m)
 
 /* ---- per request ---- */
 
-static void eval(const sl_cblock *b, const sl_cond_input *in, sl_conf *out)
+/* Does block x hold? A block whose groups a %N uses keeps them in its slot of caps. */
+static bool holds(const sl_cblock *x, const sl_cond_input *in, sl_cond_capture *caps)
 {
-    apply_ops(out, b->ext);
+    const ops *o = x->ext;
+    return sl_cond_match_capture(x, in, caps && o && o->cap_slot >= 0 ? &caps[o->cap_slot] : NULL);
+}
+
+/* Apply the blocks under b that hold (b's own stores are already in out). */
+static void eval_children(const sl_cblock *b, const sl_cond_input *in, sl_conf *out,
+                          sl_cond_capture *caps)
+{
     for (size_t i = 0; i < b->n_children; i++) {
         for (const sl_cblock *x = b->children[i]; x; x = x->else_next) {
-            if (sl_cond_match(x, in)) {
-                eval(x, in, out);
+            if (holds(x, in, caps)) {
+                apply_ops(out, x->ext);
+                eval_children(x, in, out, caps);
                 break;
             }
         }
@@ -661,19 +682,15 @@ static void eval(const sl_cblock *b, const sl_cond_input *in, sl_conf *out)
 }
 
 const sl_conf *sl_conf_for_request(const sl_conf_set *cs, unsigned listener,
-                                   const sl_cond_input *in, sl_conf *buf)
+                                   const sl_cond_input *in, sl_conf *buf, sl_cond_capture *caps)
 {
     const sl_cblock *root = cs->tree->root;
     if (root->n_children == 0) return cs->global; /* no conditions at all */
     if (cs->per_listener && listener < cs->n_listen && cs->per_listener[listener])
         return cs->per_listener[listener];
     memcpy(buf, cs->global, cs->block_size);
-    for (size_t i = 0; i < root->n_children; i++)
-        for (const sl_cblock *x = root->children[i]; x; x = x->else_next)
-            if (sl_cond_match(x, in)) {
-                eval(x, in, buf);
-                break;
-            }
+    for (size_t i = 0; caps && i < cs->n_captures; i++) caps[i].set = false;
+    eval_children(root, in, buf, caps);
     return buf;
 }
 
@@ -685,14 +702,9 @@ int sl_conf_listeners_done(sl_conf_set *cs)
     if (!pl) return -ENOMEM;
     for (size_t l = 0; l < cs->n_listen; l++) {
         if (!(pl[l] = own(cs, malloc(cs->block_size), NULL))) return -ENOMEM;
-        memcpy(pl[l], cs->global, cs->block_size);
         sl_cond_input in = {.socket = cs->listen[l].literal};
-        for (size_t i = 0; i < root->n_children; i++)
-            for (const sl_cblock *x = root->children[i]; x; x = x->else_next)
-                if (sl_cond_match(x, &in)) {
-                    eval(x, &in, pl[l]);
-                    break;
-                }
+        memcpy(pl[l], cs->global, cs->block_size);
+        eval_children(root, &in, pl[l], NULL);
     }
     cs->per_listener = pl;
     return 0;

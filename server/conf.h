@@ -59,6 +59,7 @@ typedef struct sl_conf_set {
     sl_listen_spec listen[SL_MAX_LISTENERS];
     size_t n_listen;                 /* [0] is server.bind:server.port */
     bool only_socket;                /* no conditions but $SERVER["socket"] ones */
+    size_t n_captures;               /* regex blocks whose groups a %N uses (capture slots) */
     sl_conf **per_listener;          /* final block per listener, or NULL (conditions apply) */
     struct sl_conf_priv *priv;
 } sl_conf_set;
@@ -117,10 +118,18 @@ int sl_key_range(const char *key, const sl_cval *v, const sl_key_ctx *ctx, long 
 /* Is module m loaded in cs? */
 bool sl_conf_has_module(const sl_conf_set *cs, const sl_module *m);
 
+/* For keys' prepare() of templates that use %N (a group of the condition of the block the key
+ * is set in, lighttpd's cond_match): that block keeps its groups per request from now on, in
+ * the returned slot of the captures sl_conf_for_request fills (several keys of one block share
+ * it). -1 when the block has no =~ condition (sl_cond_groups says how many groups it has). */
+int sl_key_keep_captures(const sl_key_ctx *ctx);
+
 /* The conf block for a request that came in on listener `listener` with condition input in:
  * a precomputed block, or buf (block_size bytes) filled with the global block and every
- * matching block's assignments applied. */
+ * matching block's assignments applied. caps (cs->n_captures entries; NULL when 0) gets the
+ * groups of the matched blocks that keep them (sl_key_keep_captures); every other entry has
+ * set false. Blocks whose groups no key uses cost nothing more than their match. */
 const sl_conf *sl_conf_for_request(const sl_conf_set *cs, unsigned listener,
-                                   const sl_cond_input *in, sl_conf *buf);
+                                   const sl_cond_input *in, sl_conf *buf, sl_cond_capture *caps);
 
 #endif

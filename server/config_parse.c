@@ -18,6 +18,9 @@
 
 #include "config_parse.h"
 
+#include <netinet/in.h>
+#include <sys/socket.h>
+
 #include <errno.h>
 #include <fcntl.h>
 #include <glob.h>
@@ -32,6 +35,8 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#include "addr.h"
 
 /* ------------------------------------------------------------------------------------------ */
 /* Memory                                                                                     */
@@ -81,6 +86,8 @@ typedef enum {
     T_NE,
     T_MATCH,
     T_NOMATCH,
+    T_PREFIX, /* =^ */
+    T_SUFFIX, /* =$ */
     T_ARROW,
     T_PLUS,
     T_LPAREN,
@@ -440,6 +447,8 @@ static const char *tok_desc(const lexer *lx, char *buf, size_t bufsz)
     case T_NE: return "'!='";
     case T_MATCH: return "'=~'";
     case T_NOMATCH: return "'!~'";
+    case T_PREFIX: return "'=^'";
+    case T_SUFFIX: return "'=$'";
     case T_ARROW: return "'=>'";
     case T_PLUS: return "'+'";
     case T_LPAREN: return "'('";
@@ -606,6 +615,8 @@ static int lex_next(parse_ctx *c)
     case '=':
         if (next == '=') t = T_EQ, n = 2;
         else if (next == '~') t = T_MATCH, n = 2;
+        else if (next == '^') t = T_PREFIX, n = 2;
+        else if (next == '$') t = T_SUFFIX, n = 2; /* no value starts with '$' */
         else if (next == '>') t = T_ARROW, n = 2;
         else t = T_ASSIGN;
         break;
@@ -1030,6 +1041,73 @@ static bool host_pattern_normal(const char *p)
     return !(at > 0 && p[at - 1] == '.') && strcmp(p + at, ":80") != 0;
 }
 
+
+/* The field a condition names, or SL_COND_NONE; *header gets the field name of a header
+ * condition (lighttpd maps useragent, referer, cookie and language onto request headers). */
+static sl_cond_field cond_field(const char *obj, const char *name, const char **header)
+{
+    static const struct {
+        const char *name;
+        sl_cond_field field;
+        const char *header;
+    } http[] = {
+        {"url", SL_COND_URL, NULL},
+        {"host", SL_COND_HOST, NULL},
+        {"querystring", SL_COND_QUERY, NULL},
+        {"query-string", SL_COND_QUERY, NULL},
+        {"remoteip", SL_COND_REMOTE_IP, NULL},
+        {"remote-ip", SL_COND_REMOTE_IP, NULL},
+        {"scheme", SL_COND_SCHEME, NULL},
+        {"request-method", SL_COND_METHOD, NULL},
+        {"useragent", SL_COND_HEADER, "User-Agent"},
+        {"user-agent", SL_COND_HEADER, "User-Agent"},
+        {"referer", SL_COND_HEADER, "Referer"},
+        {"cookie", SL_COND_HEADER, "Cookie"},
+        {"language", SL_COND_HEADER, "Accept-Language"},
+    };
+    *header = NULL;
+    if (!strcmp(obj, "SERVER")) return !strcmp(name, "socket") ? SL_COND_SOCKET : SL_COND_NONE;
+    if (!strcmp(obj, "REQUEST_HEADER")) {
+        /* A field name is a token (RFC 9110 §5.1). */
+        if (!name[0] || name[strspn(name, "!#$%&'*+-.^_`|~0123456789"
+                                          "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")])
+            return SL_COND_NONE;
+        *header = name;
+        return SL_COND_HEADER;
+    }
+    if (!strcmp(obj, "HTTP"))
+        for (size_t i = 0; i < sizeof http / sizeof http[0]; i++)
+            if (!strcmp(name, http[i].name)) {
+                *header = http[i].header;
+                return http[i].field;
+            }
+    return SL_COND_NONE;
+}
+
+static bool has_upper(const char *p)
+{
+    for (; *p; p++)
+        if (*p >= 'A' && *p <= 'Z') return true;
+    return false;
+}
+
+/* $HTTP["remoteip"] == "ip", "ip/bits", IPv6 also in brackets ("[::1]/128") as lighttpd takes
+ * it. 0 or -EINVAL. */
+static int parse_net(const char *s, sl_cond_net *net)
+{
+    char buf[128];
+    if (s[0] == '[') {
+        const char *end = strchr(s, ']');
+        if (!end || (end[1] && end[1] != '/') ||
+            snprintf(buf, sizeof buf, "%.*s%s", (int)(end - s - 1), s + 1, end + 1) >=
+                (int)sizeof buf ||
+            !strchr(buf, ':'))
+            return -EINVAL;
+        s = buf;
+    }
+    return sl_cidr_parse(s, net->addr, &net->family, &net->bits);
+}
+
 static sl_cblock *parse_condition(parse_ctx *c)
 {
     lexer *lx = c->lx;
@@ -1052,18 +1130,27 @@ static sl_cblock *parse_condition(parse_ctx *c)
              tok_desc(lx, d, sizeof d));
         return NULL;
     }
-    sl_cond_field field = SL_COND_NONE;
-    if (!strcmp(name, "SERVER") && !strcmp(lx->text, "socket")) field = SL_COND_SOCKET;
-    if (!strcmp(name, "HTTP") && !strcmp(lx->text, "url")) field = SL_COND_URL;
-    if (!strcmp(name, "HTTP") && !strcmp(lx->text, "host")) field = SL_COND_HOST;
-    if (!strcmp(name, "HTTP") && !strcmp(lx->text, "querystring")) field = SL_COND_QUERY;
+    const char *header = NULL;
+    sl_cond_field field = cond_field(name, lx->text, &header);
     /* Errors in what a condition means (not in its syntax) are reported and the block is read
      * on as a placeholder, so that its statements are checked too. */
     bool placeholder = false;
     if (field == SL_COND_NONE) {
-        report(c, line, "unsupported condition $%s[\"%s\"]", printable(t1, sizeof t1, name, 40),
-               printable(t2, sizeof t2, lx->text, 40));
+        if (!strcmp(name, "REQUEST_HEADER"))
+            report(c, line, "$REQUEST_HEADER[\"%s\"]: not a header field name",
+                   printable(t2, sizeof t2, lx->text, 40));
+        else if (!strcmp(name, "HTTP"))
+            report(c, line,
+                   "unsupported condition $HTTP[\"%s\"] (known: url, host, querystring, "
+                   "remoteip, scheme, request-method, useragent, referer, cookie, language; "
+                   "any header with $REQUEST_HEADER[\"Name\"])",
+                   printable(t2, sizeof t2, lx->text, 40));
+        else
+            report(c, line, "unsupported condition $%s[\"%s\"]",
+                   printable(t1, sizeof t1, name, 40), printable(t2, sizeof t2, lx->text, 40));
         placeholder = true;
+    } else if (header && !(header = arena_strdup(c, header))) {
+        return NULL;
     }
     if (lex_next(c) < 0) return NULL;
     if (lx->type != T_RBRACKET) {
@@ -1077,12 +1164,14 @@ static sl_cblock *parse_condition(parse_ctx *c)
     case T_NE: op = SL_COND_NE; break;
     case T_MATCH: op = SL_COND_MATCH; break;
     case T_NOMATCH: op = SL_COND_NOMATCH; break;
+    case T_PREFIX: op = SL_COND_PREFIX; break;
+    case T_SUFFIX: op = SL_COND_SUFFIX; break;
     default:
-        fail(c, "expected '==', '!=', '=~' or '!~' in condition, got %s",
+        fail(c, "expected '==', '!=', '=~', '!~', '=^' or '=$' in condition, got %s",
              tok_desc(lx, d, sizeof d));
         return NULL;
     }
-    if (field == SL_COND_SOCKET && (op == SL_COND_MATCH || op == SL_COND_NOMATCH)) {
+    if (field == SL_COND_SOCKET && op != SL_COND_EQ && op != SL_COND_NE) {
         report(c, lx->tok_line, "$SERVER[\"socket\"] only supports == and !=");
         placeholder = true;
     }
@@ -1107,11 +1196,28 @@ static sl_cblock *parse_condition(parse_ctx *c)
                op == SL_COND_EQ ? "==" : "!=", printable(t1, sizeof t1, v->str, 80));
         placeholder = true;
     }
+    if (!placeholder && field == SL_COND_HOST && (op == SL_COND_PREFIX || op == SL_COND_SUFFIX) &&
+        has_upper(v->str)) {
+        report(c, value_line,
+               "$HTTP[\"host\"] %s \"%s\" can never match: hosts are compared in lower case",
+               op == SL_COND_PREFIX ? "=^" : "=$", printable(t1, sizeof t1, v->str, 80));
+        placeholder = true;
+    }
+    sl_cond_net net;
+    if (!placeholder && field == SL_COND_REMOTE_IP && (op == SL_COND_EQ || op == SL_COND_NE) &&
+        parse_net(v->str, &net) < 0) {
+        report(c, value_line,
+               "$HTTP[\"remoteip\"] %s \"%s\": not an IP address or network (want \"ip\" or "
+               "\"ip/bits\", bits at most 32 for IPv4 and 128 for IPv6)",
+               op == SL_COND_EQ ? "==" : "!=", printable(t1, sizeof t1, v->str, 80));
+        placeholder = true;
+    }
     sl_cblock *b = arena_alloc(c, sizeof *b);
     if (!b) return NULL;
     b->field = field;
     b->op = op;
     b->pattern = v->type == SL_CV_STRING ? v->str : arena_strdup(c, "");
+    b->header = (char *)header;
     b->file = c->file;
     b->line = line;
     if (!b->pattern) return NULL;
@@ -1119,9 +1225,13 @@ static sl_cblock *parse_condition(parse_ctx *c)
         /* Never matches, never names a listener: it only carries its statements to the checks. */
         b->field = SL_COND_URL;
         b->op = SL_COND_MATCH;
+        b->header = NULL;
     } else if ((op == SL_COND_MATCH || op == SL_COND_NOMATCH) &&
                compile_pattern(c, value_line, b) < 0 && c->fatal) {
         return NULL;
+    } else if (field == SL_COND_REMOTE_IP && (op == SL_COND_EQ || op == SL_COND_NE)) {
+        if (!(b->net = arena_alloc(c, sizeof *b->net))) return NULL;
+        *b->net = net;
     }
     if (lex_next(c) < 0) return NULL; /* '{' */
     return b;
@@ -1159,6 +1269,8 @@ static int parse_else(parse_ctx *c, sl_cblock *prev)
         b->op = prev->op;
         b->pattern = prev->pattern;
         b->re = prev->re;
+        b->header = prev->header;
+        b->net = prev->net;
         b->file = c->file;
         b->line = line;
         if (lex_next(c) < 0) return -1;
@@ -1801,9 +1913,34 @@ static bool host_equal(const char *host, const char *pattern)
     return hp == pl && memcmp(host, pattern, pl) == 0;
 }
 
-bool sl_cond_match(const sl_cblock *b, const sl_cond_input *in)
+/* The client's address against a network (an IPv4-mapped IPv6 client is in IPv4 networks). */
+static bool net_contains(const sl_cond_net *n, const struct sockaddr *sa)
 {
-    if (!b || b->field == SL_COND_NONE || b->is_else) return true;
+    const unsigned char *a;
+    if (!sa) return false;
+    if (sa->sa_family == AF_INET) {
+        if (n->family != AF_INET) return false;
+        a = (const unsigned char *)&((const struct sockaddr_in *)(const void *)sa)->sin_addr;
+    } else if (sa->sa_family == AF_INET6) {
+        const struct in6_addr *a6 = &((const struct sockaddr_in6 *)(const void *)sa)->sin6_addr;
+        if (n->family == AF_INET && IN6_IS_ADDR_V4MAPPED(a6))
+            a = a6->s6_addr + 12;
+        else if (n->family == AF_INET6)
+            a = a6->s6_addr;
+        else
+            return false;
+    } else {
+        return false;
+    }
+    int full = n->bits / 8, rest = n->bits % 8;
+    if (memcmp(a, n->addr, (size_t)full)) return false;
+    unsigned char mask = (unsigned char)(0xff00 >> rest);
+    return !rest || ((a[full] ^ n->addr[full]) & mask) == 0;
+}
+
+/* The string a block's field has in this request. */
+static const char *cond_subject(const sl_cblock *b, const sl_cond_input *in)
+{
     const char *s = NULL;
     if (in) {
         switch (b->field) {
@@ -1811,27 +1948,71 @@ bool sl_cond_match(const sl_cblock *b, const sl_cond_input *in)
         case SL_COND_URL: s = in->url; break;
         case SL_COND_HOST: s = in->host; break;
         case SL_COND_QUERY: s = in->query; break;
+        case SL_COND_SCHEME: s = in->scheme; break;
+        case SL_COND_METHOD: s = in->method; break;
+        case SL_COND_REMOTE_IP:
+        case SL_COND_HEADER: s = in->lazy ? in->lazy(in->ud, b) : NULL; break;
         case SL_COND_NONE: break;
         }
     }
-    if (!s) s = "";
+    return s ? s : "";
+}
+
+bool sl_cond_match_capture(const sl_cblock *b, const sl_cond_input *in, sl_cond_capture *cap)
+{
+    if (!b || b->field == SL_COND_NONE || b->is_else) return true;
+    if (b->net) { /* remoteip == / !=: no text needed */
+        bool in_net = net_contains(b->net, in ? in->peer : NULL);
+        return b->op == SL_COND_EQ ? in_net : !in_net;
+    }
+    const char *s = cond_subject(b, in);
     switch (b->op) {
     case SL_COND_EQ:
         return b->field == SL_COND_HOST ? host_equal(s, b->pattern) : strcmp(s, b->pattern) == 0;
     case SL_COND_NE:
         return b->field == SL_COND_HOST ? !host_equal(s, b->pattern) : strcmp(s, b->pattern) != 0;
+    case SL_COND_PREFIX: return strncmp(s, b->pattern, strlen(b->pattern)) == 0;
+    case SL_COND_SUFFIX: {
+        size_t sl = strlen(s), pl = strlen(b->pattern);
+        return pl <= sl && memcmp(s + sl - pl, b->pattern, pl) == 0;
+    }
     case SL_COND_MATCH:
     case SL_COND_NOMATCH: {
         if (!b->re) return false;
-        pcre2_match_data *md = pcre2_match_data_create(1, NULL);
+        bool want = cap && b->op == SL_COND_MATCH;
+        pcre2_match_data *md = pcre2_match_data_create(want ? SL_COND_MAX_CAPTURE : 1, NULL);
         if (!md) return false;
         int rc = pcre2_match(b->re, (PCRE2_SPTR)s, strlen(s), 0, 0, md, NULL);
+        if (want && rc >= 0) {
+            /* rc 0: more groups than room, all SL_COND_MAX_CAPTURE pairs are set. */
+            unsigned n = rc == 0 ? SL_COND_MAX_CAPTURE : (unsigned)rc;
+            const PCRE2_SIZE *ov = pcre2_get_ovector_pointer(md);
+            cap->set = true;
+            cap->subject = s;
+            cap->n = n;
+            for (unsigned i = 0; i < 2 * n; i++)
+                cap->ov[i] = ov[i] == PCRE2_UNSET ? SIZE_MAX : (size_t)ov[i];
+        }
         pcre2_match_data_free(md);
         if (b->op == SL_COND_MATCH) return rc >= 0;
         return rc == PCRE2_ERROR_NOMATCH;
     }
     }
     return false;
+}
+
+bool sl_cond_match(const sl_cblock *b, const sl_cond_input *in)
+{
+    return sl_cond_match_capture(b, in, NULL);
+}
+
+int sl_cond_groups(const sl_cblock *b)
+{
+    uint32_t n = 0;
+    if (!b || b->is_else || b->op != SL_COND_MATCH || !b->re ||
+        pcre2_pattern_info(b->re, PCRE2_INFO_CAPTURECOUNT, &n) != 0)
+        return -1;
+    return (int)n;
 }
 
 static void eval_block(const sl_cblock *b, const sl_cond_input *in,

@@ -65,14 +65,34 @@ typedef struct sl_cassign {
 /* What a conditional block tests. */
 typedef enum {
     SL_COND_NONE /* root block */,
-    SL_COND_SOCKET, /* $SERVER["socket"] */
-    SL_COND_URL,    /* $HTTP["url"] */
-    SL_COND_HOST,   /* $HTTP["host"] */
-    SL_COND_QUERY   /* $HTTP["querystring"] */
+    SL_COND_SOCKET,    /* $SERVER["socket"] */
+    SL_COND_URL,       /* $HTTP["url"] */
+    SL_COND_HOST,      /* $HTTP["host"] */
+    SL_COND_QUERY,     /* $HTTP["querystring"] (also "query-string") */
+    SL_COND_REMOTE_IP, /* $HTTP["remoteip"] / ["remote-ip"]: the client's address */
+    SL_COND_SCHEME,    /* $HTTP["scheme"] */
+    SL_COND_METHOD,    /* $HTTP["request-method"] */
+    SL_COND_HEADER,    /* $REQUEST_HEADER["Name"], and the $HTTP fields that name one header:
+                        * "useragent"/"user-agent", "referer", "cookie", "language"
+                        * (Accept-Language); the name is in sl_cblock.header */
 } sl_cond_field;
 
-/* How a conditional block tests: ==, !=, =~, !~. */
-typedef enum { SL_COND_EQ, SL_COND_NE, SL_COND_MATCH, SL_COND_NOMATCH } sl_cond_op;
+/* How a conditional block tests: ==, !=, =~, !~, =^ (prefix), =$ (suffix). */
+typedef enum {
+    SL_COND_EQ,
+    SL_COND_NE,
+    SL_COND_MATCH,
+    SL_COND_NOMATCH,
+    SL_COND_PREFIX,
+    SL_COND_SUFFIX
+} sl_cond_op;
+
+/* $HTTP["remoteip"] == / != "ip" or "ip/bits": the network, parsed at load. */
+typedef struct sl_cond_net {
+    unsigned char addr[16]; /* 4 bytes for IPv4 */
+    int family;             /* AF_INET or AF_INET6 */
+    int bits;               /* prefix length; the full length for a single address */
+} sl_cond_net;
 
 /* A block of the tree (see the struct below). */
 typedef struct sl_cblock sl_cblock;
@@ -86,6 +106,8 @@ struct sl_cblock {
     sl_cond_op op;
     char *pattern; /* the string on the right-hand side */
     void *re;      /* pcre2_code * for MATCH/NOMATCH, else NULL */
+    char *header;  /* SL_COND_HEADER: the field name ("User-Agent"), else NULL */
+    sl_cond_net *net; /* SL_COND_REMOTE_IP with == or !=, else NULL */
     bool is_else;  /* a plain `else { }` (no condition; matches when the chain before it did not) */
     sl_cassign *assigns;
     size_t n_assigns; /* in file order */
@@ -166,19 +188,52 @@ sl_config_tree *sl_config_parse_string(const char *text, size_t len, const char 
 /* Free a tree and everything it owns; NULL is a no-op. */
 void sl_config_tree_free(sl_config_tree *t);
 
-/* What a request offers to conditions. Any field may be NULL (treated as the empty string). */
+struct sockaddr;
+
+/* What a request offers to conditions. Any string may be NULL (treated as the empty string).
+ * What costs work to find (a header's combined value, the client address as text) is asked
+ * of lazy() only when a condition on it is tested, so a config pays only for the fields its
+ * conditions use. */
 typedef struct sl_cond_input {
     const char *socket;
     const char *url;
     const char *host;
     const char *query;
+    const char *scheme;            /* "http" */
+    const char *method;            /* "GET" */
+    const struct sockaddr *peer;   /* the client (remoteip == / != with a network), or NULL */
+    /* The text of a field for block b: SL_COND_HEADER (b->header's combined value, NULL when
+     * absent) or SL_COND_REMOTE_IP (the address as text: "127.0.0.1", "::1"). The returned
+     * string must live as long as the request (captures point into it). NULL: none. */
+    const char *(*lazy)(void *ud, const sl_cblock *b);
+    void *ud;
 } sl_cond_input;
 
+/* Most groups of a condition's regex that %0..%9 in url.rewrite-* / url.redirect can name. */
+#define SL_COND_MAX_CAPTURE 10
+
+/* The groups of a regex (=~) condition that matched, for %N (lighttpd's cond_match): offsets
+ * into subject, which lives as long as the request. */
+typedef struct sl_cond_capture {
+    bool set;        /* filled by the last evaluation of the conditions */
+    const char *subject;
+    unsigned n;      /* group pairs in ov (0: %0 only when n >= 1) */
+    size_t ov[2 * SL_COND_MAX_CAPTURE]; /* start, end of group i at [2i], [2i+1]; SIZE_MAX: unset */
+} sl_cond_capture;
+
 /* Does this block's own condition hold? (root: always true; is_else: true — chain logic is in
- * sl_config_eval). ==/!= compare exactly; =~/!~ run the compiled pattern. A pattern that fails to
+ * sl_config_eval). ==/!= compare exactly (remoteip: the client address against the network);
+ * =^ and =$ test a prefix and a suffix; =~/!~ run the compiled pattern. A pattern that fails to
  * run (e.g. it hits PCRE2's match limit on a hostile input) makes both =~ and !~ false, so a
  * runaway match never switches a block on. */
 bool sl_cond_match(const sl_cblock *b, const sl_cond_input *in);
+
+/* The same, and for a =~ block that holds, its groups into cap (cap may be NULL). */
+bool sl_cond_match_capture(const sl_cblock *b, const sl_cond_input *in, sl_cond_capture *cap);
+
+/* How many groups the regex of b's own =~ condition has; -1 when b has no =~ condition (none,
+ * another operator, a plain else, or a pattern that did not compile). */
+int sl_cond_groups(const sl_cblock *b);
 
 /* Walk the tree from root: call apply() for each assignment of the root, then for each child chain
  * the first block whose condition matches (following else_next), recursively, in file order.

@@ -28,6 +28,7 @@
 #include <strings.h>
 #include <unistd.h>
 
+#include "addr.h"
 #include "core_conf.h"
 #include "fdcache.h"
 #include "log.h"
@@ -234,6 +235,7 @@ static void conn_free(sl_conn *c)
     request_reset(c);
     sl_loop_buf_put(c->loop, c->in);
     free(c->conf_buf);
+    free(c->caps);
     free(c);
 }
 
@@ -677,6 +679,29 @@ static bool expectations_met(const sl_http_header *h)
 }
 
 
+/* What conditions on headers and on the client's address as text compare with, made only when
+ * such a condition is tested: a header's lines joined (", ", "; " for Cookie, as lighttpd
+ * combines them) and the address, in request memory so that captures may point into them. */
+static const char *cond_lazy(void *ud, const sl_cblock *b)
+{
+    sl_conn *c = ud;
+    if (b->field == SL_COND_REMOTE_IP) {
+        char ip[64];
+        sl_addr_str((const struct sockaddr *)&c->peer, ip, sizeof ip, NULL);
+        return sl_conn_strdup(c, ip, strlen(ip));
+    }
+    const sl_http_header *h = sl_http_find_header(&c->req, b->header);
+    if (!h) return NULL;
+    if (!h->next) return sl_conn_strdup(c, h->value, h->value_len);
+    const char *sep = strcasecmp(b->header, "cookie") ? ", " : "; ";
+    size_t n = sl_http_field_join(h, sep, NULL, 0);
+    char *v = sl_conn_alloc(c, n + 1);
+    if (!v) return NULL;
+    sl_http_field_join(h, sep, v, n);
+    v[n] = 0;
+    return v;
+}
+
 /* Split the target into path and query, normalize the path, evaluate conditions. 0, or an
  * error status. */
 static int request_uri(sl_conn *c, const char *target, size_t target_len)
@@ -700,13 +725,22 @@ static int request_uri(sl_conn *c, const char *target, size_t target_len)
     }
     sl_server *srv = srv_of(c);
     const sl_conf_set *cs = srv->cs;
-    if (!cs->per_listener && cs->tree->root->n_children && !c->conf_buf) {
-        c->conf_buf = malloc(cs->block_size);
-        if (!c->conf_buf) return 503;
+    if (cs->per_listener || !cs->tree->root->n_children) {
+        /* The block does not depend on the request: no input to gather. */
+        c->conf = sl_conf_for_request(cs, c->listener, NULL, NULL, NULL);
+        return 0;
     }
+    if (!c->conf_buf && !(c->conf_buf = malloc(cs->block_size))) return 503;
+    if (cs->n_captures && !c->caps && !(c->caps = calloc(cs->n_captures, sizeof *c->caps)))
+        return 503;
+    const char *method = sl_method_name(c->req.method);
+    if (c->req.method == SL_METHOD_OTHER &&
+        !(method = sl_conn_strdup(c, c->req.method_str, c->req.method_len)))
+        return 503;
     sl_cond_input in = {.socket = cs->listen[c->listener].literal, .url = c->path,
-                        .host = c->host, .query = c->query};
-    c->conf = sl_conf_for_request(cs, c->listener, &in, c->conf_buf);
+                        .host = c->host, .query = c->query, .scheme = "http", .method = method,
+                        .peer = (const struct sockaddr *)&c->peer, .lazy = cond_lazy, .ud = c};
+    c->conf = sl_conf_for_request(cs, c->listener, &in, c->conf_buf, c->caps);
     return 0;
 }
 

@@ -102,6 +102,8 @@ typedef struct sl_conn {
     unsigned comebacks;            /* times a hook started the request over (SL_COMEBACK) */
     const sl_conf *conf;           /* the conf block for this request (global or conf_buf) */
     sl_conf *conf_buf;             /* per-connection room for one, when conditions apply */
+    sl_cond_capture *caps;         /* groups of the regex blocks %N uses (cs->n_captures; made
+                                    * with conf_buf when the config has any), by capture slot */
     char *path;                    /* decoded, normalized path (request arena) */
     size_t path_len;
     char *query;                   /* raw query string, "" when absent (request arena) */

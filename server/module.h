@@ -106,6 +106,7 @@ typedef struct sl_key_ctx {
                            * conf applies blocks in this order, so keys that act together
                            * (url.rewrite-once with url.rewrite-repeat) tell by it which of
                            * them a later block set */
+    const sl_cblock *cond; /* that block (its condition: %N in templates, sl_key_keep_captures) */
 } sl_key_ctx;
 
 /* One config key a module owns. */

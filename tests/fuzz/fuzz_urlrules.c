@@ -39,7 +39,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     sl_cval arr = {.type = SL_CV_ARRAY, .items = &item, .n_items = 1};
     sl_urlrules *rs = NULL;
     char err[256];
-    if (sl_urlrules_compile(&rs, &arr, "url.rewrite-once", err, sizeof err) == 0) {
+    if (sl_urlrules_compile(&rs, &arr, "url.rewrite-once", 2, err, sizeof err) == 0) {
         pcre2_match_data *md = sl_urlrules_match_data();
         static const sl_url_env env = {.scheme = "http", .authority = "h:8", .port = 8};
         char norm[8192], out[64];

@@ -133,12 +133,65 @@ class CheckConfig(unittest.TestCase):
         r = self.check(head + 'url.redirect = ( "^/(a)(b)" => "/$3" )\n', "b.conf")
         self.assertEqual(self.errors(r), [f"{self.d.path('b.conf')}:4: url.redirect \"^/(a)(b)\" => "
                                           "\"/$3\": $3 but the pattern has 2 group(s)"])
+        # %N names a group of the =~ condition of the key's own block: accepted there...
         r = self.check(head + '$HTTP["host"] =~ "(.*)" { url.redirect = ( "^/(.*)" => "http://%1/$1" ) }\n',
                        "p.conf")
-        self.assertIn("%1 (a group of the enclosing condition) is not supported", self.errors(r)[0])
+        self.assertEqual((r.returncode, r.stdout, r.stderr), (0, "Syntax OK\n", ""))
+        # ...refused where that block has none (the top level, ==, an inner block, else)
+        r = self.check(head + 'url.redirect = ( "^/(.*)" => "http://%1/$1" )\n', "q.conf")
+        self.assertEqual(self.errors(r), [
+            f"{self.d.path('q.conf')}:4: url.redirect \"^/(.*)\" => \"http://%1/$1\": %1 names a group "
+            "of the =~ condition of the block this key is set in, and that block has no =~ condition"])
+        r = self.check(head + '$HTTP["host"] =~ "(.*)" {\n  $HTTP["url"] =^ "/x" {\n'
+                       '    url.redirect = ( "^/(.*)" => "/%1" )\n  }\n}\n', "r.conf")
+        self.assertIn(f"{self.d.path('r.conf')}:6: url.redirect", self.errors(r)[0])
+        self.assertIn("has no =~ condition", self.errors(r)[0])
+        r = self.check(head + '$HTTP["host"] =~ "^(a)\\.(b)$" { url.redirect = ( "^/" => "/%3" ) }\n',
+                       "s.conf")
+        self.assertIn("%3 but the block's condition has 2 group(s)", self.errors(r)[0])
         r = self.check(head + 'url.redirect-code = 404\n', "c.conf")
         self.assertIn("url.redirect-code must be 301, 302, 303, 307 or 308, not 404", self.errors(r)[0])
         r = self.check(head + 'url.redirect = ( "^/x$" => "/y" )\nurl.redirect-code = 308\n')
+        self.assertEqual((r.returncode, r.stdout, r.stderr), (0, "Syntax OK\n", ""))
+
+    def test_condition_mistakes(self):
+        head = 'server.document-root = "root"\nserver.port = 8080\n'
+        c = self.d.path("k.conf")
+        r = self.check(head +
+                       '$HTTP["remoteip"] == "10.0.0.0/33" { }\n'         # 3: bits out of range
+                       '$HTTP["remote-ip"] != "10.0.0.300" { }\n'         # 4: not an address
+                       '$HTTP["remoteip"] == "::1/129" { }\n'             # 5: IPv6 bits
+                       '$HTTP["remotip"] == "10.0.0.1" { }\n'             # 6: unknown field
+                       '$REQUEST_HEADER["X Y"] == "1" { }\n'              # 7: not a field name
+                       '$SERVER["socket"] =^ ":80" { }\n'                 # 8: socket: == and != only
+                       '$HTTP["url"] =* "/x" { }\n'                       # 9: no such operator
+                       '$HTTP["useragent"] =~ "(" { }\n', "k.conf")      # 10: bad regex
+        errs = self.errors(r)
+        bad_net = ': not an IP address or network (want "ip" or "ip/bits", bits at most 32 for IPv4 and 128 for IPv6)'
+        want = [
+            f'{c}:3: $HTTP["remoteip"] == "10.0.0.0/33"' + bad_net,
+            f'{c}:4: $HTTP["remoteip"] != "10.0.0.300"' + bad_net,
+            f'{c}:5: $HTTP["remoteip"] == "::1/129"' + bad_net,
+            f'{c}:6: unsupported condition $HTTP["remotip"] (known: url, host, querystring, remoteip,',
+            f'{c}:7: $REQUEST_HEADER["X Y"]: not a header field name',
+            f'{c}:8: $SERVER["socket"] only supports == and !=',
+            f"{c}:9: expected '==', '!=', '=~', '!~', '=^' or '=$' in condition, got '='",
+            f'{c}:10: bad regex "(": missing closing parenthesis',
+        ]
+        self.assertEqual(len(errs), len(want), "\n".join(errs))
+        for got, w in zip(errs, want):
+            self.assertTrue(got.startswith(w), f"{got!r} does not start with {w!r}")
+        r = self.check(head +
+                       '$HTTP["remoteip"] == "127.0.0.0/8" { }\n'
+                       '$HTTP["remote-ip"] != "[::1]/128" { }\n'
+                       '$HTTP["remoteip"] =~ "^10\\." { }\n'
+                       '$HTTP["scheme"] == "http" { }\n'
+                       '$HTTP["request-method"] =^ "P" { }\n'
+                       '$HTTP["useragent"] =$ "bot" { }\n'
+                       '$HTTP["referer"] != "" { }\n'
+                       '$HTTP["cookie"] =~ "id=" { }\n'
+                       '$HTTP["language"] =^ "de" { }\n'
+                       '$REQUEST_HEADER["X-Token"] == "1" { }\n', "ok.conf")
         self.assertEqual((r.returncode, r.stdout, r.stderr), (0, "Syntax OK\n", ""))
 
     def test_url_rewrite_mistakes(self):
@@ -220,14 +273,16 @@ class CheckConfig(unittest.TestCase):
                        'server.event-handler = "kqueue"\n'        # 9: bad value
                        'index-file.names = ( "index.html",\n'     # 10: array left open
                        'static-file.etags = "perhaps"\n'          # 11: bad boolean
-                       '$HTTP["useragent"] == "x" { a = 1 }\n')   # 12: unsupported condition
+                       '$HTTP["user-agnet"] == "x" { a = 1 }\n')  # 12: unsupported condition
         errs = self.errors(r)
         want = [
             f"{c}:2: invalid integer '80x'",
             f"{c}:5: bad regex \"^/(\"",
             f"{c}:6: expected ',' or ')' in array",
             f"{c}:11: unterminated array (opened on line 10)",
-            f"{c}:12: unsupported condition $HTTP[\"useragent\"]",
+            f"{c}:12: unsupported condition $HTTP[\"user-agnet\"] (known: url, host, querystring, "
+            "remoteip, scheme, request-method, useragent, referer, cookie, language; any header "
+            "with $REQUEST_HEADER[\"Name\"])",
             # then what the parsed statements mean, in file order
             f"{c}:3: unknown config key 'server.bogus'",
             f"{c}:4: 'server.max-connections' must be an integer, not string",

@@ -24,6 +24,9 @@
 #include "mod_static.h"
 #include "mod_status.h"
 
+/* The list of fields that follows an unsupported $HTTP[...] condition. */
+#define KNOWN_FIELDS " (known: url, host, querystring, remoteip, scheme, request-method, useragent, referer, cookie, language; any header with $REQUEST_HEADER[\"Name\"])"
+
 static char dir[] = "/tmp/sl_conf_XXXXXX";
 
 /* A module of the test's own, to see the interface from a module's side. */
@@ -34,6 +37,7 @@ typedef struct demo_conf {
     sl_strlist names;
     sl_kvlist map;
     const char *checked; /* SL_KEY_VALUE: what prepare made */
+    const char *slot;    /* demo.capture: "slot N" (sl_key_keep_captures) */
 } demo_conf;
 
 static int demo_released;
@@ -45,6 +49,21 @@ static int prep_checked(const sl_cval *v, const sl_key_ctx *ctx, void **out)
         return -1;
     }
     *out = strdup(v->str + 3);
+    return 0;
+}
+
+/* A key whose value uses its block's condition groups (as %N in url.redirect does). */
+static int prep_capture(const sl_cval *v, const sl_key_ctx *ctx, void **out)
+{
+    (void)v;
+    int slot = sl_key_keep_captures(ctx);
+    if (slot < 0) {
+        snprintf(ctx->err, ctx->errlen, "demo.capture needs a =~ block");
+        return -1;
+    }
+    char *s = malloc(16);
+    if (s) snprintf(s, 16, "slot %d", slot);
+    *out = s;
     return 0;
 }
 
@@ -69,6 +88,7 @@ static const sl_key demo_keys[] = {
     {"demo.map", SL_KEY_KVLIST, 0, offsetof(demo_conf, map), NULL, NULL},
     {"demo.checked", SL_KEY_VALUE, 0, offsetof(demo_conf, checked), prep_checked,
      release_checked},
+    {"demo.capture", SL_KEY_VALUE, 0, offsetof(demo_conf, slot), prep_capture, free},
     {NULL},
 };
 
@@ -296,13 +316,13 @@ static void test_errors_in_file_order(void **state)
     /* Syntax and meaning together: the parser's errors, then the checks of what did parse. */
     static const char *const both[] = {
         "t.conf:2: invalid integer '12x'",
-        "t.conf:3: unsupported condition $HTTP[\"useragent\"]",
+        "t.conf:3: unsupported condition $HTTP[\"frob\"]" KNOWN_FIELDS,
         "t.conf:4: unknown config key 'nope.inside'",
         "t.conf:6: unknown config key 'nope.after'",
     };
     expect_errors("server.document-root = \"a\"\n"
                   "server.port = 12x\n"
-                  "$HTTP[\"useragent\"] =~ \"bot\" {\n"
+                  "$HTTP[\"frob\"] =~ \"bot\" {\n"
                   "  nope.inside = 1\n"
                   "}\n"
                   "nope.after = 1\n",
@@ -485,7 +505,7 @@ static void test_proxy_core_keys(void **state)
     assert_string_equal(PROXY(f.cs->global)->balancer, "sqf");
     sl_conf *buf = malloc(f.cs->block_size);
     sl_cond_input in = {.socket = "0.0.0.0:80", .url = "/x/y", .host = "", .query = ""};
-    const sl_conf *r = sl_conf_for_request(f.cs, 0, &in, buf);
+    const sl_conf *r = sl_conf_for_request(f.cs, 0, &in, buf, NULL);
     const sl_proxy_conf *p = PROXY(r);
     assert_int_equal(p->backends->n, 3);
     assert_string_equal(p->backends->v[0], "127.0.0.1:1029");
@@ -567,24 +587,64 @@ static void test_conditions_override_per_request(void **state)
     assert_null(f.cs->per_listener); /* url and host conditions: computed per request */
     sl_conf *buf = malloc(f.cs->block_size);
     sl_cond_input in = {.socket = "0.0.0.0:8080", .url = "/x", .host = "b.example"};
-    const sl_conf *r = sl_conf_for_request(f.cs, 0, &in, buf);
+    const sl_conf *r = sl_conf_for_request(f.cs, 0, &in, buf, NULL);
     assert_non_null(strstr(sl_core(r)->docroot->path, "/b"));
     assert_int_not_equal(sl_core(r)->docroot->fd, G(&f)->docroot->fd);
     assert_true(STATIC(r)->etags);
     in.host = "other";
     in.url = "/nokeep/y";
-    r = sl_conf_for_request(f.cs, 0, &in, buf);
+    r = sl_conf_for_request(f.cs, 0, &in, buf, NULL);
     assert_non_null(strstr(sl_core(r)->docroot->path, "/a"));
     assert_int_equal(sl_core(r)->max_keep_alive_requests, 0);
     assert_int_equal(STATIC(r)->access_deny.n, 1);
     assert_string_equal(STATIC(r)->access_deny.v[0], ".secret");
     in.socket = f.cs->listen[1].literal;
     in.url = "/";
-    r = sl_conf_for_request(f.cs, 1, &in, buf);
+    r = sl_conf_for_request(f.cs, 1, &in, buf, NULL);
     assert_false(STATIC(r)->etags);
     assert_int_equal(STATIC(r)->access_deny.n, 0);
     free(buf);
     done(&f);
+}
+
+/* Only blocks whose keys use their groups keep them, each in its own slot, set per request. */
+static void test_condition_captures(void **state)
+{
+    fixture f;
+    assert_non_null(load(&f, "server.document-root = \"a\"\n"
+                             "$HTTP[\"url\"] =~ \"^/(a)(b)?\" { demo.capture = \"x\" demo.greeting = \"a\" }\n"
+                             "$HTTP[\"useragent\"] =~ \"^(\\\\w+)/\" { demo.greeting = \"ua\" }\n"
+                             "$HTTP[\"host\"] =~ \"^(.*)\\\\.example$\" {\n"
+                             "  demo.capture = \"y\"\n"
+                             "  $HTTP[\"request-method\"] =^ \"P\" { demo.greeting = \"post\" }\n"
+                             "}\n"));
+    assert_int_equal(f.cs->n_captures, 2);
+    sl_conf *buf = malloc(f.cs->block_size);
+    sl_cond_capture caps[2];
+    memset(caps, 0xff, sizeof caps);
+    sl_cond_input in = {.url = "/ax", .host = "www.example", .method = "PUT"};
+    const sl_conf *r = sl_conf_for_request(f.cs, 0, &in, buf, caps);
+    assert_string_equal(DEMO(r)->greeting, "post");
+    assert_string_equal(DEMO(r)->slot, "slot 1");
+    assert_true(caps[0].set);
+    assert_int_equal(caps[0].n, 2); /* (b)? did not take part */
+    assert_int_equal(caps[0].ov[2], 1);
+    assert_int_equal(caps[0].ov[3], 2);
+    assert_true(caps[1].set);
+    assert_string_equal(caps[1].subject, "www.example");
+    assert_int_equal(caps[1].ov[3], 3);
+    in.url = "/x";
+    r = sl_conf_for_request(f.cs, 0, &in, buf, caps);
+    assert_false(caps[0].set); /* this time the block did not match */
+    assert_true(caps[1].set);
+    free(buf);
+    done(&f);
+    expect_error("server.document-root = \"a\"\n$HTTP[\"url\"] !~ \"(x)\" { demo.capture = \"x\" }\n",
+                 "t.conf:2: demo.capture needs a =~ block");
+    expect_error("server.document-root = \"a\"\n$HTTP[\"url\"] =~ \"(x)\" { } else { demo.capture = \"x\" }\n",
+                 "t.conf:2: demo.capture needs a =~ block");
+    expect_error("server.document-root = \"a\"\ndemo.capture = \"x\"\n",
+                 "t.conf:2: demo.capture needs a =~ block");
 }
 
 static void test_socket_only_conditions_are_precomputed(void **state)
@@ -598,9 +658,9 @@ static void test_socket_only_conditions_are_precomputed(void **state)
     assert_int_equal(sl_conf_listeners_done(f.cs), 0);
     assert_non_null(f.cs->per_listener);
     sl_cond_input in = {.socket = f.cs->listen[1].literal, .url = "/"};
-    const sl_conf *r = sl_conf_for_request(f.cs, 1, &in, NULL); /* no buffer needed */
+    const sl_conf *r = sl_conf_for_request(f.cs, 1, &in, NULL, NULL); /* no buffer needed */
     assert_int_equal(sl_core(r)->max_read_idle, 7);
-    r = sl_conf_for_request(f.cs, 0, &in, NULL);
+    r = sl_conf_for_request(f.cs, 0, &in, NULL, NULL);
     assert_int_equal(sl_core(r)->max_read_idle, 60);
     done(&f);
     expect_error("server.document-root = \"a\"\n$SERVER[\"socket\"] == \":1026\" {}\n"
@@ -653,6 +713,7 @@ int main(void)
         cmocka_unit_test(test_backend_keys),
         cmocka_unit_test(test_conditions_override_per_request),
         cmocka_unit_test(test_socket_only_conditions_are_precomputed),
+        cmocka_unit_test(test_condition_captures),
         cmocka_unit_test(test_mimetype_assign_replaces_the_default),
         cmocka_unit_test(test_socket_canonical),
     };

@@ -10,6 +10,9 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,6 +21,9 @@
 #include <unistd.h>
 
 #include "config_parse.h"
+
+/* The list of fields that follows an unsupported $HTTP[...] condition. */
+#define KNOWN_FIELDS " (known: url, host, querystring, remoteip, scheme, request-method, useragent, referer, cookie, language; any header with $REQUEST_HEADER[\"Name\"])"
 
 /* ---------------------------------------------------------------------------------------- */
 /* Helpers                                                                                  */
@@ -143,7 +149,7 @@ static applied eval(const sl_config_tree *t, const char *socket, const char *url
                     const char *query)
 {
     applied ap = {.n = 0};
-    sl_cond_input in = {socket, url, host, query};
+    sl_cond_input in = {.socket = socket, .url = url, .host = host, .query = query};
     sl_config_eval(t, &in, apply_cb, &ap);
     return ap;
 }
@@ -758,10 +764,10 @@ static void test_condition_fields_and_ops(void **state)
         bool regex = ops[i] == SL_COND_MATCH || ops[i] == SL_COND_NOMATCH;
         assert_int_equal(r->children[i]->re != NULL, regex);
     }
-    sl_cond_input in = {":80", "/d/file", "example.org", "q=1"};
+    sl_cond_input in = {.socket = ":80", .url = "/d/file", .host = "example.org", .query = "q=1"};
     bool want[] = {true, false, true, true, true, true, true, true};
     for (int i = 0; i < 8; i++) assert_int_equal(sl_cond_match(r->children[i], &in), want[i]);
-    sl_cond_input in2 = {":443", "/x.php", "x", "debug=1"};
+    sl_cond_input in2 = {.socket = ":443", .url = "/x.php", .host = "x", .query = "debug=1"};
     bool want2[] = {false, true, false, false, false, false, false, false};
     for (int i = 0; i < 8; i++) assert_int_equal(sl_cond_match(r->children[i], &in2), want2[i]);
     assert_true(sl_cond_match(r, &in));
@@ -774,7 +780,7 @@ static void test_condition_null_inputs(void **state)
                                  "$HTTP[\"url\"] =~ \"^$\" { a = 2 }\n"
                                  "$HTTP[\"querystring\"] != \"\" { a = 3 }\n"
                                  "$SERVER[\"socket\"] == \"\" { a = 4 }\n");
-    sl_cond_input in = {NULL, NULL, NULL, NULL};
+    sl_cond_input in = {0};
     const sl_cblock *r = t->root;
     assert_true(sl_cond_match(r->children[0], &in));
     assert_true(sl_cond_match(r->children[1], &in));
@@ -862,15 +868,120 @@ static void test_condition_value_expression(void **state)
 
 static void test_unsupported_condition(void **state)
 {
-    parse_err("a = 1\n$HTTP[\"remoteip\"] == \"10.0.0.1\" { }\n",
-              "test.conf:2: unsupported condition $HTTP[\"remoteip\"]");
+    parse_err("a = 1\n$HTTP[\"remote\"] == \"10.0.0.1\" { }\n",
+              "test.conf:2: unsupported condition $HTTP[\"remote\"]" KNOWN_FIELDS);
     parse_err("$PHYSICAL[\"path\"] =~ \"x\" { }\n",
               "test.conf:1: unsupported condition $PHYSICAL[\"path\"]");
     parse_err("$SERVER[\"url\"] == \"x\" { }\n",
               "test.conf:1: unsupported condition $SERVER[\"url\"]");
-    parse_err("$HTTP[\"URL\"] == \"x\" { }\n", "test.conf:1: unsupported condition $HTTP[\"URL\"]");
-    parse_err("$HTTP[\"cookie\"] == \"x\" { }\n",
-              "test.conf:1: unsupported condition $HTTP[\"cookie\"]");
+    parse_err("$HTTP[\"URL\"] == \"x\" { }\n",
+              "test.conf:1: unsupported condition $HTTP[\"URL\"]" KNOWN_FIELDS);
+    parse_err("$REQUEST_HEADER[\"Bad Name\"] == \"x\" { }\n",
+              "test.conf:1: $REQUEST_HEADER[\"Bad Name\"]: not a header field name");
+    parse_err("$REQUEST_HEADER[\"\"] == \"x\" { }\n",
+              "test.conf:1: $REQUEST_HEADER[\"\"]: not a header field name");
+    parse_err("$SERVER[\"socket\"] =^ \":8\" { }\n",
+              "test.conf:1: $SERVER[\"socket\"] only supports == and !=");
+    parse_err("$HTTP[\"host\"] =$ \".Example.org\" { }\n",
+              "test.conf:1: $HTTP[\"host\"] =$ \".Example.org\" can never match: hosts are "
+              "compared in lower case");
+}
+
+/* A header's value for the tests: the cookie has a group to capture, X-Api-Key is absent. */
+static const char *fake_lazy(void *ud, const sl_cblock *b)
+{
+    (void)ud;
+    if (b->field == SL_COND_REMOTE_IP) return "10.1.2.3";
+    if (!strcmp(b->header, "User-Agent")) return "curl/8.0 (bot)";
+    if (!strcmp(b->header, "Referer")) return "http://www.example.org/";
+    if (!strcmp(b->header, "Cookie")) return "id=42; b=2";
+    if (!strcmp(b->header, "Accept-Language")) return "en-US, de";
+    return NULL;
+}
+
+/* The fields lighttpd 1.4 has, the header ones mapped onto their header, and =^ / =$. */
+static void test_condition_more_fields(void **state)
+{
+    sl_config_tree *t = parse_ok("$HTTP[\"useragent\"] =~ \"bot\" { a = 1 }\n"
+                                 "$HTTP[\"user-agent\"] =^ \"curl/\" { a = 2 }\n"
+                                 "$HTTP[\"referer\"] =$ \".example.org/\" { a = 3 }\n"
+                                 "$HTTP[\"cookie\"] =~ \"id=(\\\\d+)\" { a = 4 }\n"
+                                 "$HTTP[\"language\"] =^ \"de\" { a = 5 }\n"
+                                 "$REQUEST_HEADER[\"X-Api-Key\"] == \"\" { a = 6 }\n"
+                                 "$HTTP[\"scheme\"] == \"http\" { a = 7 }\n"
+                                 "$HTTP[\"request-method\"] != \"GET\" { a = 8 }\n"
+                                 "$HTTP[\"remoteip\"] == \"10.0.0.0/8\" { a = 9 }\n"
+                                 "$HTTP[\"remote-ip\"] != \"[::1]\" { a = 10 }\n"
+                                 "$HTTP[\"remoteip\"] =~ \"^127\\\\.\" { a = 11 }\n"
+                                 "$HTTP[\"query-string\"] =$ \"&x\" { a = 12 }\n"
+                                 "$HTTP[\"url\"] =^ \"/a/\" { a = 13 }\n");
+    const sl_cblock *r = t->root;
+    assert_int_equal(r->n_children, 13);
+    static const char *const hdr[] = {"User-Agent", "User-Agent", "Referer", "Cookie",
+                                      "Accept-Language", "X-Api-Key"};
+    for (int i = 0; i < 6; i++) {
+        assert_int_equal(r->children[i]->field, SL_COND_HEADER);
+        assert_string_equal(r->children[i]->header, hdr[i]);
+    }
+    assert_int_equal(r->children[1]->op, SL_COND_PREFIX);
+    assert_int_equal(r->children[2]->op, SL_COND_SUFFIX);
+    assert_int_equal(r->children[6]->field, SL_COND_SCHEME);
+    assert_int_equal(r->children[7]->field, SL_COND_METHOD);
+    assert_int_equal(r->children[8]->field, SL_COND_REMOTE_IP);
+    assert_non_null(r->children[8]->net);
+    assert_int_equal(r->children[8]->net->bits, 8);
+    assert_int_equal(r->children[9]->net->family, AF_INET6);
+    assert_int_equal(r->children[9]->net->bits, 128);
+    assert_null(r->children[10]->net); /* =~ compares the text */
+    assert_int_equal(sl_cond_groups(r->children[3]), 1);
+    assert_int_equal(sl_cond_groups(r->children[0]), 0);
+    assert_int_equal(sl_cond_groups(r->children[1]), -1);
+
+    /* Inputs: headers through lazy(), the address as a sockaddr. */
+    struct sockaddr_in a4 = {.sin_family = AF_INET};
+    inet_pton(AF_INET, "10.1.2.3", &a4.sin_addr);
+    sl_cond_input in = {.url = "/a/b", .query = "q=1&x", .scheme = "http", .method = "GET",
+                        .peer = (struct sockaddr *)&a4, .lazy = fake_lazy};
+    bool want[] = {true, true, true, true, false, true, true, false, true, true, false, true, true};
+    for (int i = 0; i < 13; i++) assert_int_equal(sl_cond_match(r->children[i], &in), want[i]);
+    sl_cond_capture cap = {0};
+    assert_true(sl_cond_match_capture(r->children[3], &in, &cap));
+    assert_true(cap.set);
+    assert_int_equal(cap.n, 2);
+    assert_string_equal(cap.subject + cap.ov[2], "42; b=2");
+    in.method = "POST";
+    in.url = "/b/a/";
+    struct sockaddr_in6 a6 = {.sin6_family = AF_INET6};
+    inet_pton(AF_INET6, "::ffff:10.9.9.9", &a6.sin6_addr); /* IPv4-mapped: in 10.0.0.0/8 */
+    in.peer = (struct sockaddr *)&a6;
+    assert_true(sl_cond_match(r->children[7], &in));
+    assert_true(sl_cond_match(r->children[8], &in));
+    assert_false(sl_cond_match(r->children[12], &in));
+    inet_pton(AF_INET6, "::1", &a6.sin6_addr);
+    assert_false(sl_cond_match(r->children[8], &in));
+    assert_false(sl_cond_match(r->children[9], &in));
+    in.peer = NULL; /* no address: in no network */
+    assert_false(sl_cond_match(r->children[8], &in));
+    assert_true(sl_cond_match(r->children[9], &in));
+    sl_config_tree_free(t);
+}
+
+static void test_remoteip_refused(void **state)
+{
+    static const char *const bad[] = {"10.0.0.1/33", "10.0.0.1/", "10.0.0.1/x", "::1/129",
+                                      "10.0.0", "example.org", "[10.0.0.1]", "[::1", ""};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char conf[128], want[256];
+        snprintf(conf, sizeof conf, "$HTTP[\"remoteip\"] == \"%s\" { a = 1 }\n", bad[i]);
+        snprintf(want, sizeof want,
+                 "test.conf:1: $HTTP[\"remoteip\"] == \"%s\": not an IP address or network "
+                 "(want \"ip\" or \"ip/bits\", bits at most 32 for IPv4 and 128 for IPv6)",
+                 bad[i]);
+        parse_err(conf, want);
+    }
+    /* =~, =^ and =$ compare the address as text: anything goes. */
+    sl_config_tree *t = parse_ok("$HTTP[\"remoteip\"] =^ \"10.\" { a = 1 }\n");
+    sl_config_tree_free(t);
 }
 
 static void test_socket_regex_refused(void **state)
@@ -899,7 +1010,7 @@ static void test_condition_syntax_errors(void **state)
               "test.conf:1: expected a quoted name in $HTTP[...], got 'url'");
     parse_err("$HTTP[\"url\" == \"/\" { }\n", "test.conf:1: expected ']', got '=='");
     parse_err("$HTTP[\"url\"] = \"/\" { }\n",
-              "test.conf:1: expected '==', '!=', '=~' or '!~' in condition, got '='");
+              "test.conf:1: expected '==', '!=', '=~', '!~', '=^' or '=$' in condition, got '='");
     parse_err("$HTTP[\"url\"] == \"/\"\na = 1\n",
               "test.conf:2: expected '{' after condition, got 'a'");
     parse_err("$ HTTP\n", "test.conf:1: expected a name after '$'");
@@ -1095,7 +1206,7 @@ static void test_else_errors(void **state)
     parse_err("$HTTP[\"url\"] == \"/\" { } else a = 1\n",
               "test.conf:1: expected '{' or a condition after 'else', got 'a'");
     parse_err("$HTTP[\"url\"] == \"/\" { } else $HTTP[\"ip\"] == \"\" { }\n",
-              "test.conf:1: unsupported condition $HTTP[\"ip\"]");
+              "test.conf:1: unsupported condition $HTTP[\"ip\"]" KNOWN_FIELDS);
     parse_err("$HTTP[\"url\"] == \"/\" {\n else { }\n}\n",
               "test.conf:2: 'else' without a condition block right before it");
 }
@@ -1523,9 +1634,11 @@ static void test_include_error_location(void **state)
     make_tmpdir();
     write_file("main.conf", "a = 1\ninclude \"inc.conf\"\n");
     write_file("inc.conf", "b = 2\nc = 3\n$HTTP[\"remoteip\"] == \"x\" { }\n");
+    /* A bad network is a meaning error: reported at its line, the block read on. */
     assert_null(parse_file_in_tmp("main.conf"));
     char want[1024];
-    snprintf(want, sizeof want, "%s/inc.conf:3: unsupported condition $HTTP[\"remoteip\"]",
+    snprintf(want, sizeof want, "%s/inc.conf:3: $HTTP[\"remoteip\"] == \"x\": not an IP address or network (want "
+             "\"ip\" or \"ip/bits\", bits at most 32 for IPv4 and 128 for IPv6)",
              tmpdir);
     assert_string_equal(errbuf, want);
     rm_tmpdir();
@@ -1710,7 +1823,7 @@ static void test_every_error_reported(void **state)
         "b = 2\n"
         "c = ( \"x\" \"y\" )\n"              /* 3: syntax error inside an array */
         "d = 4\n"
-        "$HTTP[\"useragent\"] == \"x\" {\n"  /* 5: meaning: the block is read on */
+        "$HTTP[\"frob\"] == \"x\" {\n"  /* 5: meaning: the block is read on */
         "  e = var.nope\n"                 /* 6: unknown variable, inside it */
         "}\n"
         "f = 1\n"
@@ -1723,7 +1836,7 @@ static void test_every_error_reported(void **state)
     static const char *const want[] = {
         "test.conf:1: invalid integer '12abc'",
         "test.conf:3: expected ',' or ')' in array, got string \"y\"",
-        "test.conf:5: unsupported condition $HTTP[\"useragent\"]",
+        "test.conf:5: unsupported condition $HTTP[\"frob\"]" KNOWN_FIELDS,
         "test.conf:6: unknown variable 'var.nope'",
         "test.conf:9: duplicate config key 'f'; use := to override",
         "test.conf:10: bad regex \"(\": ",
@@ -1857,6 +1970,8 @@ int main(void)
         cmocka_unit_test(test_host_pattern_never_matching_refused),
         cmocka_unit_test(test_condition_value_expression),
         cmocka_unit_test(test_unsupported_condition),
+        cmocka_unit_test(test_condition_more_fields),
+        cmocka_unit_test(test_remoteip_refused),
         cmocka_unit_test(test_socket_regex_refused),
         cmocka_unit_test(test_bad_regex),
         cmocka_unit_test(test_condition_syntax_errors),

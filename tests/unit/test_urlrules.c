@@ -32,7 +32,7 @@ static const char *run(const char *pattern, const char *tmpl, const char *subjec
     static char out[512];
     sl_urlrules *rs = NULL;
     char err[256];
-    assert_int_equal(sl_urlrules_compile(&rs, pair(pattern, tmpl), "url.rewrite-once", err,
+    assert_int_equal(sl_urlrules_compile(&rs, pair(pattern, tmpl), "url.rewrite-once", -1, err,
                                          sizeof err), 0);
     pcre2_match_data *md = sl_urlrules_match_data();
     size_t len = 0, idx = 9;
@@ -53,7 +53,7 @@ static const char *refused(const char *pattern, const char *tmpl)
     static char err[256];
     sl_urlrules *rs = NULL;
     err[0] = 0;
-    int r = sl_urlrules_compile(&rs, pair(pattern, tmpl), "url.redirect", err, sizeof err);
+    int r = sl_urlrules_compile(&rs, pair(pattern, tmpl), "url.redirect", -1, err, sizeof err);
     sl_urlrules_free(rs);
     return r < 0 ? err : NULL;
 }
@@ -115,7 +115,7 @@ static void test_authority_noport_of_ipv6(void **state)
     sl_url_env v6 = {.scheme = "http", .authority = "[::1]", .port = 80};
     sl_urlrules *rs = NULL;
     char err[128], out[64];
-    assert_int_equal(sl_urlrules_compile(&rs, pair("^/", "/${url.authority.noport}"), "k", err,
+    assert_int_equal(sl_urlrules_compile(&rs, pair("^/", "/${url.authority.noport}"), "k", -1, err,
                                          sizeof err), 0);
     pcre2_match_data *md = sl_urlrules_match_data();
     size_t len, idx;
@@ -130,6 +130,49 @@ static void test_authority_noport_of_ipv6(void **state)
     sl_urlrules_free(rs);
 }
 
+/* %N and %{N}: groups of the enclosing block's condition, from the request's captures. */
+static void test_condition_groups(void **state)
+{
+    (void)state;
+    char err[256], out[512];
+    size_t len, idx;
+    sl_urlrules *rs = NULL;
+    /* The block's condition has 2 groups: %3 is refused, %{10} too (at most %9). */
+    assert_int_equal(sl_urlrules_compile(&rs, pair("^/(x)", "/%3"), "k", 2, err, sizeof err), -1);
+    assert_non_null(strstr(err, "%3 but the block's condition has 2 group(s)"));
+    assert_int_equal(sl_urlrules_compile(&rs, pair("^/", "/%{10}"), "k", 12, err, sizeof err), -1);
+    assert_non_null(strstr(err, "go up to %9"));
+    assert_null(rs);
+    assert_int_equal(sl_urlrules_compile(&rs, pair("^/(x)", "/$1"), "k", 2, err, sizeof err), 0);
+    assert_false(sl_urlrules_uses_cond(rs));
+    sl_urlrules_free(rs);
+    rs = NULL;
+    assert_int_equal(sl_urlrules_compile(&rs, pair("^/(\\w+)", "/%1/$1/%{escape:2}/%0/%%%20"),
+                                         "k", 2, err, sizeof err),
+                     0);
+    assert_true(sl_urlrules_uses_cond(rs));
+    sl_urlrules_set_slot(rs, 1);
+    /* The condition matched "a b/c" (group 1 "a b", group 2 "/c"; %0 the whole). */
+    sl_cond_capture caps[2] = {{.set = false}, {.set = true, .subject = "a b/c", .n = 3,
+                                                 .ov = {0, 5, 0, 3, 3, 5}}};
+    sl_url_env e = env;
+    e.caps = caps;
+    pcre2_match_data *md = sl_urlrules_match_data();
+    assert_int_equal(sl_urlrules_apply(rs, md, "/p", 2, &e, out, sizeof out, &len, &idx),
+                     SL_URL_MATCHED);
+    assert_string_equal(out, "/a b/p/%2Fc/a b/c/%/c0");
+    /* Not set (the block did not match this time), or no captures at all: %N writes nothing. */
+    caps[1].set = false;
+    assert_int_equal(sl_urlrules_apply(rs, md, "/p", 2, &e, out, sizeof out, &len, &idx),
+                     SL_URL_MATCHED);
+    assert_string_equal(out, "//p///%0");
+    assert_int_equal(sl_urlrules_apply(rs, md, "/p", 2, &env, out, sizeof out, &len, &idx),
+                     SL_URL_MATCHED);
+    assert_string_equal(out, "//p///%0");
+    pcre2_match_data_free(md);
+    sl_urlrules_free(rs);
+}
+
 static void test_refused_at_load(void **state)
 {
     (void)state;
@@ -138,8 +181,11 @@ static void test_refused_at_load(void **state)
     assert_non_null(m);
     assert_non_null(strstr(m, "url.redirect \"^/(a)\" => \"/$2\": $2 but the pattern has 1 group(s)"));
     assert_non_null(strstr(refused("^/(a)", "/${12}"), "${12} but the pattern has 1 group(s)"));
-    assert_non_null(strstr(refused("^/a", "/%1"), "%1 (a group of the enclosing condition)"));
-    assert_non_null(strstr(refused("^/a", "/%{tolower:1}"), "enclosing condition"));
+    assert_non_null(strstr(refused("^/a", "/%1"),
+                           "%1 names a group of the =~ condition of the block this key is set "
+                           "in, and that block has no =~ condition"));
+    assert_non_null(strstr(refused("^/a", "/%{tolower:1}"), "has no =~ condition"));
+    assert_non_null(strstr(refused("^/a", "/%{url.host}"), "unknown substitution \"%{url.host}\""));
     assert_non_null(strstr(refused("^/a", "/${url.host}"), "unknown substitution \"${url.host}\""));
     assert_non_null(strstr(refused("^/a", "/${shout:1}"), "unknown substitution"));
     assert_non_null(strstr(refused("^/a", "/${1"), "unknown substitution"));
@@ -149,7 +195,7 @@ static void test_refused_at_load(void **state)
     sl_cval str = {.type = SL_CV_STRING, .str = "x"};
     sl_urlrules *rs = NULL;
     char err[128];
-    assert_int_equal(sl_urlrules_compile(&rs, &str, "url.rewrite-once", err, sizeof err), -1);
+    assert_int_equal(sl_urlrules_compile(&rs, &str, "url.rewrite-once", -1, err, sizeof err), -1);
     assert_string_equal(err, "url.rewrite-once must be an array of \"regex\" => \"url\" pairs");
     assert_null(rs);
 }
@@ -159,13 +205,13 @@ static void test_order_append_and_limits(void **state)
     (void)state;
     sl_urlrules *rs = NULL;
     char err[128], out[16];
-    assert_int_equal(sl_urlrules_compile(&rs, pair("^/a", "/first"), "k", err, sizeof err), 0);
+    assert_int_equal(sl_urlrules_compile(&rs, pair("^/a", "/first"), "k", -1, err, sizeof err), 0);
     sl_urlrules *kept = rs;
-    assert_int_equal(sl_urlrules_compile(&rs, pair("^/", "/second-is-longer"), "k", err, sizeof err), 0);
+    assert_int_equal(sl_urlrules_compile(&rs, pair("^/", "/second-is-longer"), "k", -1, err, sizeof err), 0);
     assert_ptr_equal(rs, kept); /* appended to the same list */
     assert_int_equal(sl_urlrules_count(rs), 2);
     /* A failed append leaves the list as it was. */
-    assert_int_equal(sl_urlrules_compile(&rs, pair("^/", "/$3"), "k", err, sizeof err), -1);
+    assert_int_equal(sl_urlrules_compile(&rs, pair("^/", "/$3"), "k", -1, err, sizeof err), -1);
     assert_int_equal(sl_urlrules_count(rs), 2);
     pcre2_match_data *md = sl_urlrules_match_data();
     size_t len, idx;
@@ -191,6 +237,7 @@ int main(void)
         cmocka_unit_test(test_request_parts),
         cmocka_unit_test(test_authority_noport_of_ipv6),
         cmocka_unit_test(test_refused_at_load),
+        cmocka_unit_test(test_condition_groups),
         cmocka_unit_test(test_order_append_and_limits),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
