@@ -61,15 +61,17 @@ typedef struct df_encs {
 } df_encs;
 
 typedef struct df_conf {
-    const df_mimes *mimetypes;   /* NULL: compress nothing on the fly (lighttpd's default) */
+    const df_mimes *mimetypes;   /* NULL or empty: compress nothing on the fly (lighttpd's
+                                  * default) */
     const df_encs *allowed;      /* NULL: zstd, br, gzip, deflate (lighttpd's default order) */
     long max_size_kb;            /* deflate.max-compress-size (KB, 0: no limit) */
     long min_size;               /* deflate.min-compress-size (bytes: compress above it) */
-    const long *level;           /* deflate.compression-level 1..9 (NULL: each coder's own) */
+    const long *level;           /* deflate.compression-level 1..9 (NULL or -1: each coder's) */
     long output_buffer_size;     /* accepted, no effect: see the key table */
     long work_block_size;        /* accepted, no effect */
     const double *max_loadavg;   /* deflate.max-loadavg (NULL or 0: no limit) */
-    const char *cache_dir;       /* deflate.cache-dir (absolute, no trailing '/'; NULL: none) */
+    const char *cache_dir;       /* deflate.cache-dir (absolute, no trailing '/'; NULL or "":
+                                  * none) */
     bool precompressed;          /* deflate.precompressed: look for foo.br, .zst, .gz */
 } df_conf;
 
@@ -105,7 +107,8 @@ static int prep_mimetypes(const sl_cval *v, const sl_key_ctx *ctx, void **out)
                  ctx->assign->key);
         return -1;
     }
-    if (v->n_items == 0) return 0; /* ( ): compress nothing */
+    /* ( ) makes an empty list: compress nothing. (A prepare that made nothing would leave the
+     * raw value in the field, so "none" is always a made object.) */
     df_mimes *m = calloc(1, sizeof *m + v->n_items * sizeof m->v[0]);
     if (!m) return snprintf(ctx->err, ctx->errlen, "out of memory"), -1;
     for (size_t i = 0; i < v->n_items; i++) {
@@ -156,10 +159,9 @@ static int prep_level(const sl_cval *v, const sl_key_ctx *ctx, void **out)
         snprintf(ctx->err, ctx->errlen, "deflate.compression-level must be between 1 and 9");
         return -1;
     }
-    if (v->num == -1) return 0; /* lighttpd's "each coder's default" */
     long *l = malloc(sizeof *l);
     if (!l) return snprintf(ctx->err, ctx->errlen, "out of memory"), -1;
-    *l = (long)v->num;
+    *l = (long)v->num; /* -1: lighttpd's "each coder's default" */
     *out = l;
     return 0;
 }
@@ -181,8 +183,7 @@ static int prep_loadavg(const sl_cval *v, const sl_key_ctx *ctx, void **out)
         snprintf(ctx->err, ctx->errlen, "%s must be a string (\"3.5\")", ctx->assign->key);
         return -1;
     }
-    if (d <= 0) return 0;
-    double *p = malloc(sizeof *p);
+    double *p = malloc(sizeof *p); /* 0: no limit */
     if (!p) return snprintf(ctx->err, ctx->errlen, "out of memory"), -1;
     *p = d;
     *out = p;
@@ -212,8 +213,12 @@ static int prep_cache_dir(const sl_cval *v, const sl_key_ctx *ctx, void **out)
         snprintf(ctx->err, ctx->errlen, "%s must be a directory name", ctx->assign->key);
         return -1;
     }
-    if (!v->str[0]) return 0; /* "": none, as lighttpd */
     char *p;
+    if (!v->str[0]) { /* "": none, as lighttpd */
+        if (!(p = strdup(""))) return snprintf(ctx->err, ctx->errlen, "out of memory"), -1;
+        *out = p;
+        return 0;
+    }
     if (v->str[0] == '/' ? !(p = strdup(v->str)) : asprintf(&p, "%s/%s", ctx->basedir, v->str) < 0)
         return snprintf(ctx->err, ctx->errlen, "out of memory"), -1;
     size_t n = strlen(p);
@@ -259,7 +264,7 @@ static bool too_loaded(const df_conf *d)
 {
     static _Atomic long when;
     static _Atomic double load;
-    if (!d->max_loadavg) return false;
+    if (!d->max_loadavg || *d->max_loadavg <= 0) return false;
     long now = (long)time(NULL);
     if (atomic_load_explicit(&when, memory_order_relaxed) != now) {
         double l[1];
@@ -441,7 +446,7 @@ static int make_copy(int fd, const struct stat *st, sl_encoding e, const df_conf
         out = memfd_create("seekless-deflate", MFD_CLOEXEC);
     }
     if (out < 0) return -errno;
-    int r = compress_file(fd, st->st_size, out, e, d->level);
+    int r = compress_file(fd, st->st_size, out, e, d->level && *d->level > 0 ? d->level : NULL);
     struct stat now;
     if (r == 0 && (fstat(fd, &now) < 0 || !same_file(st, &now)))
         r = -ESTALE; /* changed while we read it: this copy belongs to no version */
@@ -463,7 +468,7 @@ static int variant(const sl_conf *conf, int dirfd, const sl_http_request *req, c
     const df_conf *d = DCONF(conf);
     const bool worker = flags & SL_RESOLVE_WORKER;
     const bool may_wait = !worker && !(flags & SL_RESOLVE_NO_WORKER); /* -EAGAIN allowed */
-    bool fly = d->mimetypes && mime_ok(d->mimetypes, ctype) && st->st_size > d->min_size &&
+    bool fly = d->mimetypes && d->mimetypes->n && mime_ok(d->mimetypes, ctype) && st->st_size > d->min_size &&
                (!d->max_size_kb || st->st_size <= (off_t)d->max_size_kb * 1024);
     if (!d->precompressed && !fly) return 0;
     *vary = true; /* a variant could exist: caches must key on Accept-Encoding */
@@ -527,7 +532,7 @@ static int variant(const sl_conf *conf, int dirfd, const sl_http_request *req, c
     }
     char cname[4200];
     const char *cache_name = NULL;
-    if (d->cache_dir) {
+    if (d->cache_dir && *d->cache_dir) {
         /* Named by the document root (its inode: roots are not known by name here), the path
          * and the ETag with the coding, as lighttpd names its copies by path and ETag. */
         struct stat rs;
