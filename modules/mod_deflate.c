@@ -88,7 +88,9 @@ static _Atomic uint64_t n_precompressed, n_cache_hits, n_compressed, n_busy, n_f
     n_not_modified, bytes_in, bytes_out;
 static _Atomic unsigned n_running;   /* compressions in progress */
 static unsigned max_running = 1;     /* half the stat threads (set at init) */
-static _Atomic long last_bad_log;    /* rate limit of the malformed Accept-Encoding line */
+static _Atomic long last_bad_log;    /* rate limits of the malformed Accept-Encoding line */
+static _Atomic long last_fail_log;   /* and of the "sent uncompressed" line (a full disk fails
+                                      * every request: one line a second says it) */
 
 /* ---- keys ---- */
 
@@ -274,11 +276,17 @@ static bool too_loaded(const df_conf *d)
     return atomic_load_explicit(&load, memory_order_relaxed) > *d->max_loadavg;
 }
 
-static void log_bad(const sl_http_header *h, unsigned bad)
+/* At most once a second per kind of line: true when this caller may log. */
+static bool log_turn(_Atomic long *last_log)
 {
     long now = (long)time(NULL);
-    long last = atomic_load_explicit(&last_bad_log, memory_order_relaxed);
-    if (last == now || !atomic_compare_exchange_strong(&last_bad_log, &last, now)) return;
+    long last = atomic_load_explicit(last_log, memory_order_relaxed);
+    return last != now && atomic_compare_exchange_strong(last_log, &last, now);
+}
+
+static void log_bad(const sl_http_header *h, unsigned bad)
+{
+    if (!log_turn(&last_bad_log)) return;
     sl_log("Accept-Encoding \"%.*s\": %u malformed element(s) ignored (logged once a second)",
            (int)(h->value_len > 200 ? 200 : h->value_len), h->value, bad);
 }
@@ -572,9 +580,10 @@ static int variant(const sl_conf *conf, int dirfd, const sl_http_request *req, c
     int f = make_copy(fd, st, e, d, cache_name);
     atomic_fetch_sub(&n_running, 1);
     if (f < 0) {
-        atomic_fetch_add_explicit(&n_failed, 1, memory_order_relaxed);
-        sl_log("deflate %.*s (%s): %s; sent uncompressed", (int)name_len, name, v->encoding,
-               strerror(-f));
+        uint64_t failed = atomic_fetch_add_explicit(&n_failed, 1, memory_order_relaxed) + 1;
+        if (log_turn(&last_fail_log))
+            sl_log("deflate %.*s (%s): %s; sent uncompressed (%llu so far, logged once a second)",
+                   (int)name_len, name, v->encoding, strerror(-f), (unsigned long long)failed);
         return 0;
     }
     struct stat s2;
