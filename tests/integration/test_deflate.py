@@ -229,6 +229,24 @@ class OnTheFly(unittest.TestCase):
         self.assertEqual(h["content-encoding"], "gzip")
         self.assertEqual(gzip.decompress(b), big)
 
+    def test_no_stat_threads_no_compression_on_the_loop(self):
+        # Everything on the loop by choice: nothing is compressed there; the answer is the file.
+        srv = self.start('server.max-stat-threads = 0\n')
+        srv.start()
+        st, h, b = get(srv, b"/a.txt", b"gzip")
+        self.assertEqual((st, b, h.get("vary")), (200, TEXT, "Accept-Encoding"))
+        self.assertNotIn("content-encoding", h)
+
+    def test_block_turns_it_off(self):
+        srv = self.start('$HTTP["url"] =~ "^/off/" { deflate.mimetypes = ( ) }\n',
+                         {"a.txt": TEXT, "off/b.txt": TEXT})
+        srv.start()
+        st, h, b = get(srv, b"/off/b.txt", b"gzip")
+        self.assertEqual((st, b), (200, TEXT))
+        self.assertNotIn("vary", h)
+        st, h, b = get(srv, b"/a.txt", b"gzip")
+        self.assertEqual(h["content-encoding"], "gzip")
+
     def test_max_size_and_keys(self):
         srv = self.start('compress.max-filesize = 1\ncompress.filetype = ( "text/plain" )\n')
         srv.start()
