@@ -9,6 +9,7 @@
 
 extern sl_module sl_mod_accesslog;
 extern sl_module sl_mod_alias;
+extern sl_module sl_mod_deflate;
 extern sl_module sl_mod_dirlisting;
 extern sl_module sl_mod_expire;
 extern sl_module sl_mod_setenv;
@@ -28,6 +29,7 @@ sl_module *const sl_modules_builtin[] = {
     &sl_mod_redirect,
     &sl_mod_alias,
     &sl_mod_dirlisting,
+    &sl_mod_deflate,
     &sl_mod_static,
     NULL,
 };

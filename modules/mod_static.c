@@ -68,6 +68,14 @@ static int resolve(const sl_conf *conf, int dirfd, const sl_http_request *req, c
                    size_t path_len, unsigned flags, int prefd, const sl_fdc_entry *ent,
                    sl_static_result *out);
 
+/* mod_deflate's, when it is loaded: set once before the loops start. */
+static sl_static_variant_fn variant_hook;
+
+void sl_static_set_variant_hook(sl_static_variant_fn fn)
+{
+    __atomic_store_n(&variant_hook, fn, __ATOMIC_RELEASE);
+}
+
 int sl_static_backend_status(int status)
 {
     return status == 403 || status == 404 || status == 503 ? status : 502;
@@ -194,10 +202,39 @@ regular:
         return 0;
     }
     out->content_type = sl_mime_lookup(core->mime, name, name_len);
-    if (s->etags)
-        sl_etag_make(out->etag, (unsigned long long)out->st.st_ino,
-                     (unsigned long long)out->st.st_size, (long long)out->st.st_mtim.tv_sec,
-                     out->st.st_mtim.tv_nsec);
+    sl_static_variant_fn hook = __atomic_load_n(&variant_hook, __ATOMIC_ACQUIRE);
+    const struct stat *tag = &out->st;
+    sl_static_variant v;
+    bool no_body = false;
+    if (hook && !(flags & SL_RESOLVE_FROM_BACKEND)) {
+        int h = hook(conf, dirfd, req, name, name_len, fd, &out->st, out->content_type, flags, &v,
+                     &out->vary);
+        if (h == -EAGAIN) {
+            /* The variant needs a thread; the file is looked at again there. */
+            drop(fd, borrowed);
+            out->err = -EAGAIN;
+            out->vary = false;
+            return 0;
+        }
+        if (h == 1) {
+            out->encoding = v.encoding;
+            tag = &v.tag;
+            if (v.fd >= 0) {
+                drop(fd, borrowed);
+                fd = v.fd;
+                out->st = v.st;
+            } else {
+                no_body = true; /* the validators decide alone: never the file's bytes as these */
+            }
+        }
+    }
+    if (s->etags) {
+        size_t n = sl_etag_make(out->etag, (unsigned long long)tag->st_ino,
+                                (unsigned long long)tag->st_size, (long long)tag->st_mtim.tv_sec,
+                                tag->st_mtim.tv_nsec);
+        if (out->encoding) /* lighttpd's form: "<etag>-gzip" */
+            snprintf(out->etag + n - 1, SL_ETAG_MAX - (n - 1), "-%s\"", out->encoding);
+    }
     const char *etag = s->etags ? out->etag : NULL;
     time_t mtime = out->st.st_mtim.tv_sec;
 
@@ -214,6 +251,15 @@ regular:
     if (pr != SL_PRECOND_PASS) {
         drop(fd, borrowed);
         out->status = (int)pr;
+        return 0;
+    }
+    if (no_body) {
+        /* The hook promised a 304 or 412 and the validators disagree: refuse rather than
+         * label the file's own bytes with an encoding. */
+        drop(fd, borrowed);
+        sl_log("variant of %.*s: validators passed without a body", (int)name_len, name);
+        out->status = 503;
+        out->err = -EAGAIN;
         return 0;
     }
     out->fd = fd;
@@ -263,7 +309,7 @@ fail_errno:
 static void validators(sl_conn *c, const sl_static_result *r)
 {
     sl_fdc_entry *e = c->file_ent;
-    if (e && e->fd == r->fd) {
+    if (e && e->fd == r->fd && !r->encoding) {
         if (!e->user_set) {
             /* The entry is the holders' to read; the first holder writes under the same
              * values any other would, before it could be read through user_set. */
@@ -281,6 +327,14 @@ static void validators(sl_conn *c, const sl_static_result *r)
     sl_http_date_format(r->st.st_mtim.tv_sec, date);
     sl_resp_header(c, "Last-Modified", date);
     if (r->etag[0]) sl_resp_header(c, "ETag", r->etag);
+}
+
+/* Content-Encoding of a variant, Vary when the answer depends on Accept-Encoding (RFC 9110
+ * §12.5.5: also on the identity answer, so caches keep the variants apart). */
+static void encoding_fields(sl_conn *c, const sl_static_result *r)
+{
+    if (r->encoding) sl_resp_header_static(c, "Content-Encoding", 16, r->encoding, strlen(r->encoding));
+    if (r->vary || r->encoding) sl_resp_header_static(c, "Vary", 4, "Accept-Encoding", 15);
 }
 
 static void send_redirect(sl_conn *c)
@@ -334,6 +388,7 @@ static void send_multipart(sl_conn *c, const sl_static_result *r, bool head)
     snprintf(ctype, sizeof ctype, "multipart/byteranges; boundary=%s", boundary);
     sl_resp_begin(c, 206);
     sl_resp_header(c, "Content-Type", ctype);
+    encoding_fields(c, r);
     if (r->accept_ranges) sl_resp_header(c, "Accept-Ranges", "bytes");
     validators(c, r);
     sl_resp_end_headers(c, total);
@@ -368,6 +423,7 @@ sl_hresult sl_static_respond(sl_conn *c, const sl_static_result *r)
         }
         sl_resp_begin(c, r->status);
         sl_resp_header_static(c, "Content-Type", 12, r->content_type, strlen(r->content_type));
+        encoding_fields(c, r);
         /* With ranges off, nothing: as nginx (max_ranges 0) and lighttpd 1.4
          * (server.range-requests = "disable") do. */
         if (r->accept_ranges) sl_resp_header_static(c, "Accept-Ranges", 13, "bytes", 5);
@@ -385,6 +441,7 @@ sl_hresult sl_static_respond(sl_conn *c, const sl_static_result *r)
         return SL_FINISHED;
     case 304:
         sl_resp_begin(c, 304);
+        encoding_fields(c, r);
         validators(c, r);
         sl_resp_end_headers(c, UINT64_MAX); /* 304 carries no Content-Length of its own */
         return SL_FINISHED;
@@ -394,6 +451,7 @@ sl_hresult sl_static_respond(sl_conn *c, const sl_static_result *r)
     case 416:
         snprintf(buf, sizeof buf, "bytes */%llu", (unsigned long long)r->st.st_size);
         sl_resp_begin(c, 416);
+        if (r->vary) sl_resp_header_static(c, "Vary", 4, "Accept-Encoding", 15);
         sl_resp_header(c, "Content-Range", buf);
         sl_resp_end_headers(c, 0);
         return SL_FINISHED;
@@ -429,8 +487,8 @@ static void keep_open(sl_conn *c, int dirfd, const char *dirpath, const char *pa
 {
     sl_fdc *fdc = c->loop->srv->fdc;
     if (!fdc || c->file_ent || (r->status != 200 && r->status != 206) || r->fd < 0 ||
-        !cacheable(c, path, len))
-        return;
+        r->encoding || !cacheable(c, path, len))
+        return; /* (a variant's fd is not the file the path names) */
     /* From its second request on: what follows costs system calls. */
     if (!sl_fdc_admit(fdc, dirfd, cache_key(c->conf, flags), path, len)) return;
     char file[4200];
@@ -506,7 +564,8 @@ static void stat_work(sl_job *job)
     long sleeps = sl_lookup_sleeps();
     /* The loop does not touch the request while the job is out (the connection is in the
      * HANDLE state and ignores socket events), so reading it here is safe. */
-    sl_static_resolve(j->t.conf, j->t.dirfd, &c->req, j->t.path, j->t.len, j->t.flags, -1, &j->r);
+    sl_static_resolve(j->t.conf, j->t.dirfd, &c->req, j->t.path, j->t.len,
+                      j->t.flags | SL_RESOLVE_WORKER, -1, &j->r);
     j->slept = sl_lookup_sleeps() != sleeps; /* the lookup, not the read below: that is data */
     const sl_static_result *r = &j->r;
     if (!j->block || (r->status != 200 && r->status != 206) || r->st.st_size == 0) return;
@@ -585,6 +644,8 @@ typedef struct ring_job {
 } ring_job;
 
 static int ring_open(sl_conn *c, ring_job *j, bool noatime);
+static sl_hresult to_thread(sl_conn *c, const sl_conf *conf, int dirfd, const char *dirpath,
+                            const char *path, size_t len, unsigned flags);
 
 static void ring_done(sl_openreq *op)
 {
@@ -607,6 +668,15 @@ static void ring_done(sl_openreq *op)
     sl_static_resolve(j->t.conf, j->t.dirfd, &c->req, j->t.path, j->t.len,
                       SL_RESOLVE_PREOPENED | j->t.flags, res, &r);
     if (r.status == 0 && r.err == -EPERM && !retried_flags && ring_open(c, j, false) == 0) return;
+    if (r.status == 0 && r.err == -EAGAIN) {
+        /* The variant hook needs a thread (a sibling lookup or a compression). */
+        sl_hresult h = to_thread(c, j->t.conf, j->t.dirfd, j->t.dirpath, j->t.path, j->t.len,
+                                 j->t.flags);
+        free(j->t.path);
+        free(j);
+        if (h != SL_WAIT) sl_conn_handled(c, h);
+        return;
+    }
     if (r.status == 0) r.status = sl_errno_to_status(r.err);
     keep_open(c, j->t.dirfd, j->t.dirpath, j->t.path, j->t.len, j->t.flags, &r);
     free(j->t.path);
@@ -630,6 +700,38 @@ static int ring_open(sl_conn *c, ring_job *j, bool noatime)
     return 0;
 }
 
+/* Resolve on a stat thread (SL_WAIT: the answer follows through sl_conn_handled), or, with no
+ * thread to be had (none configured, queue full, no memory), here on the loop: a slow answer
+ * beats none. */
+static sl_hresult to_thread(sl_conn *c, const sl_conf *conf, int dirfd, const char *dirpath,
+                            const char *path, size_t len, unsigned flags)
+{
+    sl_server *srv = c->loop->srv;
+    sl_tpool *pool = srv->stat_pool;
+    const sl_netbackend *nb = srv->nb;
+    sl_static_result r;
+    stat_job *j = pool ? malloc(sizeof *j) : NULL;
+    if (j && target_set(&j->t, conf, dirfd, dirpath, path, len, flags) == 0) {
+        j->job.work = stat_work;
+        j->job.done = stat_done;
+        j->conn = c;
+        j->buf = NULL;
+        j->readahead = nb->readahead_on_stat;
+        j->block = (nb->read_on_stat || nb->readahead_on_stat) && c->req.method == SL_METHOD_GET
+                       ? (size_t)srv->global->block_size
+                       : 0;
+        if (sl_tpool_submit(pool, c->loop->port, &j->job) == 0) {
+            c->pending++;
+            return SL_WAIT;
+        }
+        free(j->t.path);
+    }
+    free(j);
+    sl_static_resolve(conf, dirfd, &c->req, path, len, flags | SL_RESOLVE_NO_WORKER, -1, &r);
+    keep_open(c, dirfd, dirpath, path, len, flags, &r);
+    return sl_static_respond(c, &r);
+}
+
 sl_hresult sl_static_serve(sl_conn *c, int dirfd, const char *dirpath, const char *path,
                            size_t len, unsigned flags)
 {
@@ -645,14 +747,16 @@ sl_hresult sl_static_serve(sl_conn *c, int dirfd, const char *dirpath, const cha
     if (e) {
         resolve(conf, dirfd, &c->req, path, len, flags, -1, e, &r);
         report(path, flags, &r);
-        if (r.status == 200 || r.status == 206)
+        if ((r.status == 200 || r.status == 206) && !r.encoding) {
             c->file_ent = e; /* held until the request ends */
-        else
-            sl_fdc_release(srv->fdc, e);
-        return sl_static_respond(c, &r);
+            return sl_static_respond(c, &r);
+        }
+        sl_fdc_release(srv->fdc, e);
+        if (r.status != 0) return sl_static_respond(c, &r);
+        /* The variant hook needs what the caches do not hold: the usual way below. */
     }
     if (!pool && !nb->open_submit) {
-        sl_static_resolve(conf, dirfd, &c->req, path, len, flags, -1, &r);
+        sl_static_resolve(conf, dirfd, &c->req, path, len, flags | SL_RESOLVE_NO_WORKER, -1, &r);
         keep_open(c, dirfd, dirpath, path, len, flags, &r);
         return sl_static_respond(c, &r);
     }
@@ -673,8 +777,11 @@ sl_hresult sl_static_serve(sl_conn *c, int dirfd, const char *dirpath, const cha
         sl_static_resolve(conf, dirfd, &c->req, path, len, flags, -1, &r);
         bool slept = sl_lookup_sleeps() != sleeps;
         sl_lookup_sample(lp, sl_now_ns() - t0, slept, true, t0);
-        keep_open(c, dirfd, dirpath, path, len, flags, &r);
-        return sl_static_respond(c, &r);
+        if (!(r.status == 0 && r.err == -EAGAIN)) {
+            keep_open(c, dirfd, dirpath, path, len, flags, &r);
+            return sl_static_respond(c, &r);
+        }
+        return to_thread(c, conf, dirfd, dirpath, path, len, flags); /* the variant hook's */
     }
     if (nb->open_submit) {
         ring_job *rj = calloc(1, sizeof *rj);
@@ -684,27 +791,7 @@ sl_hresult sl_static_serve(sl_conn *c, int dirfd, const char *dirpath, const cha
         }
         free(rj);
     }
-    stat_job *j = pool ? malloc(sizeof *j) : NULL;
-    if (j && target_set(&j->t, conf, dirfd, dirpath, path, len, flags) == 0) {
-        j->job.work = stat_work;
-        j->job.done = stat_done;
-        j->conn = c;
-        j->buf = NULL;
-        j->readahead = nb->readahead_on_stat;
-        j->block = (nb->read_on_stat || nb->readahead_on_stat) && c->req.method == SL_METHOD_GET
-                       ? (size_t)srv->global->block_size
-                       : 0;
-        if (sl_tpool_submit(pool, c->loop->port, &j->job) == 0) {
-            c->pending++;
-            return SL_WAIT;
-        }
-        free(j->t.path);
-    }
-    free(j);
-    /* Queue full or no memory: a slow answer beats none. */
-    sl_static_resolve(conf, dirfd, &c->req, path, len, flags, -1, &r);
-    keep_open(c, dirfd, dirpath, path, len, flags, &r);
-    return sl_static_respond(c, &r);
+    return to_thread(c, conf, dirfd, dirpath, path, len, flags);
 }
 
 static sl_hresult static_handle(sl_conn *c)

@@ -35,6 +35,9 @@ typedef struct sl_static_result {
     const char *index_name;  /* the index file a directory path was answered with, or NULL */
     sl_byte_range ranges[SL_STATIC_MAX_RANGES];
     size_t n_ranges;         /* 206: one or more ranges */
+    const char *encoding;    /* Content-Encoding of what fd holds (a variant the variant hook
+                              * chose: "gzip"...), NULL: the file itself */
+    bool vary;               /* the answer depends on Accept-Encoding: Vary: Accept-Encoding */
 } sl_static_result;
 
 /* Flags for sl_static_resolve. */
@@ -45,6 +48,34 @@ typedef struct sl_static_result {
 #define SL_RESOLVE_FROM_BACKEND 8u /* X-Sendfile: log refusals; errors other than 403/404 -> 502 */
 #define SL_RESOLVE_URL_NO_SLASH 16u /* the URL lacks the trailing '/' a directory needs, whatever
                                      * the path says (an alias of "/js" to a directory is "/") */
+#define SL_RESOLVE_WORKER 32u    /* runs on a stat thread: the variant hook may block (look up
+                                  * siblings, compress) */
+#define SL_RESOLVE_NO_WORKER 64u /* runs on the loop and no thread follows: the variant hook does
+                                  * what it can without blocking, else answers the file itself */
+
+/* Another representation of a file (mod_deflate's precompressed or compressed copies). */
+typedef struct sl_static_variant {
+    int fd;              /* its file, handed to the caller; -1: no body is needed (the client
+                          * holds it: the validators alone decide, a 304 or 412 follows) */
+    struct stat st;      /* its stat; st_mtim is what Last-Modified says */
+    struct stat tag;     /* the ETag is made from tag's inode, size and mtime, then -encoding */
+    const char *encoding; /* its Content-Encoding token (static storage) */
+} sl_static_variant;
+
+/* The variant hook, called by sl_static_resolve for a regular file it is about to answer
+ * (never for X-Sendfile paths). name is the file's path beneath dirfd ("/a.css", the index file
+ * for a directory), fd and st the file (fd may be the open-file cache's: never closed by the
+ * hook), content_type its type. Sets *vary when the answer depends on Accept-Encoding. Returns
+ * 1 with *v filled when a variant is to be sent, 0 for the file itself, or -EAGAIN when it
+ * would have to block and flags have neither SL_RESOLVE_WORKER nor SL_RESOLVE_NO_WORKER (the
+ * caller resolves again on a stat thread). */
+typedef int (*sl_static_variant_fn)(const sl_conf *conf, int dirfd, const sl_http_request *req,
+                                    const char *name, size_t name_len, int fd,
+                                    const struct stat *st, const char *content_type,
+                                    unsigned flags, sl_static_variant *v, bool *vary);
+
+/* Install the variant hook (NULL: none). Main thread, before the loops start (module init). */
+void sl_static_set_variant_hook(sl_static_variant_fn fn);
 
 /* The synchronous core of the static handler: open path (normalized, starting with '/') beneath
  * dirfd following conf's policy, and decide the response from the request's method,

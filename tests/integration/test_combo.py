@@ -33,6 +33,7 @@ answer in a way the Model cannot say yet, add a Model field and use it in answer
 """
 import collections
 import dataclasses
+import gzip
 import json
 import os
 import random
@@ -66,6 +67,7 @@ TIMEOUT = 60 if os.environ.get("SEEKLESS_WRAPPER") else 10
 # ---- the site every config serves ----
 
 SMALL = b"hello, every feature with every other\n"
+COMP_TEXT = b"compress me, compress me, every feature with every other\n" * 50
 BIG = random.Random(SEED).randbytes(3 * 524288 + 4567)  # several network-backend blocks
 MID = random.Random(SEED + 1).randbytes(524288 + 175713)
 FILES = {
@@ -78,6 +80,8 @@ FILES = {
     "cond/x.secret": b"denied inside the conditional block\n",
     "seek-bound/data.bin": MID,
     "seek-bound/s.txt": b"looked up by the stat accelerator\n",
+    "gz/c.txt": COMP_TEXT,
+    "gz/c.txt.gz": gzip.compress(COMP_TEXT, mtime=0),  # written after c.txt: not older
 }
 SYMLINKS = {"link.txt": "small.txt", "seek-bound/link.bin": "data.bin"}
 BACKEND_FILES = {"px/hello.txt": b"hello from http.server\n",  # served by python3 -m http.server
@@ -179,6 +183,9 @@ SEQUENCE = [
     Req("symlink", "GET", "/link.txt"),
     Req("cond-denied", "GET", "/cond/x.secret"),
     Req("cond-file", "GET", "/cond/a.txt"),
+    Req("gzip", "GET", "/gz/c.txt", ("Accept-Encoding: br;q=0.5, gzip",)),
+    Req("gzip-range", "GET", "/gz/c.txt", ("Accept-Encoding: gzip", "Range: bytes=0-9")),
+    Req("gzip-refused", "GET", "/gz/c.txt", ("Accept-Encoding: gzip;q=0, identity",)),
     Req("http10", "GET", "/small.txt", version="1.0", host=False),
     Req("http10-keep-alive", "GET", "/small.txt", ("Connection: keep-alive",), version="1.0", host=False),
     Req("unknown-method", "BREW", "/small.txt"),
@@ -222,6 +229,7 @@ class Model:
     served: typing.Any = None      # the Req the server serves after rewrites (None: as sent)
     listing: bool = False          # dir-listing.activate (mod_dirlisting)
     header_rules: bool = False     # HEADER_CONF (mod_setenv, mod_expire)
+    compress: str = "off"          # off | precompressed | on the fly (mod_deflate)
     etags: bool = True
     mime: dict = dataclasses.field(default_factory=lambda: dict(MIME))
     netback: str = None
@@ -364,6 +372,15 @@ def answer_as(m, req, etags, conn):
     h = {"content-type": mime_of(m, name), "etag": PRESENT if m.etags else ABSENT,
          "last-modified": PRESENT}
     h["accept-ranges"] = "bytes" if m.ranges else ABSENT
+    enc = compression(m, req, name, h)
+    if enc == "on the fly":  # bytes of our encoder: what they decode to is checked
+        if rng_of(req, m, head):
+            h.update({"content-range": PRESENT})
+            return Expected(206, h, None, conn, checks=[gzip_magic_check])
+        return Expected(200, h, b"" if head else None, conn,
+                        checks=[] if head else [gunzip_check(data)])
+    if enc:
+        data = FILES[name + ".gz"]
     if req.etag_of and m.etags:
         return Expected(304, {"etag": etags.get(req.path, PRESENT)}, b"", conn)
     rng = req.header("range")
@@ -380,6 +397,44 @@ def answer_as(m, req, etags, conn):
     h["content-length"] = str(len(data))
     h["content-range"] = ABSENT
     return Expected(200, h, b"" if head else data, conn)
+
+
+def rng_of(req, m, head):
+    return req.header("range") if m.ranges and not head else None
+
+
+def compression(m, req, name, h):
+    """mod_deflate's part of a static file's answer: Vary where a variant could exist, and
+    which variant the request gets (None: the file; "precompressed": name.gz; "on the fly")."""
+    if m.compress == "off" or m.route != "static":
+        return None
+    text = mime_of(m, name).startswith("text/")
+    if m.compress == "on the fly" and not text:
+        h["vary"] = ABSENT
+        return None
+    h["vary"] = "Accept-Encoding"
+    ae = req.header("accept-encoding") or ""
+    if "gzip" not in ae or "gzip;q=0" in ae:
+        h["content-encoding"] = ABSENT
+        return None
+    if m.compress == "precompressed" and name + ".gz" not in FILES:
+        h["content-encoding"] = ABSENT
+        return None
+    h["content-encoding"] = "gzip"
+    return m.compress
+
+
+def gzip_magic_check(resp, run):
+    return [] if resp.body[:2] == b"\x1f\x8b" else [f"not gzip: {resp.body[:10]!r}"]
+
+
+def gunzip_check(data):
+    def check(resp, run):
+        try:
+            return [] if gzip.decompress(resp.body) == data else ["gzip body decodes to other bytes"]
+        except (OSError, EOFError) as e:
+            return [f"gzip body does not decode: {e}"]
+    return check
 
 
 def listing_check(dirname):
@@ -654,6 +709,15 @@ def listing_expect(level, req, m):
     m.listing = level == "on"
 
 
+def compress_expect(level, req, m):
+    m.compress = level
+
+
+COMPRESS_CONF = {"off": "", "precompressed": 'deflate.precompressed = "enable"',
+                 "on the fly": 'deflate.mimetypes = ( "text/" )\ndeflate.allowed-encodings = '
+                               '( "gzip" )\ndeflate.min-compress-size = 0'}
+
+
 def range_expect(level, req, m):
     m.ranges = level == "on"
 
@@ -687,6 +751,8 @@ FACTORS = [
     Factor("directory listings", ("off", "on"), onoff('dir-listing.activate = "enable"'),
            listing_expect),
     Factor("response fields", ("off", "on"), onoff(HEADER_CONF), header_expect),
+    Factor("compression", ("off", "precompressed", "on the fly"),
+           lambda level, env: COMPRESS_CONF[level], compress_expect),
     Factor("Range requests", ("on", "off"),
            onoff('server.range-requests = "enable"', 'server.range-requests = "disable"'), range_expect),
 ]

@@ -36,7 +36,7 @@ PHP_CGI = shutil.which("php-cgi") or "/usr/bin/php-cgi"
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CORPUS = os.path.join(ROOT, "examples", "lighttpd")
 CASES = ("fastcgi-php", "proxy-map-urlpath", "debian-fastcgi-proxy", "alias", "redirect", "rewrite",
-         "dirlisting", "setenv-expire", "conditions")
+         "dirlisting", "setenv-expire", "conditions", "deflate")
 WRAPPER = os.environ.get("SEEKLESS_WRAPPER", "").split()
 # Not Accept-Ranges: lighttpd 1.4 announces ranges on FastCGI answers too, seekless only where it
 # serves them (RFC 9110 §14.3); the proxied static files below compare Content-Range.
@@ -95,6 +95,26 @@ def listing_of(body):
     p = Listing()
     p.feed(body.decode("utf-8", "replace"))
     return p.out
+
+
+def decoded(enc, body):
+    """A body with its Content-Encoding undone (compare-decoded): deflate may be the zlib
+    format (seekless, RFC 9110) or raw deflate (lighttpd)."""
+    import gzip
+    import zlib
+    if enc in ("gzip", "x-gzip"):
+        return gzip.decompress(body)
+    if enc == "deflate":
+        try:
+            return zlib.decompress(body)
+        except zlib.error:
+            return zlib.decompress(body, -15)
+    if enc == "br":
+        import brotli
+        return brotli.decompress(body)
+    if enc == "zstd":
+        return subprocess.run(["zstd", "-dc"], input=body, capture_output=True, check=True).stdout
+    return body
 
 
 def requests_of(case):
@@ -176,6 +196,7 @@ class Corpus(unittest.TestCase):
                 wait_up(port, p)
             spawned = php_children(procs[1].pid)
             listings = os.path.exists(os.path.join(CORPUS, case, "compare-listings"))
+            decode = os.path.exists(os.path.join(CORPUS, case, "compare-decoded"))
             headers = HEADERS
             extra = os.path.join(CORPUS, case, "compare-headers")
             if os.path.exists(extra):  # fields this case is about, compared too
@@ -185,6 +206,9 @@ class Corpus(unittest.TestCase):
             for req in requests_of(case):
                 a = ask(runs[0][1], *req)
                 b = ask(runs[1][1], *req)
+                if decode:  # two encoders' bytes differ: compare what they encode
+                    a = (a[0], a[1], decoded(a[1].get("content-encoding"), a[2]))
+                    b = (b[0], b[1], decoded(b[1].get("content-encoding"), b[2]))
                 what = f"{req[0]} {req[1]}"
                 if a[0] != b[0]:
                     diffs.append(f"{what}: status lighttpd {a[0]}, seekless {b[0]}")
@@ -244,6 +268,9 @@ class Corpus(unittest.TestCase):
         if not os.path.exists(PHP_CGI):
             self.fail("php-cgi is not installed (scripts/install-deps installs it)")
         self.run_case("setenv-expire")
+
+    def test_deflate(self):
+        self.run_case("deflate")
 
     def test_rewrite(self):
         if not os.path.exists(PHP_CGI):
