@@ -24,6 +24,7 @@
 #include <pcre2.h>
 
 #include "addr.h"
+#include "errpages.h"
 #include "netback.h"
 #include "user.h"
 
@@ -35,6 +36,49 @@ static int prep_tag(const sl_cval *v, const sl_key_ctx *ctx, void **out)
     (void)out;
     if (!strpbrk(v->str, "\r\n")) return 0;
     snprintf(ctx->err, ctx->errlen, "server.tag must not contain a line break");
+    return -1;
+}
+
+/* server.errorfile-prefix: the pages are read here, at load (errpages.c says why). A relative
+ * prefix is relative to the config file's directory, like every path seekless takes. */
+static int prep_errorfile(const sl_cval *v, const sl_key_ctx *ctx, void **out)
+{
+    char buf[4096];
+    const char *prefix = v->str;
+    if (!prefix[0]) {
+        snprintf(ctx->err, ctx->errlen, "server.errorfile-prefix is empty");
+        return -1;
+    }
+    if (prefix[0] != '/') {
+        if ((size_t)snprintf(buf, sizeof buf, "%s/%s", ctx->basedir, prefix) >= sizeof buf) {
+            snprintf(ctx->err, ctx->errlen, "server.errorfile-prefix: path too long");
+            return -1;
+        }
+        prefix = buf;
+    }
+    char e[512];
+    sl_errpages *pages;
+    if (sl_errpages_load(prefix, &pages, e, sizeof e) < 0) {
+        snprintf(ctx->err, ctx->errlen, "server.errorfile-prefix: %s", e);
+        return -1;
+    }
+    *out = pages;
+    return 0;
+}
+
+static void errorfile_release(void *p)
+{
+    sl_errpages_free(p);
+}
+
+/* server.error-handler(-404) is a URL path the request starts over with, as a rewrite would. */
+static int prep_error_handler(const sl_cval *v, const sl_key_ctx *ctx, void **out)
+{
+    (void)out;
+    const char *s = v->str;
+    if (s[0] == '/' && !strpbrk(s, " \t\r\n")) return 0;
+    snprintf(ctx->err, ctx->errlen, "%s must be a URL path starting with \"/\" (got \"%s\")",
+             ctx->assign->key, s);
     return -1;
 }
 
@@ -390,6 +434,9 @@ static const sl_key core_keys[] = {
     {"mimetype.assign", SL_KEY_VALUE, 0, OFF(mime), prep_mime, mime_release},
     {"server.bind", SL_KEY_STRING, SL_KEY_GLOBAL, OFF(bind), NULL, NULL},
     {"server.document-root", SL_KEY_VALUE, 0, OFF(docroot), prep_docroot, dir_release},
+    {"server.error-handler", SL_KEY_STRING, 0, OFF(error_handler), prep_error_handler, NULL},
+    {"server.error-handler-404", SL_KEY_STRING, 0, OFF(error_handler_404), prep_error_handler, NULL},
+    {"server.errorfile-prefix", SL_KEY_VALUE, 0, OFF(errpages), prep_errorfile, errorfile_release},
     {"server.errorlog", SL_KEY_PATH, SL_KEY_GLOBAL | SL_KEY_APPENDS | SL_KEY_OPENED_BEFORE_DROP, OFF(errorlog), NULL, NULL},
     {"server.event-handler", SL_KEY_STRING, SL_KEY_GLOBAL, OFF(event_handler), prep_event_handler, NULL},
     {"server.follow-symlink", SL_KEY_BOOL, 0, OFF(follow_symlink), NULL, NULL},

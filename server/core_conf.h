@@ -49,6 +49,9 @@ typedef struct sl_core_conf {
     bool follow_symlink;
     const sl_mime_table *mime;  /* mimetype.assign */
     const char *server_tag;     /* server.tag: the Server field ("": none) */
+    const struct sl_errpages *errpages; /* server.errorfile-prefix, read at load; NULL: none */
+    const char *error_handler;  /* server.error-handler: URL served for any error; NULL: none */
+    const char *error_handler_404; /* server.error-handler-404: URL served for 404 and 403 */
 } sl_core_conf;
 
 /* server.feature-flags, as far as seekless has them. */

@@ -260,6 +260,25 @@ class CheckConfig(unittest.TestCase):
                        'expire.mimetypes = ( "image/" => "modification 1 day" )\n')
         self.assertEqual((r.returncode, r.stdout, r.stderr), (0, "Syntax OK\n", ""))
 
+    def test_error_page_mistakes(self):
+        head = 'server.document-root = "root"\nserver.port = 8080\n'
+        r = self.check(head + 'server.errorfile-prefix = "nodir/e-"\n', "a.conf")
+        self.assertIn(f"{self.d.path('a.conf')}:3: server.errorfile-prefix: "
+                      f"{self.d.path('nodir')} is not a directory", self.errors(r)[0])
+        r = self.check(head + 'server.errorfile-prefix = "root/e-"\n', "b.conf")
+        self.assertIn(f"b.conf:3: server.errorfile-prefix: no file {self.d.path('root/e-')}NNN.html "
+                      "exists", self.errors(r)[0])
+        r = self.check(head + '$HTTP["url"] =^ "/a/" {\n  server.error-handler-404 = "err.php"\n}\n',
+                       "c.conf")
+        self.assertIn('c.conf:4: server.error-handler-404 must be a URL path starting with "/" '
+                      '(got "err.php")', self.errors(r)[0])
+        r = self.check(head + 'server.error-handler = "/a b"\n', "d.conf")
+        self.assertIn("d.conf:3: server.error-handler must be a URL path", self.errors(r)[0])
+        self.d.write("root/e-404.html", "x")
+        r = self.check(head + 'server.errorfile-prefix = "root/e-"\nserver.error-handler = "/e.php"\n'
+                       'server.error-handler-404 = "/404.php"\n')
+        self.assertEqual((r.returncode, r.stdout, r.stderr), (0, "Syntax OK\n", ""))
+
     def test_every_error_in_one_run(self):
         c = self.d.path("c.conf")
         r = self.check('server.document-root = "root"\n'
