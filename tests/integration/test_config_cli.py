@@ -279,6 +279,18 @@ class CheckConfig(unittest.TestCase):
                        'server.error-handler-404 = "/404.php"\n')
         self.assertEqual((r.returncode, r.stdout, r.stderr), (0, "Syntax OK\n", ""))
 
+    def test_server_name_max_fds_mistakes(self):
+        head = 'server.document-root = "root"\nserver.port = 8080\n'
+        r = self.check(head + 'server.name = "a b"\n', "a.conf")
+        self.assertIn('a.conf:3: server.name "a b" is not a host name', self.errors(r)[0])
+        r = self.check(head + 'server.max-fds = 10\n', "b.conf")
+        self.assertIn("b.conf:3: server.max-fds 10: must be from 64 to 1073741824", self.errors(r)[0])
+        r = self.check(head + '$HTTP["url"] =^ "/a/" {\n  server.max-fds = 1000\n}\n', "c.conf")
+        self.assertIn("c.conf:4: 'server.max-fds' can only be set at the top level", self.errors(r)[0])
+        r = self.check(head + 'server.name = "www.example.org"\nserver.max-fds = 256\n'
+                       '$HTTP["host"] == "x" { server.name = "x.example.org" }\n')
+        self.assertEqual((r.returncode, r.stdout, r.stderr), (0, "Syntax OK\n", ""))
+
     def test_every_error_in_one_run(self):
         c = self.d.path("c.conf")
         r = self.check('server.document-root = "root"\n'
