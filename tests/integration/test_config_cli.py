@@ -291,6 +291,23 @@ class CheckConfig(unittest.TestCase):
                        '$HTTP["host"] == "x" { server.name = "x.example.org" }\n')
         self.assertEqual((r.returncode, r.stdout, r.stderr), (0, "Syntax OK\n", ""))
 
+    def test_evasive_mistakes(self):
+        head = 'server.document-root = "root"\nserver.port = 8080\n'
+        r = self.check(head + 'evasive.max-conns-per-ip = -1\n', "a.conf")
+        self.assertIn("a.conf:3: 'evasive.max-conns-per-ip' must not be negative", self.errors(r)[0])
+        r = self.check(head + 'evasive.location = "/a\nb"\n', "b.conf")
+        self.assertIn("b.conf:3: evasive.location must not contain a line break", self.errors(r)[0])
+        r = self.check(head + 'evasive.silent = "maybe"\n', "c.conf")
+        self.assertIn("c.conf:3: 'evasive.silent'", self.errors(r)[0])
+        # A key of a module not loaded names the module to add, as for every module.
+        r = self.check(head + 'server.modules = ( "mod_staticfile" )\nevasive.max-conns-per-ip = 5\n',
+                       "d.conf")
+        self.assertIn("mod_evasive", self.errors(r)[0])
+        r = self.check(head + 'server.modules = ( "mod_evasive" )\nevasive.max-conns-per-ip = 5\n'
+                       'evasive.silent = "enable"\nevasive.location = "https://example.org/busy"\n'
+                       '$HTTP["remoteip"] == "10.0.0.0/8" { evasive.max-conns-per-ip = 0 }\n')
+        self.assertEqual((r.returncode, r.stdout, r.stderr), (0, "Syntax OK\n", ""))
+
     def test_every_error_in_one_run(self):
         c = self.d.path("c.conf")
         r = self.check('server.document-root = "root"\n'
