@@ -261,15 +261,6 @@ static int graceful_restart(sl_server *srv)
     return 0;
 }
 
-static void raise_fd_limit(void)
-{
-    struct rlimit rl;
-    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
-        rl.rlim_cur = rl.rlim_max;
-        setrlimit(RLIMIT_NOFILE, &rl);
-    }
-}
-
 int main(int argc, char **argv)
 {
     sl_server_block_signals(); /* before anything: a HUP or USR1 during start-up waits */
@@ -330,9 +321,9 @@ int main(int argc, char **argv)
         sl_server_free(&srv);
         return 0;
     }
-    raise_fd_limit();
     int r;
-    if (sl_server_bind(&srv, err, sizeof err) < 0 ||
+    if (sl_fd_limit_apply(srv.global->max_fds, err, sizeof err) < 0 ||
+        sl_server_bind(&srv, err, sizeof err) < 0 ||
         ((r = sl_log_open(srv.global->errorlog)) < 0 &&
          snprintf(err, sizeof err, "server.errorlog %s: %s", srv.global->errorlog,
                   strerror(-r))) ||

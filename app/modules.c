@@ -10,6 +10,7 @@
 extern sl_module sl_mod_accesslog;
 extern sl_module sl_mod_alias;
 extern sl_module sl_mod_deflate;
+extern sl_module sl_mod_evasive;
 extern sl_module sl_mod_dirlisting;
 extern sl_module sl_mod_expire;
 extern sl_module sl_mod_setenv;
@@ -19,6 +20,7 @@ extern sl_module sl_mod_timing;
 
 sl_module *const sl_modules_builtin[] = {
     &sl_mod_core,
+    &sl_mod_evasive,
     &sl_mod_status,
     &sl_mod_proxy,
     &sl_mod_setenv,

@@ -19,6 +19,7 @@
 #include "addr.h"
 #include "conf.h"
 #include "connection.h"
+#include "core_conf.h"
 #include "log.h"
 #include "module.h"
 #include "server.h"
@@ -82,7 +83,7 @@ static void alog_request_done(sl_conn *c)
         .query = c->query,
         .protocol = c->req.version == 10 ? "HTTP/1.0" : "HTTP/1.1",
         .host = c->host,
-        .server_name = c->host,
+        .server_name = sl_core(c->conf)->server_name ? sl_core(c->conf)->server_name : c->host,
         .port = colon ? atoi(colon + 1) : 0,
         .status = c->status,
         .body_bytes = c->bytes_out > c->hdr_bytes ? c->bytes_out - c->hdr_bytes : 0,

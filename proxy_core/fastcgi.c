@@ -145,8 +145,10 @@ static int fcgi_head(const sl_proxy_msg *m, sl_buf *b)
     P("SERVER_PROTOCOL", rq->version == 10 ? "HTTP/1.0" : "HTTP/1.1");
     P("SERVER_SOFTWARE", "seekless/" SL_VERSION);
     P("GATEWAY_INTERFACE", "CGI/1.1");
-    P("REDIRECT_STATUS", "200"); /* php-cgi's cgi.force_redirect wants it */
-    const char *h = m->host;
+    /* php-cgi's cgi.force_redirect wants it; an error handler learns the error from it. */
+    snprintf(buf, sizeof buf, "%d", m->redirect_status ? m->redirect_status : 200);
+    P("REDIRECT_STATUS", buf);
+    const char *h = m->server_name ? m->server_name : m->host;
     size_t hl = strcspn(h, ":");
     if (h[0] == '[') hl = strcspn(h, "]") + 1;
     PN("SERVER_NAME", h, hl);

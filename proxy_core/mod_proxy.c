@@ -288,6 +288,10 @@ static int build(proxy_req *pr)
     }
     m->edits = c->edits;
     m->host = c->host;
+    /* lighttpd's SERVER_NAME: server.name when set (whatever the Host), else the host. */
+    m->server_name = sl_core(c->conf)->server_name ? sl_core(c->conf)->server_name : c->host;
+    /* Serving server.error-handler(-404): the script learns which error, as lighttpd tells it. */
+    m->redirect_status = c->eh_status ? abs(c->eh_status) : 200;
     addr_str(&c->peer, pr->remote, sizeof pr->remote, &m->remote_port);
     m->remote_addr = pr->remote;
     /* The listener's canonical "ip:port" says where the request came in, unless it listens on

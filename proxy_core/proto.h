@@ -27,6 +27,8 @@ typedef struct sl_proxy_msg {
     const char *path;            /* the normalized, decoded path ("/a/b.php") */
     const char *query;           /* the query string without '?' ("" when none) */
     const char *host;            /* the request's host ("" when none), port included */
+    const char *server_name;     /* SERVER_NAME: server.name, else host */
+    int redirect_status;         /* REDIRECT_STATUS: the error an error handler serves, or 200 */
     const char *remote_addr;     /* the client's address and port */
     int remote_port;
     const char *server_addr;     /* the address and port the request came in on (NULL: unknown) */

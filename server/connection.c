@@ -30,6 +30,7 @@
 
 #include "addr.h"
 #include "core_conf.h"
+#include "errpages.h"
 #include "fdcache.h"
 #include "log.h"
 #include "loop.h"
@@ -426,14 +427,25 @@ void sl_resp_error(sl_conn *c, int status)
         status == 505)
         c->keep_alive = false;
     sl_chunkq_clear(&c->out);
+    sl_resp_begin(c, status);
+    if (status == 405) sl_resp_header_static(c, "Allow", 5, "GET, HEAD", 9);
+    /* server.errorfile-prefix: the page read at load, typed as the file would be when served
+     * (lighttpd's mimetype.assign for .html), or the built-in one. */
+    size_t flen;
+    const char *file = sl_errpages_get(sl_core(c->conf)->errpages, status, &flen);
+    const char *type = file ? sl_mime_lookup(sl_core(c->conf)->mime, "e.html", 6) : NULL;
+    if (!type) type = "text/html";
+    sl_resp_header_static(c, "Content-Type", 12, type, strlen(type));
+    if (file) {
+        sl_resp_end_headers(c, flen);
+        if (c->req.method != SL_METHOD_HEAD) sl_chunkq_append_mem(&c->out, file, flen);
+        return;
+    }
     char body[256];
     int n = snprintf(body, sizeof body,
                      "<!DOCTYPE html>\n<html><head><title>%d %s</title></head>"
                      "<body><h1>%d %s</h1></body></html>\n",
                      status, sl_status_reason(status), status, sl_status_reason(status));
-    sl_resp_begin(c, status);
-    if (status == 405) sl_resp_header_static(c, "Allow", 5, "GET, HEAD", 9);
-    sl_resp_header_static(c, "Content-Type", 12, "text/html", 9);
     sl_resp_end_headers(c, (uint64_t)n);
     if (c->req.method != SL_METHOD_HEAD) sl_chunkq_append_mem(&c->out, body, (size_t)n);
 }
@@ -543,14 +555,9 @@ static int head_write(sl_conn *c)
 
 static void count_request(sl_conn *c);
 
-static void request_reset(sl_conn *c)
+/* Let go of the file a response was to send (and its body chunks). */
+static void release_file(sl_conn *c)
 {
-    /* Counted where it is logged: an answer cut short (the connection closed mid-body) is in
-     * the access log and the timing trace, so the status page counts it too. */
-    if (c->status) count_request(c);
-    const sl_conf_set *cs = srv_of(c)->cs;
-    for (size_t i = 0; i < cs->n_mods; i++)
-        if (cs->mods[i]->request_done) cs->mods[i]->request_done(c);
     sl_chunkq_clear(&c->out);
     sl_xfer_reset_if_idle(&c->xfer);
     if (!c->xfer.inflight) {
@@ -563,6 +570,17 @@ static void request_reset(sl_conn *c)
         }
         c->file_fd = -1;
     }
+}
+
+static void request_reset(sl_conn *c)
+{
+    /* Counted where it is logged: an answer cut short (the connection closed mid-body) is in
+     * the access log and the timing trace, so the status page counts it too. */
+    if (c->status) count_request(c);
+    const sl_conf_set *cs = srv_of(c)->cs;
+    for (size_t i = 0; i < cs->n_mods; i++)
+        if (cs->mods[i]->request_done) cs->mods[i]->request_done(c);
+    release_file(c);
     arena_reset(c);
     c->path = c->query = NULL;
     c->path_len = 0;
@@ -572,6 +590,7 @@ static void request_reset(sl_conn *c)
     c->handler = NULL;
     c->edits = NULL;
     c->status = c->error = 0;
+    c->eh_status = 0;
     memset(&c->resp, 0, sizeof c->resp);
     c->has_body = false;
     c->bytes_out = 0;
@@ -584,8 +603,11 @@ static void request_reset(sl_conn *c)
     c->conf = srv_of(c)->cs->global;
 }
 
+static void error_handler_end(sl_conn *c);
+
 static void start_write(sl_conn *c)
 {
+    if (c->eh_status) error_handler_end(c);
     c->state = SL_CONN_WRITE;
     c->deadline = deadline_in(c, sl_core(c->conf)->max_write_idle);
     if (head_write(c) < 0) {
@@ -625,6 +647,57 @@ static int set_host(sl_conn *c, const char *auth, size_t alen)
 
 static int comeback(sl_conn *c);
 
+/* lighttpd's error handlers, for an error the hooks answered with (not one from a back end,
+ * whose answer goes out as it is, nor one of a request head the server could not take):
+ * server.error-handler takes every status >= 400, server.error-handler-404 only 404 and 403. The
+ * request starts over with the handler's URL as its target (conditions evaluated for it, as a
+ * rewrite would), once: an error of the handler's own request is not handled again.
+ * error-handler's request is a GET (HEAD stays HEAD: no body); error-handler-404's keeps its
+ * method. What status goes out is error_handler_end's. true when the handler took the request
+ * (it is then answered or in flight). */
+static bool error_handler_start(sl_conn *c, int status)
+{
+    if (c->eh_status || status < 400) return false;
+    const sl_core_conf *cc = sl_core(c->conf);
+    const char *url = cc->error_handler;
+    bool h404 = false;
+    if (!url && (status == 404 || status == 403)) {
+        url = cc->error_handler_404;
+        h404 = true;
+    }
+    if (!url) return false;
+    c->eh_status = h404 ? -status : status;
+    c->eh_method = c->req.method;
+    if (!h404 && c->req.method != SL_METHOD_HEAD) c->req.method = SL_METHOD_GET;
+    release_file(c);
+    memset(&c->resp, 0, sizeof c->resp);
+    c->status = c->error = 0;
+    c->target = url;
+    c->target_len = strlen(url);
+    if (comeback(c) == 0) run_phases(c);
+    return true;
+}
+
+/* The handler's request answered (c->status): the status the client gets, as lighttpd 1.4
+ * decides it. server.error-handler: the original error, with the handler's body when the
+ * handler answered 2xx, else the error page of the original error. server.error-handler-404: the
+ * original 404/403 page when the handler's URL was not found or forbidden either, otherwise what
+ * the handler answered, status included (a static page answers 200). */
+static void error_handler_end(sl_conn *c)
+{
+    int saved = c->eh_status, sub = c->status;
+    c->eh_status = 0;
+    c->req.method = c->eh_method;
+    if (saved > 0) {
+        if (sub >= 200 && sub <= 299)
+            c->status = c->resp.status = saved;
+        else
+            sl_resp_error(c, saved);
+    } else if (sub == 404 || sub == 403) {
+        sl_resp_error(c, -saved);
+    }
+}
+
 /* A module answered: turn an error into its response and start writing. */
 static void handled(sl_conn *c, sl_hresult r)
 {
@@ -635,6 +708,7 @@ static void handled(sl_conn *c, sl_hresult r)
         if (status >= 500 && status != 501 && status != 505)
             sl_log("%s %s: %s (%d)", sl_method_name(c->req.method), c->path ? c->path : "-",
                    c->error ? strerror(-c->error) : "error", status);
+        if (error_handler_start(c, status)) return;
         sl_resp_error(c, status);
     } else if (!c->resp.head_done && !c->resp.head_sent) {
         /* A module that answered without a head: its status, no body. */
@@ -795,6 +869,7 @@ static void run_phases(sl_conn *c)
             return;
         }
     }
+    if (error_handler_start(c, 404)) return;
     sl_resp_error(c, 404);
     start_write(c);
 }

@@ -100,6 +100,9 @@ typedef struct sl_conn {
     size_t target_len;
     unsigned phase, phase_mod;     /* where the hooks are (module.h phases, module index) */
     unsigned comebacks;            /* times a hook started the request over (SL_COMEBACK) */
+    int eh_status;                 /* serving server.error-handler's URL for this error status
+                                    * (> 0), server.error-handler-404's (-status), 0: neither */
+    sl_method eh_method;           /* the method the request came with, while eh_status */
     const sl_conf *conf;           /* the conf block for this request (global or conf_buf) */
     sl_conf *conf_buf;             /* per-connection room for one, when conditions apply */
     sl_cond_capture *caps;         /* groups of the regex blocks %N uses (cs->n_captures; made

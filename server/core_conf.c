@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -24,6 +25,7 @@
 #include <pcre2.h>
 
 #include "addr.h"
+#include "errpages.h"
 #include "netback.h"
 #include "user.h"
 
@@ -36,6 +38,111 @@ static int prep_tag(const sl_cval *v, const sl_key_ctx *ctx, void **out)
     if (!strpbrk(v->str, "\r\n")) return 0;
     snprintf(ctx->err, ctx->errlen, "server.tag must not contain a line break");
     return -1;
+}
+
+/* server.errorfile-prefix: the pages are read here, at load (errpages.c says why). A relative
+ * prefix is relative to the config file's directory, like every path seekless takes. */
+static int prep_errorfile(const sl_cval *v, const sl_key_ctx *ctx, void **out)
+{
+    char buf[4096];
+    const char *prefix = v->str;
+    if (!prefix[0]) {
+        snprintf(ctx->err, ctx->errlen, "server.errorfile-prefix is empty");
+        return -1;
+    }
+    if (prefix[0] != '/') {
+        if ((size_t)snprintf(buf, sizeof buf, "%s/%s", ctx->basedir, prefix) >= sizeof buf) {
+            snprintf(ctx->err, ctx->errlen, "server.errorfile-prefix: path too long");
+            return -1;
+        }
+        prefix = buf;
+    }
+    char e[512];
+    sl_errpages *pages;
+    if (sl_errpages_load(prefix, &pages, e, sizeof e) < 0) {
+        snprintf(ctx->err, ctx->errlen, "server.errorfile-prefix: %s", e);
+        return -1;
+    }
+    *out = pages;
+    return 0;
+}
+
+static void errorfile_release(void *p)
+{
+    sl_errpages_free(p);
+}
+
+/* server.error-handler(-404) is a URL path the request starts over with, as a rewrite would. */
+static int prep_error_handler(const sl_cval *v, const sl_key_ctx *ctx, void **out)
+{
+    (void)out;
+    const char *s = v->str;
+    if (s[0] == '/' && !strpbrk(s, " \t\r\n")) return 0;
+    snprintf(ctx->err, ctx->errlen, "%s must be a URL path starting with \"/\" (got \"%s\")",
+             ctx->assign->key, s);
+    return -1;
+}
+
+/* server.name stands for the host in SERVER_NAME and the access log: one token, no spaces. */
+static int prep_name(const sl_cval *v, const sl_key_ctx *ctx, void **out)
+{
+    (void)out;
+    if (v->str[0] && !strpbrk(v->str, " \t\r\n/")) return 0;
+    snprintf(ctx->err, ctx->errlen, "server.name \"%s\" is not a host name", v->str);
+    return -1;
+}
+
+/* Fewer descriptors than this leave no room for the listening sockets, logs and a connection. */
+#define MIN_FDS 64
+
+static int prep_max_fds(const sl_cval *v, const sl_key_ctx *ctx, void **out)
+{
+    (void)out;
+    if (v->num >= MIN_FDS && v->num <= 1L << 30) return 0;
+    snprintf(ctx->err, ctx->errlen, "server.max-fds %lld: must be from %d to %ld", (long long)v->num, MIN_FDS,
+             1L << 30);
+    return -1;
+}
+
+int sl_fd_limit_plan(long want, unsigned long long cur, unsigned long long max, int root,
+                     unsigned long long *new_cur, unsigned long long *new_max)
+{
+    (void)cur;
+    if (want <= 0) {
+        *new_cur = *new_max = max;
+        return 0;
+    }
+    if ((unsigned long long)want > max && !root) return -EPERM;
+    *new_cur = (unsigned long long)want;
+    *new_max = (unsigned long long)want > max ? (unsigned long long)want : max;
+    return 0;
+}
+
+int sl_fd_limit_apply(long want, char *err, size_t errlen)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) < 0) {
+        if (!want) return 0;
+        snprintf(err, errlen, "server.max-fds: getrlimit: %s", strerror(errno));
+        return -1;
+    }
+    unsigned long long nc, nm;
+    if (sl_fd_limit_plan(want, rl.rlim_cur, rl.rlim_max, geteuid() == 0, &nc, &nm) < 0) {
+        snprintf(err, errlen, "server.max-fds %ld is above the hard limit of open files (%llu) "
+                 "and only root may raise that (systemd: LimitNOFILE=, shell: ulimit -Hn)",
+                 want, (unsigned long long)rl.rlim_max);
+        return -1;
+    }
+    if (nc == rl.rlim_cur && nm == rl.rlim_max) return 0;
+    rl.rlim_cur = (rlim_t)nc;
+    rl.rlim_max = (rlim_t)nm;
+    if (setrlimit(RLIMIT_NOFILE, &rl) < 0) {
+        if (!want) return 0; /* raising to the hard limit is a courtesy */
+        snprintf(err, errlen, "server.max-fds %ld: setrlimit(RLIMIT_NOFILE): %s%s", want,
+                 strerror(errno), errno == EPERM ? " (raising the hard limit needs CAP_SYS_RESOURCE, and at most fs.nr_open)" : "");
+        return -1;
+    }
+    return 0;
 }
 
 static void core_defaults(void *p)
@@ -383,6 +490,16 @@ static void core_check(sl_conf_check *k, const void *conf)
                      "server.graceful-shutdown-timeout %ld and server.feature-flags "
                      "\"server.graceful-shutdown-timeout\" => %ld disagree; set one of them",
                      g->graceful_shutdown_timeout, g->feature_flags->graceful_shutdown_timeout);
+    /* -t says what start-up would: a server.max-fds this user cannot have. */
+    struct rlimit rl;
+    unsigned long long nc, nm;
+    const sl_cassign *fk = sl_conf_top_assign(k, "server.max-fds");
+    if (fk && g->max_fds && getrlimit(RLIMIT_NOFILE, &rl) == 0 &&
+        sl_fd_limit_plan(g->max_fds, rl.rlim_cur, rl.rlim_max, geteuid() == 0, &nc, &nm) < 0)
+        sl_conf_fail(k, fk->file, fk->line,
+                     "server.max-fds %ld is above the hard limit of open files (%llu) and only "
+                     "root may raise that (systemd: LimitNOFILE=, shell: ulimit -Hn)",
+                     g->max_fds, (unsigned long long)rl.rlim_max);
     sl_user_check(k, g);
 }
 
@@ -390,6 +507,9 @@ static const sl_key core_keys[] = {
     {"mimetype.assign", SL_KEY_VALUE, 0, OFF(mime), prep_mime, mime_release},
     {"server.bind", SL_KEY_STRING, SL_KEY_GLOBAL, OFF(bind), NULL, NULL},
     {"server.document-root", SL_KEY_VALUE, 0, OFF(docroot), prep_docroot, dir_release},
+    {"server.error-handler", SL_KEY_STRING, 0, OFF(error_handler), prep_error_handler, NULL},
+    {"server.error-handler-404", SL_KEY_STRING, 0, OFF(error_handler_404), prep_error_handler, NULL},
+    {"server.errorfile-prefix", SL_KEY_VALUE, 0, OFF(errpages), prep_errorfile, errorfile_release},
     {"server.errorlog", SL_KEY_PATH, SL_KEY_GLOBAL | SL_KEY_APPENDS | SL_KEY_OPENED_BEFORE_DROP, OFF(errorlog), NULL, NULL},
     {"server.event-handler", SL_KEY_STRING, SL_KEY_GLOBAL, OFF(event_handler), prep_event_handler, NULL},
     {"server.follow-symlink", SL_KEY_BOOL, 0, OFF(follow_symlink), NULL, NULL},
@@ -398,6 +518,7 @@ static const sl_key core_keys[] = {
     {"server.feature-flags", SL_KEY_VALUE, SL_KEY_GLOBAL, OFF(feature_flags), prep_feature_flags, feature_flags_release},
     {"server.http-parseopts", SL_KEY_VALUE, SL_KEY_GLOBAL, OFF(http_parseopts), prep_http_parseopts, NULL},
     {"server.max-connections", SL_KEY_INT, SL_KEY_GLOBAL, OFF(max_connections), NULL, NULL},
+    {"server.max-fds", SL_KEY_INT, SL_KEY_GLOBAL, OFF(max_fds), prep_max_fds, NULL},
     {"server.max-keep-alive-idle", SL_KEY_INT, 0, OFF(max_keep_alive_idle), NULL, NULL},
     {"server.max-keep-alive-requests", SL_KEY_INT, 0, OFF(max_keep_alive_requests), NULL, NULL},
     {"server.max-read-idle", SL_KEY_INT, 0, OFF(max_read_idle), NULL, NULL},
@@ -407,6 +528,7 @@ static const sl_key core_keys[] = {
     {"server.max-stat-threads", SL_KEY_INT, SL_KEY_GLOBAL, OFF(max_stat_threads), prep_stat_threads, NULL},
     {"server.max-worker", SL_KEY_INT, SL_KEY_GLOBAL, OFF(workers), prep_workers, NULL},
     {"server.max-write-idle", SL_KEY_INT, 0, OFF(max_write_idle), NULL, NULL},
+    {"server.name", SL_KEY_STRING, 0, OFF(server_name), prep_name, NULL},
     {"server.network-backend", SL_KEY_STRING, SL_KEY_GLOBAL, OFF(network_backend), prep_network_backend, NULL},
     {"server.network-backend-block-size", SL_KEY_INT, SL_KEY_GLOBAL, OFF(block_size), prep_block_size, NULL},
     {"server.pid-file", SL_KEY_PATH, SL_KEY_GLOBAL | SL_KEY_APPENDS | SL_KEY_OPENED_BEFORE_DROP, OFF(pid_file), NULL, NULL},

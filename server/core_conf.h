@@ -49,6 +49,11 @@ typedef struct sl_core_conf {
     bool follow_symlink;
     const sl_mime_table *mime;  /* mimetype.assign */
     const char *server_tag;     /* server.tag: the Server field ("": none) */
+    const struct sl_errpages *errpages; /* server.errorfile-prefix, read at load; NULL: none */
+    const char *error_handler;  /* server.error-handler: URL served for any error; NULL: none */
+    const char *error_handler_404; /* server.error-handler-404: URL served for 404 and 403 */
+    const char *server_name;    /* server.name: SERVER_NAME and %v instead of the host; NULL */
+    long max_fds;               /* server.max-fds: RLIMIT_NOFILE to set (0: raise to the hard) */
 } sl_core_conf;
 
 /* server.feature-flags, as far as seekless has them. */
@@ -75,6 +80,17 @@ static inline const sl_core_conf *sl_core(const sl_conf *b)
 {
     return &b->core;
 }
+
+/* What RLIMIT_NOFILE becomes at start-up for server.max-fds `want` (0: not set) from the limits
+ * (cur, max) the server starts with: without the key the soft limit is raised to the hard one;
+ * with it the soft limit is set to it (also lower), and the hard one raised to it when that is
+ * above and the server starts as root. 0 with *new_cur and *new_max, or -EPERM: above the hard limit
+ * and not root (lighttpd then keeps the old limit and says so; seekless refuses to start). */
+int sl_fd_limit_plan(long want, unsigned long long cur, unsigned long long max, int root,
+                     unsigned long long *new_cur, unsigned long long *new_max);
+
+/* Applies sl_fd_limit_plan to this process (start-up, still root). 0, or -1 with err. */
+int sl_fd_limit_apply(long want, char *err, size_t errlen);
 
 /* The core's key table, loaded first and always. */
 extern sl_module sl_mod_core;

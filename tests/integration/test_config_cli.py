@@ -260,6 +260,54 @@ class CheckConfig(unittest.TestCase):
                        'expire.mimetypes = ( "image/" => "modification 1 day" )\n')
         self.assertEqual((r.returncode, r.stdout, r.stderr), (0, "Syntax OK\n", ""))
 
+    def test_error_page_mistakes(self):
+        head = 'server.document-root = "root"\nserver.port = 8080\n'
+        r = self.check(head + 'server.errorfile-prefix = "nodir/e-"\n', "a.conf")
+        self.assertIn(f"{self.d.path('a.conf')}:3: server.errorfile-prefix: "
+                      f"{self.d.path('nodir')} is not a directory", self.errors(r)[0])
+        r = self.check(head + 'server.errorfile-prefix = "root/e-"\n', "b.conf")
+        self.assertIn(f"b.conf:3: server.errorfile-prefix: no file {self.d.path('root/e-')}NNN.html "
+                      "exists", self.errors(r)[0])
+        r = self.check(head + '$HTTP["url"] =^ "/a/" {\n  server.error-handler-404 = "err.php"\n}\n',
+                       "c.conf")
+        self.assertIn('c.conf:4: server.error-handler-404 must be a URL path starting with "/" '
+                      '(got "err.php")', self.errors(r)[0])
+        r = self.check(head + 'server.error-handler = "/a b"\n', "d.conf")
+        self.assertIn("d.conf:3: server.error-handler must be a URL path", self.errors(r)[0])
+        self.d.write("root/e-404.html", "x")
+        r = self.check(head + 'server.errorfile-prefix = "root/e-"\nserver.error-handler = "/e.php"\n'
+                       'server.error-handler-404 = "/404.php"\n')
+        self.assertEqual((r.returncode, r.stdout, r.stderr), (0, "Syntax OK\n", ""))
+
+    def test_server_name_max_fds_mistakes(self):
+        head = 'server.document-root = "root"\nserver.port = 8080\n'
+        r = self.check(head + 'server.name = "a b"\n', "a.conf")
+        self.assertIn('a.conf:3: server.name "a b" is not a host name', self.errors(r)[0])
+        r = self.check(head + 'server.max-fds = 10\n', "b.conf")
+        self.assertIn("b.conf:3: server.max-fds 10: must be from 64 to 1073741824", self.errors(r)[0])
+        r = self.check(head + '$HTTP["url"] =^ "/a/" {\n  server.max-fds = 1000\n}\n', "c.conf")
+        self.assertIn("c.conf:4: 'server.max-fds' can only be set at the top level", self.errors(r)[0])
+        r = self.check(head + 'server.name = "www.example.org"\nserver.max-fds = 256\n'
+                       '$HTTP["host"] == "x" { server.name = "x.example.org" }\n')
+        self.assertEqual((r.returncode, r.stdout, r.stderr), (0, "Syntax OK\n", ""))
+
+    def test_evasive_mistakes(self):
+        head = 'server.document-root = "root"\nserver.port = 8080\n'
+        r = self.check(head + 'evasive.max-conns-per-ip = -1\n', "a.conf")
+        self.assertIn("a.conf:3: 'evasive.max-conns-per-ip' must not be negative", self.errors(r)[0])
+        r = self.check(head + 'evasive.location = "/a\nb"\n', "b.conf")
+        self.assertIn("b.conf:3: evasive.location must not contain a line break", self.errors(r)[0])
+        r = self.check(head + 'evasive.silent = "maybe"\n', "c.conf")
+        self.assertIn("c.conf:3: 'evasive.silent'", self.errors(r)[0])
+        # A key of a module not loaded names the module to add, as for every module.
+        r = self.check(head + 'server.modules = ( "mod_staticfile" )\nevasive.max-conns-per-ip = 5\n',
+                       "d.conf")
+        self.assertIn("mod_evasive", self.errors(r)[0])
+        r = self.check(head + 'server.modules = ( "mod_evasive" )\nevasive.max-conns-per-ip = 5\n'
+                       'evasive.silent = "enable"\nevasive.location = "https://example.org/busy"\n'
+                       '$HTTP["remoteip"] == "10.0.0.0/8" { evasive.max-conns-per-ip = 0 }\n')
+        self.assertEqual((r.returncode, r.stdout, r.stderr), (0, "Syntax OK\n", ""))
+
     def test_every_error_in_one_run(self):
         c = self.d.path("c.conf")
         r = self.check('server.document-root = "root"\n'

@@ -30,6 +30,8 @@ header("X-Echo-Ua: " . ($_SERVER["HTTP_USER_AGENT"] ?? ""));
 header("X-Echo-Script: " . $_SERVER["SCRIPT_NAME"]);
 header("X-Echo-Ae: " . ($_SERVER["HTTP_ACCEPT_ENCODING"] ?? ""));
 header("X-Echo-Cookie: " . ($_SERVER["HTTP_COOKIE"] ?? ""));
+header("X-Echo-Sn: " . $_SERVER["SERVER_NAME"]);
+header("X-Echo-Rs: " . $_SERVER["REDIRECT_STATUS"]);
 echo "body=" . file_get_contents("php://input");
 """
 XS_PHP = b"""<?php
@@ -210,7 +212,10 @@ class PhpFastCGI(SpawnedCase):
             f' proxy-core.allow-x-sendfile = "enable"\n'
             f' proxy-core.x-sendfile-docroot = ( "{cls.media}" )\n}}\n'
             f'$HTTP["url"] =~ "^/unix/" {{\n proxy-core.protocol = "fastcgi"\n'
-            f' proxy-core.backends = ( "unix:{cls.sock}" )\n}}\n', files).start()
+            f' proxy-core.backends = ( "unix:{cls.sock}" )\n}}\n'
+            '$HTTP["querystring"] =~ "named" { server.name = "www.example.org" }\n'
+            '$HTTP["url"] =^ "/nf/" { server.error-handler-404 = "/php/echo.php" }\n'
+            '$HTTP["url"] =^ "/all/" { server.error-handler = "/php/echo.php" }\n', files).start()
 
     def test_get_with_headers_and_query(self):
         for prefix in (b"/php/", b"/unix/"):
@@ -220,6 +225,25 @@ class PhpFastCGI(SpawnedCase):
             self.assertEqual(h["x-echo-query"], "a=1&b=2")
             self.assertEqual(h["x-echo-ua"], "sl-test")
             self.assertEqual(h["x-echo-script"], prefix.decode() + "echo.php")
+
+    def test_server_name(self):
+        # SERVER_NAME: the Host without its port, or server.name where it is set, Host or not.
+        st, h, _ = get(self.srv, b"/php/echo.php")
+        self.assertEqual((st, h["x-echo-sn"]), (200, "t"))
+        st, h, _ = get(self.srv, b"/php/echo.php?named")
+        self.assertEqual((st, h["x-echo-sn"]), (200, "www.example.org"))
+        st, h, _ = request(self.srv, b"GET /php/echo.php?named HTTP/1.0\r\n\r\n")
+        self.assertEqual((st, h["x-echo-sn"]), (200, "www.example.org"))
+
+    def test_error_handler_script(self):
+        # The script learns the error from REDIRECT_STATUS (200 otherwise), as under lighttpd;
+        # error-handler-404 sends what it answers, error-handler keeps the error's status.
+        st, h, body = get(self.srv, b"/php/echo.php")
+        self.assertEqual(h["x-echo-rs"], "200")
+        st, h, body = get(self.srv, b"/nf/missing")
+        self.assertEqual((st, h["x-echo-rs"], body), (200, "404", b"body="))
+        st, h, body = get(self.srv, b"/all/missing")
+        self.assertEqual((st, h["x-echo-rs"], h["x-echo-method"], body), (404, "404", "GET", b"body="))
 
     def test_field_on_several_lines_is_one_variable(self):
         # CGI has one variable per name: the lines join as RFC 9110 §5.3 says (Cookie with "; ").
