@@ -160,14 +160,13 @@ static int daemonize(void)
 }
 
 /* What a graceful restart needs from start-up: how this process was started, and the pid
- * file (kept open: the new server may no longer be allowed to open it). */
+ * file (kept open: the new server may no longer be allowed to open it; sl_kept_open). */
 static const char *conf_path_g;
 static const char *argv0_g;
 static char exe_path_g[PATH_MAX];
 static int pid_fd_g = -1;
 
 #define READY_ENV "SEEKLESS_READY_FD"
-#define PID_FD_ENV "SEEKLESS_PID_FD"
 #define RESTART_WAIT_S 60
 
 /* SIGUSR1 (lighttpd's graceful restart; `systemctl reload`): check the config as it is now on
@@ -221,11 +220,8 @@ static int graceful_restart(sl_server *srv)
         setenv(SL_INHERIT_ENV, list, 1);
         snprintf(num, sizeof num, "%d", p[1]);
         setenv(READY_ENV, num, 1);
-        if (pid_fd_g >= 0) {
-            fcntl(pid_fd_g, F_SETFD, 0);
-            snprintf(num, sizeof num, "%d", pid_fd_g);
-            setenv(PID_FD_ENV, num, 1);
-        }
+        /* The logs and the pid file: opened by root, which the new server no longer is. */
+        sl_kept_pass();
         /* Already in the background (or under a supervisor): -D keeps it from forking again. */
         execl(exe_path_g, argv0_g, "-D", "-f", conf_path_g, (char *)NULL);
         _exit(127);
@@ -342,25 +338,17 @@ int main(int argc, char **argv)
         return 1;
     }
     int pid_fd = -1;
-    const char *inherited_pid = getenv(PID_FD_ENV);
-    if (inherited_pid && srv.global->pid_file) {
-        /* A graceful restart: the old server's pid file, which it may not open any more. */
-        pid_fd = atoi(inherited_pid);
-        fcntl(pid_fd, F_SETFD, FD_CLOEXEC);
-        if (ftruncate(pid_fd, 0) < 0) pid_fd = -1;
-    } else if (inherited_pid) {
-        close(atoi(inherited_pid)); /* the new config has no pid file */
-    }
-    unsetenv(PID_FD_ENV);
-    if (srv.global->pid_file && pid_fd < 0) {
-        pid_fd = open(srv.global->pid_file, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-        if (pid_fd < 0) {
+    if (srv.global->pid_file) {
+        /* After a graceful restart: the old server's descriptor, which it may not open again. */
+        pid_fd = sl_kept_open(srv.global->pid_file, O_WRONLY | O_CREAT);
+        if (pid_fd < 0 || ftruncate(pid_fd, 0) < 0) {
             fprintf(stderr, "seekless: server.pid-file %s: %s\n", srv.global->pid_file,
-                    strerror(errno));
+                    strerror(pid_fd < 0 ? -pid_fd : errno));
             sl_server_free(&srv);
             return 1;
         }
     }
+    sl_kept_done();
     int ready_fd = -1;
     const char *ready_env = getenv(READY_ENV);
     if (ready_env) {
@@ -403,10 +391,13 @@ int main(int argc, char **argv)
                                                                 : NULL;
     sl_server_free(&srv);
     if (pidf) {
-        unlink(pidf);
+        /* A server that dropped privileges may not remove it from root's directory: then
+         * it is left empty, as lighttpd does, so no stale pid is signalled. */
+        if (unlink(pidf) < 0 && pid_fd_g >= 0 && ftruncate(pid_fd_g, 0) < 0)
+            sl_log("cannot remove or empty the pid file %s", pidf);
         free((void *)pidf);
     }
-    if (pid_fd_g >= 0) close(pid_fd_g);
+    if (pid_fd_g >= 0) sl_kept_close(pid_fd_g);
     sl_log_close();
     return rc;
 }

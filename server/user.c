@@ -9,6 +9,8 @@
  */
 #include "user.h"
 
+#include "log.h"
+
 #include <errno.h>
 #include <grp.h>
 #include <pthread.h>
@@ -36,6 +38,8 @@ int sl_switch_user(const char *uname, uid_t uid, gid_t gid)
 static int access_one(const sl_conf_access *k, bool *creating)
 {
     *creating = false;
+    /* Opened by root before the drop and passed on by a graceful restart: no need to open. */
+    if (k->kind == SL_ACCESS_APPEND_FILE && sl_kept_has(k->path)) return 0;
     if (k->kind == SL_ACCESS_SEARCH_DIR)
         return faccessat(AT_FDCWD, k->path, X_OK, AT_EACCESS) < 0 ? errno : 0;
     struct stat st;
