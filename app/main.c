@@ -84,13 +84,23 @@ static bool already_user(const sl_core_conf *s)
     return true;
 }
 
-/* Run as the configured user/group. Done after binding and opening logs, before serving. */
+/* server.chroot, or NULL ("" and "/" are none, as in lighttpd). */
+static const char *chroot_of(const sl_core_conf *s)
+{
+    return s->chroot_dir && s->chroot_dir[0] && strcmp(s->chroot_dir, "/") ? s->chroot_dir : NULL;
+}
+
+/* Run as the configured user/group, inside server.chroot. Done after binding and opening logs
+ * and the pid file (their paths are outside the chroot), before serving. */
 static int drop_privileges(const sl_core_conf *s, char *err, size_t errlen)
 {
-    if (!s->username && !s->groupname) return 0;
-    if (geteuid() != 0 && already_user(s)) return 0; /* started by a graceful restart */
+    const char *root = chroot_of(s);
+    if (!s->username && !s->groupname && !root) return 0;
+    /* Started by a graceful restart (never under a chroot: graceful_restart refuses). */
+    if (geteuid() != 0 && !root && already_user(s)) return 0;
     if (geteuid() != 0) {
-        snprintf(err, errlen, "server.username/groupname need root to switch; running as uid %u",
+        snprintf(err, errlen, "%s need%s root; running as uid %u",
+                 root ? "server.chroot" : "server.username/groupname", root ? "s" : "",
                  (unsigned)geteuid());
         return -1;
     }
@@ -115,11 +125,13 @@ static int drop_privileges(const sl_core_conf *s, char *err, size_t errlen)
         uname = p->pw_name;
         if (!s->groupname) gid = p->pw_gid;
     }
-    int r = sl_switch_user(uname, uid, gid);
+    int r = sl_switch_user(uname, uid, gid, root);
     if (r < 0) {
-        snprintf(err, errlen, "dropping privileges failed: %s", strerror(-r));
+        snprintf(err, errlen, "%s failed: %s", root ? "server.chroot or dropping privileges"
+                 : "dropping privileges", strerror(-r));
         return -1;
     }
+    if (root) sl_kept_chrooted();
     if (s->username && uid != 0 && uid != (uid_t)-1 && setuid(0) == 0) {
         snprintf(err, errlen, "dropping privileges failed: could regain root");
         return -1;
@@ -177,6 +189,13 @@ static int pid_fd_g = -1;
  * pid file and, under systemd, becomes the main process (MAINPID). */
 static int graceful_restart(sl_server *srv)
 {
+    if (chroot_of(srv->global)) {
+        /* The program, the config and the logs are outside the chroot, and only root could
+         * enter a new one: lighttpd, too, does not restart gracefully when chrooted. */
+        sl_log("SIGUSR1: no graceful restart under server.chroot (the program and the config "
+               "are outside it): restart the service to load a new config; serving on");
+        return -1;
+    }
     sl_config_errors errs = {0};
     sl_conf_set *cs = sl_conf_load(conf_path_g, sl_modules_builtin, true, &errs);
     char err[1024] = "";
@@ -389,11 +408,14 @@ int main(int argc, char **argv)
     /* After a graceful restart the pid file names the new server: leave it. */
     const char *pidf = srv.global->pid_file && !srv.handed_over ? strdup(srv.global->pid_file)
                                                                 : NULL;
+    bool chrooted = chroot_of(srv.global) != NULL;
     sl_server_free(&srv);
     if (pidf) {
         /* A server that dropped privileges may not remove it from root's directory: then
          * it is left empty, as lighttpd does, so no stale pid is signalled. */
-        if (unlink(pidf) < 0 && pid_fd_g >= 0 && ftruncate(pid_fd_g, 0) < 0)
+        /* Under server.chroot its path names another file: only emptied. */
+        if ((chrooted || unlink(pidf) < 0) && pid_fd_g >= 0 &&
+            ftruncate(pid_fd_g, 0) < 0)
             sl_log("cannot remove or empty the pid file %s", pidf);
         free((void *)pidf);
     }

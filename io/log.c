@@ -10,6 +10,7 @@
 #include "log.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,6 +26,7 @@ typedef struct kept {
     char *path;
 } kept;
 static kept *kept_v;
+static bool chrooted;
 static size_t kept_n;
 
 /* The descriptor the old server passed for path ("fd:path" lines of SL_KEPT_ENV), or -1. It is
@@ -79,6 +81,11 @@ int sl_kept_has(const char *path)
         line = end ? end + 1 : line + ll;
     }
     return 0;
+}
+
+void sl_kept_chrooted(void)
+{
+    chrooted = true;
 }
 
 void sl_kept_close(int fd)
@@ -141,6 +148,14 @@ int sl_log_open(const char *path)
 
 int sl_reopen_fd(int fd, const char *path)
 {
+    if (chrooted) {
+        /* Its path is outside server.chroot: opening it here would make a file inside. */
+        static bool said; /* once: every HUP would say it again */
+        if (!said) sl_log("%s is outside server.chroot: not reopened (rotate it with "
+                          "logrotate's copytruncate)", path);
+        said = true;
+        return 0;
+    }
     /* Not rotated: nothing to do. This also spares a server that dropped privileges a failed
      * open of a file only root may open, on every SIGHUP. */
     struct stat now, open_st;

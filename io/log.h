@@ -29,6 +29,9 @@ void sl_kept_close(int fd);
 /* In the child about to exec the new server: let the kept descriptors pass the exec and name
  * them in SL_KEPT_ENV. */
 void sl_kept_pass(void);
+/* After the chroot: the kept files' paths name other files now, so SIGHUP does not reopen
+ * them (sl_reopen_fd logs that once per file and keeps writing). */
+void sl_kept_chrooted(void);
 /* After start-up: close what the old server passed and this config does not use. */
 void sl_kept_done(void);
 #define SL_KEPT_ENV "SEEKLESS_KEPT_FDS"

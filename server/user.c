@@ -24,12 +24,17 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 #include <fcntl.h>
+#include <time.h>
 
-int sl_switch_user(const char *uname, uid_t uid, gid_t gid)
+int sl_switch_user(const char *uname, uid_t uid, gid_t gid, const char *root_dir)
 {
-    if (setgroups(0, NULL) < 0 || setgid(gid) < 0 || (uname && initgroups(uname, gid) < 0) ||
-        (uid != (uid_t)-1 && setuid(uid) < 0))
+    if (setgroups(0, NULL) < 0 || setgid(gid) < 0 || (uname && initgroups(uname, gid) < 0))
         return -errno;
+    if (root_dir) {
+        tzset(); /* /etc/localtime is outside: the log's timestamps keep the zone */
+        if (chroot(root_dir) < 0 || chdir("/") < 0) return -errno;
+    }
+    if (uid != (uid_t)-1 && setuid(uid) < 0) return -errno;
     return 0;
 }
 

@@ -4,12 +4,15 @@
 thread runs as nobody:nogroup with no supplementary group and no capability; a file only root may
 read is refused (403) while the others are served; the logs stay root's and are still written;
 SIGHUP reopens them (a rotated log, and a log that was not rotated); SIGUSR1's new server, started
-by the unprivileged old one, takes the logs and the pid file over; the pid file goes at the end."""
+by the unprivileged old one, takes the logs and the pid file over; the pid file goes at the end.
+server.chroot: the document root is inside it (as in lighttpd), the logs and the pid file are
+opened outside it before, SIGUSR1 is refused with a message and the server serves on."""
 import grp
 import os
 import pwd
 import signal
 import socket
+import subprocess
 import sys
 import time
 import unittest
@@ -179,6 +182,67 @@ class Dropped(unittest.TestCase):
         self.assertTrue(wait_for(lambda: not alive(new)))
         self.assertEqual(read_text(self.pidfile), "")  # removed, or emptied as lighttpd does
         self.assertNotIn("cannot", read_text(self.srv.log))
+
+
+@unittest.skipUnless(ROOT, "needs root (chroot)")
+class Chroot(Dropped):
+    """The test's directory is the chroot: the document root is "/root" inside it."""
+
+    def setUp(self):
+        super().setUp()
+        with open(self.srv.conf) as f:
+            text = f.read()
+        text = text.replace(f'server.document-root = "{self.srv.root}"',
+                            'server.document-root = "/root"')
+        with open(self.srv.conf, "w") as f:
+            f.write(text + f'server.chroot = "{self.srv.dir}"\n')
+
+    def test_runs_as_the_user_logs_stay_roots(self):
+        self.srv.start()
+        pid = self.srv.proc.pid
+        self.assertTrue(wait_for(lambda: self.pid() == pid))
+        self.assertEqual(os.readlink(f"/proc/{pid}/root"), os.path.realpath(self.srv.dir))
+        self.assert_unprivileged(pid)
+        self.assertEqual(self.get(b"/a.txt"), (200, b"A" * 100))
+        self.assertEqual(self.get(b"/secret.txt")[0], 403)
+        self.assertNotEqual(self.get(b"/seekless.conf")[0], 200)  # the chroot, not the root
+        self.assertTrue(wait_for(lambda: "GET /secret.txt" in read_text(self.alog)))
+        # A rotated log cannot be reopened by its path inside the chroot: said, and written on.
+        os.rename(self.alog, self.alog + ".1")
+        os.kill(pid, signal.SIGHUP)
+        self.assertTrue(wait_for(lambda: "outside server.chroot" in read_text(self.srv.log)))
+        self.assertEqual(self.get(b"/a.txt?hup")[0], 200)
+        self.assertTrue(wait_for(lambda: "GET /a.txt?hup" in read_text(self.alog + ".1")))
+        self.assertFalse(os.path.exists(self.alog))  # nothing made inside the chroot either
+        self.assertEqual(self.srv._stop(), 0)
+        self.assertEqual(read_text(self.pidfile), "")  # emptied: its path is outside
+
+    def test_graceful_restart_by_the_unprivileged_server(self):
+        self.srv.start()
+        pid = self.srv.proc.pid
+        self.assertTrue(wait_for(lambda: self.pid() == pid))
+        os.kill(pid, signal.SIGUSR1)
+        self.assertTrue(wait_for(lambda: "no graceful restart under server.chroot"
+                                 in read_text(self.srv.log)))
+        self.assertEqual(self.get(b"/a.txt"), (200, b"A" * 100))
+        self.assertEqual(self.pid(), pid)
+        self.assertIsNone(self.srv.proc.poll())
+
+    def test_config_errors(self):
+        with open(self.srv.conf, "a") as f:
+            f.write('server.chroot = "relative"\n')
+        r = subprocess.run([os.path.join(test_core.BUILD, "app", "seekless"), "-t", "-f",
+                            self.srv.conf], capture_output=True, text=True)
+        self.assertEqual(r.returncode, 1)
+        self.assertIn('seekless.conf:', r.stderr)
+        self.assertIn('server.chroot "relative" must be an absolute path', r.stderr)
+        # The document root is looked for inside the chroot.
+        with open(self.srv.conf, "a") as f:
+            f.write(f'server.chroot = "{self.srv.root}"\n')
+        r = subprocess.run([os.path.join(test_core.BUILD, "app", "seekless"), "-t", "-f",
+                            self.srv.conf], capture_output=True, text=True)
+        self.assertEqual(r.returncode, 1)
+        self.assertIn(f'server.document-root "/root": No such file or directory', r.stderr)
 
 
 if __name__ == "__main__":
