@@ -235,20 +235,24 @@ static void want_access(load_ctx *lc, const sl_cassign *a, const char *path, sl_
     lc->acc[lc->n_acc++] = (sl_conf_access){a->file, a->line, a->key, path, kind, as_server};
 }
 
-const char *sl_key_chroot(const sl_key_ctx *ctx)
+const char *sl_key_top_string(const sl_key_ctx *ctx, const char *key)
 {
     load_ctx *lc = ctx->loader;
     if (!lc) return NULL;
-    /* Looked up in the tree, not the compiled keys: it may be set after the paths it moves. */
+    /* Looked up in the tree, not the compiled keys: it may be set after the key asking. */
     const sl_cblock *root = lc->cs->tree->root;
     for (size_t i = root->n_assigns; i-- > 0;) {
         const sl_cassign *a = &root->assigns[i];
-        if (strcmp(a->key, "server.chroot")) continue;
-        if (a->val->type != SL_CV_STRING || a->val->str[0] != '/' || !strcmp(a->val->str, "/"))
-            return NULL; /* none, or refused by its own key */
-        return a->val->str;
+        if (!strcmp(a->key, key)) return a->val->type == SL_CV_STRING ? a->val->str : NULL;
     }
     return NULL;
+}
+
+const char *sl_key_chroot(const sl_key_ctx *ctx)
+{
+    const char *r = sl_key_top_string(ctx, "server.chroot");
+    /* none, or refused by its own key */
+    return r && r[0] == '/' && strcmp(r, "/") ? r : NULL;
 }
 
 char *sl_key_root_path(const sl_key_ctx *ctx, const char *path)

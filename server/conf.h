@@ -85,6 +85,9 @@ int sl_conf_listeners_done(sl_conf_set *cs);
 /* For keys' prepare(): the server will open path (search a directory, or append to a file,
  * creating it), as the server's user (as_server) or as the user starting it. */
 void sl_key_access(const sl_key_ctx *ctx, const char *path, sl_access_kind kind, bool as_server);
+/* The string the top level of the config last assigns to key (NULL: not set, or not a string),
+ * for keys' prepare() that depend on another key wherever it is set (server.username). */
+const char *sl_key_top_string(const sl_key_ctx *ctx, const char *key);
 /* server.chroot as the config sets it (absolute; NULL when not set, "/" or invalid), for keys'
  * prepare(): paths the server opens after start-up lie inside it, as in lighttpd. */
 const char *sl_key_chroot(const sl_key_ctx *ctx);

@@ -69,7 +69,8 @@ class Dropped(unittest.TestCase):
         self.srv = Server(f'server.username = "{USER}"\nserver.groupname = "{GROUP}"\n'
                           'server.max-stat-threads = 2\nserver.max-read-threads = 2\n'
                           'server.network-backend = "gthread-aio"\n',
-                          {"a.txt": b"A" * 100, "secret.txt": b"S"})
+                          {"a.txt": b"A" * 100, "secret.txt": b"S",
+                           "t.txt": b"seekless compresses text\n" * 1000})
         self.pidfile = os.path.join(self.srv.dir, "seekless.pid")
         self.alog = os.path.join(self.srv.dir, "access.log")
         with open(self.srv.conf, "a") as f:
@@ -157,6 +158,30 @@ class Dropped(unittest.TestCase):
         self.assertEqual(self.srv._stop(), 0)
         self.assertEqual(read_text(self.pidfile), "")  # removed, or emptied as lighttpd does
 
+    def cache_dir(self):
+        """deflate.cache-dir's value, and where it is seen from outside."""
+        d = os.path.join(self.srv.dir, "cache", "sub")
+        return d, d
+
+    def test_deflate_cache_dir_made_for_the_user(self):
+        value, real = self.cache_dir()
+        with open(self.srv.conf, "a") as f:
+            f.write('server.modules += ( "mod_deflate" )\ndeflate.mimetypes = ( "text/" )\n'
+                    f'deflate.allowed-encodings = ( "gzip" )\ndeflate.cache-dir = "{value}"\n')
+        self.srv.start()
+        uid, gid = ids()
+        # Made by root at start-up, given to the server's user (mode 0700 as lighttpd's).
+        for d in (os.path.dirname(real), real):
+            st = os.stat(d)
+            self.assertEqual((st.st_uid, st.st_gid, st.st_mode & 0o777), (uid, gid, 0o700), d)
+        st, h, _ = request(self.srv, b"GET /t.txt HTTP/1.1\r\nHost: t\r\n"
+                                     b"Accept-Encoding: gzip\r\n\r\n")
+        self.assertEqual((st, h.get("content-encoding")), (200, "gzip"))
+        copies = [os.path.join(d, n) for d, _, ns in os.walk(real) for n in ns]
+        self.assertTrue(copies, "no compressed copy in the cache")
+        self.assertTrue(all(os.stat(c).st_uid == uid for c in copies))
+        self.assertNotIn("Permission denied", read_text(self.srv.log))
+
     def test_graceful_restart_by_the_unprivileged_server(self):
         self.srv.start()
         old = self.srv.proc.pid
@@ -196,6 +221,9 @@ class Chroot(Dropped):
                             'server.document-root = "/root"')
         with open(self.srv.conf, "w") as f:
             f.write(text + f'server.chroot = "{self.srv.dir}"\n')
+
+    def cache_dir(self):
+        return "/cache/sub", os.path.join(self.srv.dir, "cache", "sub")
 
     def test_runs_as_the_user_logs_stay_roots(self):
         self.srv.start()
