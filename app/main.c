@@ -84,13 +84,23 @@ static bool already_user(const sl_core_conf *s)
     return true;
 }
 
-/* Run as the configured user/group. Done after binding and opening logs, before serving. */
+/* server.chroot, or NULL ("" and "/" are none, as in lighttpd). */
+static const char *chroot_of(const sl_core_conf *s)
+{
+    return s->chroot_dir && s->chroot_dir[0] && strcmp(s->chroot_dir, "/") ? s->chroot_dir : NULL;
+}
+
+/* Run as the configured user/group, inside server.chroot. Done after binding and opening logs
+ * and the pid file (their paths are outside the chroot), before serving. */
 static int drop_privileges(const sl_core_conf *s, char *err, size_t errlen)
 {
-    if (!s->username && !s->groupname) return 0;
-    if (geteuid() != 0 && already_user(s)) return 0; /* started by a graceful restart */
+    const char *root = chroot_of(s);
+    if (!s->username && !s->groupname && !root) return 0;
+    /* Started by a graceful restart (never under a chroot: graceful_restart refuses). */
+    if (geteuid() != 0 && !root && already_user(s)) return 0;
     if (geteuid() != 0) {
-        snprintf(err, errlen, "server.username/groupname need root to switch; running as uid %u",
+        snprintf(err, errlen, "%s need%s root; running as uid %u",
+                 root ? "server.chroot" : "server.username/groupname", root ? "s" : "",
                  (unsigned)geteuid());
         return -1;
     }
@@ -115,11 +125,13 @@ static int drop_privileges(const sl_core_conf *s, char *err, size_t errlen)
         uname = p->pw_name;
         if (!s->groupname) gid = p->pw_gid;
     }
-    int r = sl_switch_user(uname, uid, gid);
+    int r = sl_switch_user(uname, uid, gid, root);
     if (r < 0) {
-        snprintf(err, errlen, "dropping privileges failed: %s", strerror(-r));
+        snprintf(err, errlen, "%s failed: %s", root ? "server.chroot or dropping privileges"
+                 : "dropping privileges", strerror(-r));
         return -1;
     }
+    if (root) sl_kept_chrooted();
     if (s->username && uid != 0 && uid != (uid_t)-1 && setuid(0) == 0) {
         snprintf(err, errlen, "dropping privileges failed: could regain root");
         return -1;
@@ -160,14 +172,13 @@ static int daemonize(void)
 }
 
 /* What a graceful restart needs from start-up: how this process was started, and the pid
- * file (kept open: the new server may no longer be allowed to open it). */
+ * file (kept open: the new server may no longer be allowed to open it; sl_kept_open). */
 static const char *conf_path_g;
 static const char *argv0_g;
 static char exe_path_g[PATH_MAX];
 static int pid_fd_g = -1;
 
 #define READY_ENV "SEEKLESS_READY_FD"
-#define PID_FD_ENV "SEEKLESS_PID_FD"
 #define RESTART_WAIT_S 60
 
 /* SIGUSR1 (lighttpd's graceful restart; `systemctl reload`): check the config as it is now on
@@ -178,6 +189,13 @@ static int pid_fd_g = -1;
  * pid file and, under systemd, becomes the main process (MAINPID). */
 static int graceful_restart(sl_server *srv)
 {
+    if (chroot_of(srv->global)) {
+        /* The program, the config and the logs are outside the chroot, and only root could
+         * enter a new one: lighttpd, too, does not restart gracefully when chrooted. */
+        sl_log("SIGUSR1: no graceful restart under server.chroot (the program and the config "
+               "are outside it): restart the service to load a new config; serving on");
+        return -1;
+    }
     sl_config_errors errs = {0};
     sl_conf_set *cs = sl_conf_load(conf_path_g, sl_modules_builtin, true, &errs);
     char err[1024] = "";
@@ -221,11 +239,8 @@ static int graceful_restart(sl_server *srv)
         setenv(SL_INHERIT_ENV, list, 1);
         snprintf(num, sizeof num, "%d", p[1]);
         setenv(READY_ENV, num, 1);
-        if (pid_fd_g >= 0) {
-            fcntl(pid_fd_g, F_SETFD, 0);
-            snprintf(num, sizeof num, "%d", pid_fd_g);
-            setenv(PID_FD_ENV, num, 1);
-        }
+        /* The logs and the pid file: opened by root, which the new server no longer is. */
+        sl_kept_pass();
         /* Already in the background (or under a supervisor): -D keeps it from forking again. */
         execl(exe_path_g, argv0_g, "-D", "-f", conf_path_g, (char *)NULL);
         _exit(127);
@@ -333,25 +348,17 @@ int main(int argc, char **argv)
         return 1;
     }
     int pid_fd = -1;
-    const char *inherited_pid = getenv(PID_FD_ENV);
-    if (inherited_pid && srv.global->pid_file) {
-        /* A graceful restart: the old server's pid file, which it may not open any more. */
-        pid_fd = atoi(inherited_pid);
-        fcntl(pid_fd, F_SETFD, FD_CLOEXEC);
-        if (ftruncate(pid_fd, 0) < 0) pid_fd = -1;
-    } else if (inherited_pid) {
-        close(atoi(inherited_pid)); /* the new config has no pid file */
-    }
-    unsetenv(PID_FD_ENV);
-    if (srv.global->pid_file && pid_fd < 0) {
-        pid_fd = open(srv.global->pid_file, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-        if (pid_fd < 0) {
+    if (srv.global->pid_file) {
+        /* After a graceful restart: the old server's descriptor, which it may not open again. */
+        pid_fd = sl_kept_open(srv.global->pid_file, O_WRONLY | O_CREAT);
+        if (pid_fd < 0 || ftruncate(pid_fd, 0) < 0) {
             fprintf(stderr, "seekless: server.pid-file %s: %s\n", srv.global->pid_file,
-                    strerror(errno));
+                    strerror(pid_fd < 0 ? -pid_fd : errno));
             sl_server_free(&srv);
             return 1;
         }
     }
+    sl_kept_done();
     int ready_fd = -1;
     const char *ready_env = getenv(READY_ENV);
     if (ready_env) {
@@ -392,12 +399,18 @@ int main(int argc, char **argv)
     /* After a graceful restart the pid file names the new server: leave it. */
     const char *pidf = srv.global->pid_file && !srv.handed_over ? strdup(srv.global->pid_file)
                                                                 : NULL;
+    bool chrooted = chroot_of(srv.global) != NULL;
     sl_server_free(&srv);
     if (pidf) {
-        unlink(pidf);
+        /* A server that dropped privileges may not remove it from root's directory: then
+         * it is left empty, as lighttpd does, so no stale pid is signalled. */
+        /* Under server.chroot its path names another file: only emptied. */
+        if ((chrooted || unlink(pidf) < 0) && pid_fd_g >= 0 &&
+            ftruncate(pid_fd_g, 0) < 0)
+            sl_log("cannot remove or empty the pid file %s", pidf);
         free((void *)pidf);
     }
-    if (pid_fd_g >= 0) close(pid_fd_g);
+    if (pid_fd_g >= 0) sl_kept_close(pid_fd_g);
     sl_log_close();
     return rc;
 }

@@ -14,6 +14,28 @@ int sl_log_reopen(void);
  * writing to fd (dup3): for log files reopened after logrotate. 0 or a negative errno (fd is
  * unchanged then). */
 int sl_reopen_fd(int fd, const char *path);
+/* Files the process opened as the starting user (the logs, the pid file), kept by path: a
+ * graceful restart's new server runs as server.username and may not open them any more, so it
+ * takes the old server's descriptors over (SL_KEPT_ENV across the exec).
+ *
+ * Open path with flags (O_CLOEXEC and mode 0644 added), or take the descriptor the old server
+ * passed for that path; either way it is kept. A descriptor or a negative errno. */
+int sl_kept_open(const char *path, int flags);
+/* Whether path is a kept file, open here or passed by the old server: the config check accepts
+ * it although the user now running could not open it. */
+int sl_kept_has(const char *path);
+/* Close a kept descriptor (and forget it). */
+void sl_kept_close(int fd);
+/* In the child about to exec the new server: let the kept descriptors pass the exec and name
+ * them in SL_KEPT_ENV. */
+void sl_kept_pass(void);
+/* After the chroot: the kept files' paths name other files now, so SIGHUP does not reopen
+ * them (sl_reopen_fd logs that once per file and keeps writing). */
+void sl_kept_chrooted(void);
+/* After start-up: close what the old server passed and this config does not use. */
+void sl_kept_done(void);
+#define SL_KEPT_ENV "SEEKLESS_KEPT_FDS"
+
 /* Close the log file and fall back to stderr. */
 void sl_log_close(void);
 /* The error log's file descriptor (for dup2 over stderr when daemonizing). */

@@ -109,8 +109,8 @@ static int alog_init(sl_server *srv, const void *conf, char *err, size_t errlen)
     char e[300];
     int r = sl_accesslog_compile(ac->format, &st->fmt, e, sizeof e);
     if (r == 0) {
-        st->fd = open(ac->filename, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
-        if (st->fd < 0) r = -errno;
+        st->fd = sl_kept_open(ac->filename, O_WRONLY | O_APPEND | O_CREAT);
+        if (st->fd < 0) r = st->fd;
     }
     if (r < 0) {
         snprintf(err, errlen, "accesslog.filename %s: %s", ac->filename,
@@ -136,7 +136,7 @@ static void alog_fini(sl_server *srv)
 {
     alog_state *st = state(srv);
     if (!st) return;
-    close(st->fd);
+    sl_kept_close(st->fd);
     sl_accesslog_fmt_free(st->fmt);
     free(st);
     srv->mod[sl_mod_accesslog.index] = NULL;
@@ -166,7 +166,7 @@ static int prep_format(const sl_cval *v, const sl_key_ctx *ctx, void **out)
 }
 
 static const sl_key alog_keys[] = {
-    {"accesslog.filename", SL_KEY_PATH, SL_KEY_GLOBAL | SL_KEY_APPENDS, offsetof(alog_conf, filename), NULL, NULL},
+    {"accesslog.filename", SL_KEY_PATH, SL_KEY_GLOBAL | SL_KEY_APPENDS | SL_KEY_OPENED_BEFORE_DROP, offsetof(alog_conf, filename), NULL, NULL},
     {"accesslog.format", SL_KEY_STRING, SL_KEY_GLOBAL, offsetof(alog_conf, format), prep_format,
      NULL},
     {NULL},

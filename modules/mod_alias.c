@@ -89,7 +89,7 @@ static int open_target(alias_entry *e, const char *target, const sl_key_ctx *ctx
         if (slash == abs) free(abs);
         if (!e->file || !e->dir.path) return snprintf(ctx->err, ctx->errlen, "out of memory"), -1;
     }
-    e->dir.fd = open(e->dir.path, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    e->dir.fd = sl_key_open_dir(ctx, e->dir.path); /* inside server.chroot */
     if (e->dir.fd < 0) {
         snprintf(ctx->err, ctx->errlen, "alias.url \"%s\" => \"%s\": %s", e->prefix, e->dir.path,
                  strerror(errno));

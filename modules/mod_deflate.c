@@ -21,6 +21,8 @@
  */
 #include <brotli/encode.h>
 #include <errno.h>
+#include <grp.h>
+#include <pwd.h>
 #include <fcntl.h>
 #include <linux/openat2.h>
 #include <stdatomic.h>
@@ -192,20 +194,45 @@ static int prep_loadavg(const sl_cval *v, const sl_key_ctx *ctx, void **out)
     return 0;
 }
 
-/* mkdir -p, mode 0700 as lighttpd makes its cache directories. 0 or -errno. */
-static int mkdirs(const char *path)
+/* mkdir -p, mode 0700 as lighttpd makes its cache directories; what it makes is given to uid and
+ * gid unless uid is (uid_t)-1 (start-up as root: the server's user must write there). 0 or
+ * -errno. */
+static int mkdirs_owned(const char *path, uid_t uid, gid_t gid)
 {
     char buf[4096];
     size_t n = strlen(path);
     if (n >= sizeof buf) return -ENAMETOOLONG;
     memcpy(buf, path, n + 1);
-    for (char *p = buf + 1; *p; p++) {
-        if (*p != '/') continue;
+    for (char *p = buf + 1;; p++) {
+        if (*p && *p != '/') continue;
+        char c = *p;
         *p = 0;
-        if (mkdir(buf, 0700) < 0 && errno != EEXIST) return -errno;
-        *p = '/';
+        if (mkdir(buf, 0700) == 0) {
+            if (uid != (uid_t)-1 && chown(buf, uid, gid) < 0) return -errno;
+        } else if (errno != EEXIST) {
+            return -errno;
+        }
+        if (!(*p = c)) return 0;
     }
-    if (mkdir(buf, 0700) < 0 && errno != EEXIST) return -errno;
+}
+
+static int mkdirs(const char *path)
+{
+    return mkdirs_owned(path, (uid_t)-1, (gid_t)-1);
+}
+
+/* Who the server will run as, when start-up (as root) switches to server.username/groupname:
+ * the owner of the cache directories it makes. 0, or -1 when it does not switch. */
+static int server_user(const sl_key_ctx *ctx, uid_t *uid, gid_t *gid)
+{
+    const char *u = sl_key_top_string(ctx, "server.username");
+    const char *g = sl_key_top_string(ctx, "server.groupname");
+    if (geteuid() != 0 || (!u && !g)) return -1;
+    struct passwd *pw = u ? getpwnam(u) : NULL;
+    struct group *gr = g ? getgrnam(g) : NULL;
+    if ((u && !pw) || (g && !gr)) return -1; /* the core reports it */
+    *uid = pw ? pw->pw_uid : 0;
+    *gid = gr ? gr->gr_gid : pw ? pw->pw_gid : 0;
     return 0;
 }
 
@@ -229,7 +256,14 @@ static int prep_cache_dir(const sl_cval *v, const sl_key_ctx *ctx, void **out)
         /* lighttpd makes it at start-up too; a name that cannot be a directory is an error now,
          * not a log line per request. */
         struct stat st;
-        int r = stat(p, &st) == 0 ? (S_ISDIR(st.st_mode) ? 0 : -ENOTDIR) : mkdirs(p);
+        uid_t uid = (uid_t)-1;
+        gid_t gid = (gid_t)-1;
+        server_user(ctx, &uid, &gid);
+        char *at = sl_key_root_path(ctx, p); /* inside server.chroot */
+        int r = !at ? -ENOMEM
+                : stat(at, &st) == 0 ? (S_ISDIR(st.st_mode) ? 0 : -ENOTDIR)
+                                     : mkdirs_owned(at, uid, gid);
+        free(at);
         if (r < 0) {
             snprintf(ctx->err, ctx->errlen, "%s \"%s\": %s", ctx->assign->key, p, strerror(-r));
             free(p);

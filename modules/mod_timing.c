@@ -114,9 +114,9 @@ static int timing_init(sl_server *srv, const void *conf, char *err, size_t errle
         snprintf(st->path, sizeof st->path, "%s", tc->file);
     else
         snprintf(st->path, sizeof st->path, "%s.timing", errorlog ? errorlog : "seekless");
-    st->fd = open(st->path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+    st->fd = sl_kept_open(st->path, O_WRONLY | O_APPEND | O_CREAT);
     if (st->fd < 0) {
-        snprintf(err, errlen, "debug.timing-file %s: %s", st->path, strerror(errno));
+        snprintf(err, errlen, "debug.timing-file %s: %s", st->path, strerror(-st->fd));
         free(st);
         return -1;
     }
@@ -136,14 +136,14 @@ static void timing_fini(sl_server *srv)
 {
     timing_state *st = state(srv);
     if (!st) return;
-    close(st->fd);
+    sl_kept_close(st->fd);
     free(st);
     srv->mod[sl_mod_timing.index] = NULL;
 }
 
 static const sl_key timing_keys[] = {
     {"debug.log-timing", SL_KEY_BOOL, SL_KEY_GLOBAL, offsetof(timing_conf, on), NULL, NULL},
-    {"debug.timing-file", SL_KEY_PATH, SL_KEY_GLOBAL | SL_KEY_APPENDS, offsetof(timing_conf, file), NULL, NULL},
+    {"debug.timing-file", SL_KEY_PATH, SL_KEY_GLOBAL | SL_KEY_APPENDS | SL_KEY_OPENED_BEFORE_DROP, offsetof(timing_conf, file), NULL, NULL},
     {NULL},
 };
 

@@ -1359,7 +1359,7 @@ int sl_proxy_roots_prepare(const sl_cval *v, const sl_key_ctx *ctx, void **out)
         size_t L = strlen(a);
         while (L > 1 && a[L - 1] == '/') a[--L] = 0; /* the prefix match adds the slash */
         r->paths[i] = a;
-        r->fds[i] = open(a, O_PATH | O_DIRECTORY | O_CLOEXEC);
+        r->fds[i] = sl_key_open_dir(ctx, a); /* inside server.chroot */
         r->roots.n = i + 1;
         if (r->fds[i] < 0) {
             snprintf(ctx->err, ctx->errlen, "proxy-core.x-sendfile-docroot \"%s\": %s", a,

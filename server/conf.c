@@ -12,6 +12,7 @@
 #include "conf.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <libgen.h>
 #include <limits.h>
 #include <stdarg.h>
@@ -234,9 +235,55 @@ static void want_access(load_ctx *lc, const sl_cassign *a, const char *path, sl_
     lc->acc[lc->n_acc++] = (sl_conf_access){a->file, a->line, a->key, path, kind, as_server};
 }
 
+const char *sl_key_top_string(const sl_key_ctx *ctx, const char *key)
+{
+    load_ctx *lc = ctx->loader;
+    if (!lc) return NULL;
+    /* Looked up in the tree, not the compiled keys: it may be set after the key asking. */
+    const sl_cblock *root = lc->cs->tree->root;
+    for (size_t i = root->n_assigns; i-- > 0;) {
+        const sl_cassign *a = &root->assigns[i];
+        if (!strcmp(a->key, key)) return a->val->type == SL_CV_STRING ? a->val->str : NULL;
+    }
+    return NULL;
+}
+
+const char *sl_key_chroot(const sl_key_ctx *ctx)
+{
+    const char *r = sl_key_top_string(ctx, "server.chroot");
+    /* none, or refused by its own key */
+    return r && r[0] == '/' && strcmp(r, "/") ? r : NULL;
+}
+
+char *sl_key_root_path(const sl_key_ctx *ctx, const char *path)
+{
+    const char *r = sl_key_chroot(ctx);
+    char *p;
+    if (!r) return strdup(path);
+    size_t rl = strlen(r);
+    while (rl > 1 && r[rl - 1] == '/') rl--;
+    return asprintf(&p, "%.*s%s", (int)rl, r, path) < 0 ? NULL : p;
+}
+
+int sl_key_open_dir(const sl_key_ctx *ctx, const char *path)
+{
+    char *p = sl_key_root_path(ctx, path);
+    if (!p) return errno = ENOMEM, -1;
+    int fd = open(p, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    int e = errno;
+    free(p);
+    errno = e;
+    return fd;
+}
+
 void sl_key_access(const sl_key_ctx *ctx, const char *path, sl_access_kind kind, bool as_server)
 {
-    if (ctx->loader && ctx->assign) want_access(ctx->loader, ctx->assign, path, kind, as_server);
+    if (!ctx->loader || !ctx->assign) return;
+    /* The server's user opens it after the chroot: judge it where it will be. */
+    load_ctx *lc = ctx->loader;
+    char *p = as_server && sl_key_chroot(ctx) ? own(lc->cs, sl_key_root_path(ctx, path), NULL)
+                                              : NULL; /* kept: the check keeps the pointer */
+    want_access(lc, ctx->assign, p ? p : path, kind, as_server);
 }
 
 int sl_key_keep_captures(const sl_key_ctx *ctx)

@@ -85,6 +85,18 @@ int sl_conf_listeners_done(sl_conf_set *cs);
 /* For keys' prepare(): the server will open path (search a directory, or append to a file,
  * creating it), as the server's user (as_server) or as the user starting it. */
 void sl_key_access(const sl_key_ctx *ctx, const char *path, sl_access_kind kind, bool as_server);
+/* The string the top level of the config last assigns to key (NULL: not set, or not a string),
+ * for keys' prepare() that depend on another key wherever it is set (server.username). */
+const char *sl_key_top_string(const sl_key_ctx *ctx, const char *key);
+/* server.chroot as the config sets it (absolute; NULL when not set, "/" or invalid), for keys'
+ * prepare(): paths the server opens after start-up lie inside it, as in lighttpd. */
+const char *sl_key_chroot(const sl_key_ctx *ctx);
+/* path (absolute, as the server will see it after the chroot) as seen now, before it: the
+ * chroot directory prepended, or a copy. malloc'd; NULL when out of memory. */
+char *sl_key_root_path(const sl_key_ctx *ctx, const char *path);
+/* open(O_PATH | O_DIRECTORY | O_CLOEXEC) of path inside the chroot (sl_key_root_path): the
+ * descriptor serves after the chroot. A descriptor, or -1 with errno. */
+int sl_key_open_dir(const sl_key_ctx *ctx, const char *path);
 /* p made absolute against the config file's directory as SL_KEY_PATH values are (malloc'd; NULL
  * when out of memory), for prepare() functions of keys that hold paths inside other values. */
 char *sl_key_abs_path(const sl_key_ctx *ctx, const char *p);

@@ -185,7 +185,7 @@ static int prep_docroot(const sl_cval *v, const sl_key_ctx *ctx, void **out)
     sl_dir *d = calloc(1, sizeof *d);
     if (!d) return snprintf(ctx->err, ctx->errlen, "out of memory"), -1;
     d->path = sl_key_abs_path(ctx, v->str);
-    d->fd = d->path ? open(d->path, O_PATH | O_DIRECTORY | O_CLOEXEC) : -1;
+    d->fd = d->path ? sl_key_open_dir(ctx, d->path) : -1; /* inside server.chroot */
     if (d->fd < 0) {
         snprintf(ctx->err, ctx->errlen, "server.document-root \"%s\": %s",
                  d->path ? d->path : v->str, d->path ? strerror(errno) : "out of memory");
@@ -194,6 +194,26 @@ static int prep_docroot(const sl_cval *v, const sl_key_ctx *ctx, void **out)
     }
     sl_key_access(ctx, d->path, SL_ACCESS_SEARCH_DIR, true); /* entered as server.username */
     *out = d;
+    return 0;
+}
+
+/* server.chroot: an absolute directory; "" and "/" are none, as in lighttpd. */
+static int prep_chroot(const sl_cval *v, const sl_key_ctx *ctx, void **out)
+{
+    (void)out;
+    if (!v->str[0] || !strcmp(v->str, "/")) return 0;
+    if (v->str[0] != '/') {
+        snprintf(ctx->err, ctx->errlen, "server.chroot \"%s\" must be an absolute path", v->str);
+        return -1;
+    }
+    if (ctx->check_system) {
+        int fd = open(v->str, O_PATH | O_DIRECTORY | O_CLOEXEC);
+        if (fd < 0) {
+            snprintf(ctx->err, ctx->errlen, "server.chroot \"%s\": %s", v->str, strerror(errno));
+            return -1;
+        }
+        close(fd);
+    }
     return 0;
 }
 
@@ -506,6 +526,7 @@ static void core_check(sl_conf_check *k, const void *conf)
 static const sl_key core_keys[] = {
     {"mimetype.assign", SL_KEY_VALUE, 0, OFF(mime), prep_mime, mime_release},
     {"server.bind", SL_KEY_STRING, SL_KEY_GLOBAL, OFF(bind), NULL, NULL},
+    {"server.chroot", SL_KEY_STRING, SL_KEY_GLOBAL, OFF(chroot_dir), prep_chroot, NULL},
     {"server.document-root", SL_KEY_VALUE, 0, OFF(docroot), prep_docroot, dir_release},
     {"server.error-handler", SL_KEY_STRING, 0, OFF(error_handler), prep_error_handler, NULL},
     {"server.error-handler-404", SL_KEY_STRING, 0, OFF(error_handler_404), prep_error_handler, NULL},

@@ -23,6 +23,7 @@ typedef struct sl_core_conf {
     const char *errorlog;       /* server.errorlog; NULL: stderr */
     const char *pid_file;
     const char *username, *groupname;
+    const char *chroot_dir;     /* server.chroot (absolute); NULL: none */
     long max_connections;       /* per process */
     long workers;               /* server.max-worker / server.workers; 0: one per core */
     bool reuse_port;            /* a listening socket per loop (SO_REUSEPORT) */

@@ -90,9 +90,10 @@ typedef struct sl_req_edits {
 
 /* Key flags. */
 #define SL_KEY_GLOBAL 1u  /* process-wide: only at the top level, never inside a condition */
-#define SL_KEY_APPENDS 2u /* SL_KEY_PATH: a file the server appends to (a log), opened after
-                           * privileges are dropped; checked as server.username at load */
-#define SL_KEY_OPENED_BEFORE_DROP 4u /* with SL_KEY_APPENDS: opened by the starting user */
+#define SL_KEY_APPENDS 2u /* SL_KEY_PATH: a file the server appends to (a log); checked at
+                           * load as server.username, who opens it after the drop */
+#define SL_KEY_OPENED_BEFORE_DROP 4u /* with SL_KEY_APPENDS: opened by the starting user before
+                                      * the drop (sl_kept_open), so checked as that user */
 
 /* Where prepare() runs. */
 typedef struct sl_key_ctx {

@@ -9,6 +9,8 @@
  */
 #include "user.h"
 
+#include "log.h"
+
 #include <errno.h>
 #include <grp.h>
 #include <pthread.h>
@@ -22,12 +24,17 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 #include <fcntl.h>
+#include <time.h>
 
-int sl_switch_user(const char *uname, uid_t uid, gid_t gid)
+int sl_switch_user(const char *uname, uid_t uid, gid_t gid, const char *root_dir)
 {
-    if (setgroups(0, NULL) < 0 || setgid(gid) < 0 || (uname && initgroups(uname, gid) < 0) ||
-        (uid != (uid_t)-1 && setuid(uid) < 0))
+    if (setgroups(0, NULL) < 0 || setgid(gid) < 0 || (uname && initgroups(uname, gid) < 0))
         return -errno;
+    if (root_dir) {
+        tzset(); /* /etc/localtime is outside: the log's timestamps keep the zone */
+        if (chroot(root_dir) < 0 || chdir("/") < 0) return -errno;
+    }
+    if (uid != (uid_t)-1 && setuid(uid) < 0) return -errno;
     return 0;
 }
 
@@ -36,6 +43,8 @@ int sl_switch_user(const char *uname, uid_t uid, gid_t gid)
 static int access_one(const sl_conf_access *k, bool *creating)
 {
     *creating = false;
+    /* Opened by root before the drop and passed on by a graceful restart: no need to open. */
+    if (k->kind == SL_ACCESS_APPEND_FILE && sl_kept_has(k->path)) return 0;
     if (k->kind == SL_ACCESS_SEARCH_DIR)
         return faccessat(AT_FDCWD, k->path, X_OK, AT_EACCESS) < 0 ? errno : 0;
     struct stat st;

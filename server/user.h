@@ -9,8 +9,10 @@
 #include "core_conf.h"
 
 /* Become uid/gid as start-up does after binding: supplementary groups cleared, then uname's
- * (when given) added; uid (uid_t)-1 keeps the user. Needs root. 0 or a negative errno. */
-int sl_switch_user(const char *uname, uid_t uid, gid_t gid);
+ * (when given) added, then chroot to root_dir (when not NULL; while the group files can still
+ * be read and before root is given up, as lighttpd does), then uid; uid (uid_t)-1 keeps the
+ * user. Needs root. 0 or a negative errno. */
+int sl_switch_user(const char *uname, uid_t uid, gid_t gid, const char *root_dir);
 
 /* The core's load-time check of what start-up would refuse beyond single values: a
  * server.username or server.groupname that does not exist, and a file or directory from

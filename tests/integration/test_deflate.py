@@ -180,11 +180,12 @@ class OnTheFly(unittest.TestCase):
 
     def test_cache_dir_unwritable_sends_identity(self):
         # As root (who writes anywhere) the server runs as nobody instead, below a cache
-        # directory only root may write to.
+        # directory only root may write to (made beforehand: one seekless makes is nobody's).
         root = os.geteuid() == 0
         srv = self.start('deflate.cache-dir = "cache"\n' +
                          ('server.username = "nobody"\n' if root else ''))
         if root:
+            os.mkdir(os.path.join(srv.dir, "cache"), 0o755)
             os.chmod(srv.dir, 0o755)
             os.chmod(srv.root, 0o755)
             for name in os.listdir(srv.root):
