@@ -43,17 +43,24 @@ class Restart(unittest.TestCase):
             f.write(f'server.pid-file = "{self.pidfile}"\n')
         self.srv.start()
         self.pids.add(self.srv.proc.pid)
+        # The port answers (the socket is bound) before the pid file is written: wait for it, so
+        # that no signal goes to a pid read as 0 (which kill() takes as the whole process group).
+        deadline = time.time() + (120 if WRAPPED else 30)
+        while self.pid() != self.srv.proc.pid and time.time() < deadline:
+            time.sleep(0.02)
+        self.assertEqual(self.pid(), self.srv.proc.pid, "no pid file")
 
     def tearDown(self):
         pid = self.pid()
-        if pid and alive(pid):
+        if pid > 1 and alive(pid):
             os.kill(pid, signal.SIGTERM)
         deadline = time.time() + (60 if WRAPPED else 15)
         while time.time() < deadline and any(alive(p) for p in self.pids | {pid}):
             time.sleep(0.05)
         left = [p for p in self.pids | {pid} if p and alive(p)]
         for p in left:
-            os.kill(p, signal.SIGKILL)
+            if p > 1:
+                os.kill(p, signal.SIGKILL)
         if self.srv.proc.poll() is None:  # the process this test started, whatever it did
             self.srv.proc.kill()
         self.srv.proc.wait(timeout=10)
@@ -74,6 +81,7 @@ class Restart(unittest.TestCase):
     def restart(self):
         """SIGUSR1 to the server now running; returns the new server's pid."""
         old = self.pid()
+        self.assertGreater(old, 1)
         os.kill(old, signal.SIGUSR1)
         deadline = time.time() + (120 if WRAPPED else 30)
         while time.time() < deadline:
@@ -95,6 +103,7 @@ class Restart(unittest.TestCase):
     def test_a_bad_config_changes_nothing(self):
         self.start('setenv.add-response-header = ( "X-Gen" => "1" )\n', {"a.txt": b"a"})
         pid = self.pid()
+        self.assertGreater(pid, 1)
         with open(self.srv.conf, "a") as f:
             f.write('server.no-such-key = 1\n')
         os.kill(pid, signal.SIGUSR1)
