@@ -642,8 +642,8 @@ static sl_hresult dirlisting_handle(sl_conn *c)
         (c->req.method != SL_METHOD_GET && c->req.method != SL_METHOD_HEAD))
         return SL_GO_ON;
     sl_server *srv = c->loop->srv;
-    const char *p = c->phys_root ? c->phys_path : c->path;
-    while (*p == '/') p++;
+    const char *rel;
+    int rootfd = sl_conn_mapped(c, &rel);
     dl_job *j = calloc(1, sizeof *j);
     if (!j) {
         c->status = 503;
@@ -652,9 +652,9 @@ static sl_hresult dirlisting_handle(sl_conn *c)
     *j = (dl_job){.job = {.work = job_work, .done = job_done}, .c = c, .dc = dc,
                   .index_files = &SL_MODCONF(c->conf, sl_mod_static, sl_static_conf)->index_files,
                   .mime = sl_core(c->conf)->mime,
-                  .rootfd = c->phys_root ? c->phys_root->fd : sl_core(c->conf)->docroot->fd,
+                  .rootfd = rootfd,
                   .follow = sl_core(c->conf)->follow_symlink, .order = order_of(c->query),
-                  .rel = strdup(*p ? p : "."), .url = strdup(c->path)};
+                  .rel = strdup(rel), .url = strdup(c->path)};
     if (!j->rel || !j->url) {
         job_free(j);
         c->status = 503;
@@ -667,9 +667,9 @@ static sl_hresult dirlisting_handle(sl_conn *c)
         job_free(j);
         return r;
     }
-    sl_tpool_stats st;
-    sl_tpool_get_stats(srv->stat_pool, &st);
-    unsigned limit = st.threads / 2 ? st.threads / 2 : 1;
+    /* Half the pool (server.max-stat-threads), at least one. */
+    unsigned limit = (unsigned)srv->global->max_stat_threads / 2;
+    if (!limit) limit = 1;
     j->pool = srv->stat_pool;
     j->port = c->loop->port;
     pthread_mutex_lock(&wait_lock);

@@ -160,16 +160,6 @@ static sl_hresult rewrite_uri_raw(sl_conn *c)
     return rewrite(c, set, 4, 3);
 }
 
-/* Where the physical phase put the file: the directory it is opened beneath and the path
- * relative to it. */
-static int phys_of(const sl_conn *c, const char **rel)
-{
-    const char *p = c->phys_root ? c->phys_path : c->path;
-    while (*p == '/') p++;
-    *rel = *p ? p : ".";
-    return c->phys_root ? c->phys_root->fd : sl_core(c->conf)->docroot->fd;
-}
-
 /* 1: a regular file; 0: anything else (missing, a directory, unreadable); -EAGAIN: only when
  * cached, and the dentry cache could not say. */
 static int is_file(int dirfd, const char *rel, bool follow, bool cached)
@@ -226,7 +216,7 @@ static sl_hresult rewrite_physical(sl_conn *c)
     if ((!rc->nf && !rc->repeat_nf) || c->handler || SL_CTX(c, sl_mod_rewrite) == DONE_FLAG)
         return SL_GO_ON;
     const char *rel;
-    int dirfd = phys_of(c, &rel);
+    int dirfd = sl_conn_mapped(c, &rel);
     bool follow = sl_core(c->conf)->follow_symlink;
     sl_tpool *pool = c->loop->srv->stat_pool;
     int r = is_file(dirfd, rel, follow, pool != NULL);

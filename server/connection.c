@@ -93,6 +93,14 @@ char *sl_conn_strdup(sl_conn *c, const char *s, size_t n)
     return p;
 }
 
+int sl_conn_mapped(const sl_conn *c, const char **rel)
+{
+    const char *p = c->phys_root ? c->phys_path : c->path;
+    while (*p == '/') p++;
+    *rel = *p ? p : ".";
+    return c->phys_root ? c->phys_root->fd : sl_core(c->conf)->docroot->fd;
+}
+
 unsigned sl_conn_local_port(const sl_conn *c)
 {
     const char *canon = srv_of(c)->cs->listen[c->listener].canon;

@@ -190,6 +190,11 @@ void sl_conn_shutdown(sl_conn *c);
 /* The 1-second sweep found c past its deadline. */
 void sl_conn_timeout(sl_conn *c);
 
+/* Where the physical phase mapped the request (an alias.url target, else the document root):
+ * returns that directory's fd and sets *rel to the path beneath it, without a leading '/'
+ * ("." for the directory itself). */
+int sl_conn_mapped(const sl_conn *c, const char **rel);
+
 /* The port of the listening socket the connection came in on. */
 unsigned sl_conn_local_port(const sl_conn *c);
 
