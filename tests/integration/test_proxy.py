@@ -483,6 +483,13 @@ class StatAccelPool(SpawnedCase):
         self.assertEqual(int(b["requests"]), 60)
         self.assertLessEqual(int(b["conns"]), 2)
         self.assertGreaterEqual(int(b["idle"]), 1)
+        if "valgrind" in os.environ.get("SEEKLESS_WRAPPER", ""):
+            # valgrind runs the server's threads one at a time on a machine the accelerator's
+            # workers and the clients share: an answer can take longer than the gateway's stall
+            # threshold (10 ms + twice the latency seen) to be read, and the gateway then rightly
+            # assumes a stuck connection. The bounds above still hold there; the log check
+            # belongs to the unwrapped runs (build and build-asan).
+            return
         with open(self.srv.log) as f:
             self.assertNotIn(self.socks[0] + ": a new connection waited", f.read())
 
