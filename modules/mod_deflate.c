@@ -69,8 +69,10 @@ typedef struct df_conf {
     long max_size_kb;            /* deflate.max-compress-size (KB, 0: no limit) */
     long min_size;               /* deflate.min-compress-size (bytes: compress above it) */
     const long *level;           /* deflate.compression-level 1..9 (NULL or -1: each coder's) */
-    long output_buffer_size;     /* accepted, no effect: see the key table */
-    long work_block_size;        /* accepted, no effect */
+    long output_buffer_size;     /* deflate.output-buffer-size: bytes of the coder's output
+                                  * buffer (0: DF_OUT_BLOCK) */
+    long work_block_size;        /* deflate.work-block-size: KiB read and fed to the coder at a
+                                  * time (0: DF_IN_BLOCK) */
     const double *max_loadavg;   /* deflate.max-loadavg (NULL or 0: no limit) */
     const char *cache_dir;       /* deflate.cache-dir (absolute, no trailing '/'; NULL or "":
                                   * none) */
@@ -168,6 +170,26 @@ static int prep_level(const sl_cval *v, const sl_key_ctx *ctx, void **out)
     *l = (long)v->num; /* -1: lighttpd's "each coder's default" */
     *out = l;
     return 0;
+}
+
+/* lighttpd stores both as a short: 0..65535, 0 for the default. An output buffer below 1 KiB
+ * would cost a write per few hundred bytes of output. */
+static int prep_outbuf(const sl_cval *v, const sl_key_ctx *ctx, void **out)
+{
+    (void)out;
+    if (v->num == 0 || (v->num >= 1024 && v->num <= 65535)) return 0;
+    snprintf(ctx->err, ctx->errlen, "%s must be 0 (the default, 128 KiB) or 1024..65535 bytes",
+             ctx->assign->key);
+    return -1;
+}
+
+static int prep_workblock(const sl_cval *v, const sl_key_ctx *ctx, void **out)
+{
+    (void)out;
+    if (v->num >= 0 && v->num <= 65535) return 0;
+    snprintf(ctx->err, ctx->errlen, "%s must be 0 (the default, 128 KiB) or 1..65535 (KiB)",
+             ctx->assign->key);
+    return -1;
 }
 
 static int prep_loadavg(const sl_cval *v, const sl_key_ctx *ctx, void **out)
@@ -342,14 +364,18 @@ static int write_all(int fd, const void *p, size_t n)
     return 0;
 }
 
-#define IN_BLOCK (128 * 1024)
-#define OUT_BLOCK (128 * 1024)
+/* Buffer sizes when the keys are unset: large enough that a file costs few preads and writes,
+ * small enough that the threads compressing at once hold little memory. */
+#define DF_IN_BLOCK (128 * 1024)
+#define DF_OUT_BLOCK (128 * 1024)
 
-/* Compress size bytes of in (read with pread: the fd may be shared) into out with coding e.
+/* Compress size bytes of in (read with pread: the fd may be shared) into out with coding e,
+ * in_block bytes read at a time, out_block bytes of coder output written at a time.
  * 0 or a negative errno (-ENOSPC for a full disk, -ENODATA when the file shrank). */
-static int compress_file(int in, off_t size, int out, sl_encoding e, const long *level)
+static int compress_file(int in, off_t size, int out, sl_encoding e, const long *level,
+                         size_t in_block, size_t out_block)
 {
-    unsigned char *ib = malloc(IN_BLOCK), *ob = malloc(OUT_BLOCK);
+    unsigned char *ib = malloc(in_block), *ob = malloc(out_block);
     int rc = 0;
     z_stream z;
     BrotliEncoderState *br = NULL;
@@ -391,7 +417,7 @@ static int compress_file(int in, off_t size, int out, sl_encoding e, const long 
     }
     off_t at = 0;
     for (;;) {
-        size_t want = size - at > IN_BLOCK ? IN_BLOCK : (size_t)(size - at);
+        size_t want = size - at > in_block ? in_block : (size_t)(size - at);
         ssize_t got = 0;
         if (want) {
             got = pread(in, ib, want, at);
@@ -413,19 +439,19 @@ static int compress_file(int in, off_t size, int out, sl_encoding e, const long 
             int zr;
             do {
                 z.next_out = ob;
-                z.avail_out = OUT_BLOCK;
+                z.avail_out = out_block;
                 zr = deflate(&z, last ? Z_FINISH : Z_NO_FLUSH);
                 if (zr == Z_STREAM_ERROR) {
                     rc = -EIO;
                     goto out;
                 }
-                if ((rc = write_all(out, ob, OUT_BLOCK - z.avail_out)) < 0) goto out;
+                if ((rc = write_all(out, ob, out_block - z.avail_out)) < 0) goto out;
             } while (z.avail_out == 0 || (last && zr != Z_STREAM_END));
         } else if (br) {
             size_t avail_in = (size_t)got;
             const uint8_t *next_in = ib;
             do {
-                size_t avail_out = OUT_BLOCK;
+                size_t avail_out = out_block;
                 uint8_t *next_out = ob;
                 if (!BrotliEncoderCompressStream(br, last ? BROTLI_OPERATION_FINISH
                                                           : BROTLI_OPERATION_PROCESS,
@@ -434,14 +460,14 @@ static int compress_file(int in, off_t size, int out, sl_encoding e, const long 
                     rc = -EIO;
                     goto out;
                 }
-                if ((rc = write_all(out, ob, OUT_BLOCK - avail_out)) < 0) goto out;
+                if ((rc = write_all(out, ob, out_block - avail_out)) < 0) goto out;
             } while (avail_in || BrotliEncoderHasMoreOutput(br) ||
                      (last && !BrotliEncoderIsFinished(br)));
         } else {
             ZSTD_inBuffer zin = {ib, (size_t)got, 0};
             size_t left;
             do {
-                ZSTD_outBuffer zout = {ob, OUT_BLOCK, 0};
+                ZSTD_outBuffer zout = {ob, out_block, 0};
                 left = ZSTD_compressStream2(zs, &zout, &zin, last ? ZSTD_e_end : ZSTD_e_continue);
                 if (ZSTD_isError(left)) {
                     rc = -EIO;
@@ -488,7 +514,9 @@ static int make_copy(int fd, const struct stat *st, sl_encoding e, const df_conf
         out = memfd_create("seekless-deflate", MFD_CLOEXEC);
     }
     if (out < 0) return -errno;
-    int r = compress_file(fd, st->st_size, out, e, d->level && *d->level > 0 ? d->level : NULL);
+    int r = compress_file(fd, st->st_size, out, e, d->level && *d->level > 0 ? d->level : NULL,
+                          d->work_block_size > 0 ? (size_t)d->work_block_size * 1024 : DF_IN_BLOCK,
+                          d->output_buffer_size > 0 ? (size_t)d->output_buffer_size : DF_OUT_BLOCK);
     struct stat now;
     if (r == 0 && (fstat(fd, &now) < 0 || !same_file(st, &now)))
         r = -ESTALE; /* changed while we read it: this copy belongs to no version */
@@ -688,8 +716,8 @@ static const sl_key deflate_keys[] = {
     {"deflate.max-compress-size", SL_KEY_INT, 0, OFF(max_size_kb), NULL, NULL},
     {"deflate.min-compress-size", SL_KEY_INT, 0, OFF(min_size), NULL, NULL},
     {"deflate.compression-level", SL_KEY_VALUE, 0, OFF(level), prep_level, free},
-    {"deflate.output-buffer-size", SL_KEY_INT, 0, OFF(output_buffer_size), NULL, NULL},
-    {"deflate.work-block-size", SL_KEY_INT, 0, OFF(work_block_size), NULL, NULL},
+    {"deflate.output-buffer-size", SL_KEY_INT, 0, OFF(output_buffer_size), prep_outbuf, NULL},
+    {"deflate.work-block-size", SL_KEY_INT, 0, OFF(work_block_size), prep_workblock, NULL},
     {"deflate.max-loadavg", SL_KEY_VALUE, 0, OFF(max_loadavg), prep_loadavg, free},
     {"deflate.cache-dir", SL_KEY_VALUE, 0, OFF(cache_dir), prep_cache_dir, free},
     {"deflate.params", SL_KEY_VALUE, 0, 0, prep_params, NULL},

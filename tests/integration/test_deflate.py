@@ -144,6 +144,16 @@ class OnTheFly(unittest.TestCase):
         self.assertEqual((h["content-encoding"], h["content-length"], h["etag"]),
                          (h2["content-encoding"], h2["content-length"], h2["etag"]))
 
+    def test_small_blocks_decode(self):
+        # 1 KiB read and 1 KiB of coder output at a time: every coder loops many times per file
+        # and still makes the same bytes a whole-file coder would decode to.
+        self.start('deflate.work-block-size = 1\ndeflate.output-buffer-size = 1024\n').start()
+        for enc in ("gzip", "deflate", "zstd") + (("br",) if brotli else ()):
+            st, h, b = get(self.srv, b"/a.txt", enc.encode())
+            self.assertEqual((st, h["content-encoding"]), (200, enc))
+            self.assertEqual(decode(enc, b), TEXT)
+            self.assertEqual(int(h["content-length"]), len(b))
+
     def test_range_and_304(self):
         self.start().start()
         st, h, full = get(self.srv, b"/a.txt", b"gzip")
@@ -278,6 +288,8 @@ class Refused(unittest.TestCase):
         self.check('deflate.allowed-encodings = ( "bzip2" )\n', ["bzip2"])
         self.check('deflate.compression-level = 12\n', ["between 1 and 9"])
         self.check('deflate.max-loadavg = "high"\n', ["load average"])
+        self.check('deflate.output-buffer-size = 100\n', ["deflate.output-buffer-size", "1024"])
+        self.check('deflate.work-block-size = 70000\n', ["deflate.work-block-size", "KiB"])
         self.check('server.modules = ( "mod_staticfile" )\ndeflate.mimetypes = ( "text/" )\n',
                    ["mod_deflate"])
 
