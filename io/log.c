@@ -66,6 +66,49 @@ int sl_kept_open(const char *path, int flags)
     return fd;
 }
 
+int sl_kept_spawn(const char *command, pid_t *pid)
+{
+    *pid = 0;
+    size_t cl = strlen(command);
+    char *name = malloc(cl + 2);
+    if (!name) return -ENOMEM;
+    name[0] = '|';
+    memcpy(name + 1, command, cl + 1);
+    kept *v = realloc(kept_v, (kept_n + 1) * sizeof *v);
+    if (!v) {
+        free(name);
+        return -ENOMEM;
+    }
+    kept_v = v;
+    int fd = take_passed(name);
+    if (fd < 0) {
+        int p[2];
+        if (pipe2(p, O_CLOEXEC) < 0) {
+            int e = errno;
+            free(name);
+            return -e;
+        }
+        pid_t c = fork();
+        if (c == 0) {
+            /* The logger: its stdin is the pipe; nothing else of ours stays open (O_CLOEXEC). */
+            if (dup2(p[0], STDIN_FILENO) < 0) _exit(127);
+            execl("/bin/sh", "sh", "-c", command, (char *)NULL);
+            _exit(127);
+        }
+        int e = errno;
+        close(p[0]);
+        if (c < 0) {
+            close(p[1]);
+            free(name);
+            return -e;
+        }
+        *pid = c;
+        fd = p[1];
+    }
+    kept_v[kept_n++] = (kept){fd, name};
+    return fd;
+}
+
 int sl_kept_has(const char *path)
 {
     for (size_t i = 0; i < kept_n; i++)

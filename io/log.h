@@ -3,6 +3,7 @@
 #define SL_LOG_H
 
 #include <stdarg.h>
+#include <sys/types.h>
 
 /* Open path (O_APPEND, created 0644) as the error log; NULL or "" keeps stderr.
  * Returns 0 or a negative errno. */
@@ -21,6 +22,12 @@ int sl_reopen_fd(int fd, const char *path);
  * Open path with flags (O_CLOEXEC and mode 0644 added), or take the descriptor the old server
  * passed for that path; either way it is kept. A descriptor or a negative errno. */
 int sl_kept_open(const char *path, int flags);
+/* A piped logger: `/bin/sh -c command` started now (as the user starting the server, its
+ * stdin a pipe) or the one the old server passed; either way the pipe's write end is kept by
+ * the name "|command", so a graceful restart's new server writes to the same logger. The
+ * write end (blocking, close-on-exec) or a negative errno; *pid gets the logger's pid when it
+ * was started here, 0 when it was passed. */
+int sl_kept_spawn(const char *command, pid_t *pid);
 /* Whether path is a kept file, open here or passed by the old server: the config check accepts
  * it although the user now running could not open it. */
 int sl_kept_has(const char *path);

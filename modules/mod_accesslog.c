@@ -1,18 +1,31 @@
 /* Access log (accesslog.filename, accesslog.format): one line per request.
  *
- * The format is compiled once at start-up (accesslog.c, pure) and rendered per request on the
- * loop that served it into a stack buffer, then written with one write() to a file opened with
- * O_APPEND: lines from every loop land whole, never interleaved. The file is opened as root
- * before privileges are dropped, and reopened over the same descriptor on SIGHUP/SIGUSR1 for
- * logrotate, so a loop writing at that moment writes to the old file or the new, never to a
- * closed descriptor.
+ * Both keys may be set in conditions, as in lighttpd (a log per virtual host). Each distinct
+ * filename is one target, made when the config is loaded and shared by every block naming it:
+ * a file, opened with O_APPEND, or a piped logger ("|command", started with /bin/sh -c, its stdin
+ * a pipe). Targets are opened as the user starting the server, before privileges are dropped,
+ * and kept across a graceful restart (the new server takes the old one's descriptors, so a
+ * piped logger keeps running and sees one stream). A format is compiled once per block that sets
+ * one.
+ *
+ * A line is rendered on the loop that served the request into a stack buffer and written with
+ * one write(): O_APPEND keeps lines from every loop whole in a file; for a pipe a line is cut at
+ * PIPE_BUF, the most the kernel writes atomically. Writes block like a file's would: a logger
+ * that stops reading stalls the loops (lighttpd behaves the same) rather than losing lines.
+ * Files are reopened over the same descriptor on SIGHUP/SIGUSR1 for logrotate, so a loop writing
+ * at that moment writes to the old file or the new, never to a closed descriptor; pipes are left
+ * alone. The line is rendered in the log_request hook, before any module's request_done frees
+ * what the response's header fields point into (%{Name}o).
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "accesslog.h"
@@ -20,26 +33,115 @@
 #include "conf.h"
 #include "connection.h"
 #include "core_conf.h"
+#include "http_date.h"
 #include "log.h"
+#include "loop.h"
 #include "module.h"
 #include "server.h"
+#include "threadpool.h"
 
 extern sl_module sl_mod_accesslog;
 
+/* Where lines go: a file or a piped logger, shared by every block that names it. */
+typedef struct alog_target {
+    struct alog_target *next;
+    char *name;        /* absolute path, or "|command" */
+    unsigned refs;     /* blocks of loaded configs naming it */
+    int fd;            /* -1 until the server opens it (init) */
+    pid_t pid;         /* a piped logger this process started, else 0 */
+} alog_target;
+
+/* Every target of the configs loaded now (the running one, and while SIGUSR1 checks a new one,
+ * that one too). Touched only on the main thread: config load and free, init, reopen, fini. */
+static alog_target *targets;
+
 typedef struct alog_conf {
-    const char *filename;   /* accesslog.filename; NULL: no access log */
-    const char *format;     /* accesslog.format */
+    alog_target *target;           /* accesslog.filename; NULL: no access log */
+    const sl_accesslog_fmt *fmt;   /* accesslog.format; NULL: lighttpd's default */
 } alog_conf;
 
+/* A server's own: the targets its init opened (a server set up only to check a new config for
+ * a graceful restart opens none of those the running one has, and closes only its own), and
+ * the default format. */
 typedef struct alog_state {
-    int fd;
-    const char *path;
-    sl_accesslog_fmt *fmt;
+    sl_accesslog_fmt *default_fmt;
+    size_t n_opened;
+    alog_target *opened[];
 } alog_state;
 
-static alog_state *state(sl_server *srv)
+static alog_state *state(const sl_server *srv)
 {
     return srv->mod[sl_mod_accesslog.index];
+}
+
+static void target_release(void *p)
+{
+    alog_target *t = p;
+    if (--t->refs) return;
+    for (alog_target **at = &targets; *at; at = &(*at)->next)
+        if (*at == t) {
+            *at = t->next;
+            break;
+        }
+    if (t->fd >= 0) sl_kept_close(t->fd);
+    free(t->name);
+    free(t);
+}
+
+static int prep_filename(const sl_cval *v, const sl_key_ctx *ctx, void **out)
+{
+    if (v->type != SL_CV_STRING || !v->str[0]) {
+        snprintf(ctx->err, ctx->errlen, "accesslog.filename must be a file name or \"|command\"");
+        return -1;
+    }
+    char *name;
+    if (v->str[0] == '|') {
+        if (!v->str[1 + strspn(v->str + 1, " \t")]) {
+            snprintf(ctx->err, ctx->errlen, "accesslog.filename \"|\": no command to pipe to");
+            return -1;
+        }
+        name = strdup(v->str);
+    } else {
+        name = sl_key_abs_path(ctx, v->str);
+    }
+    if (!name) return snprintf(ctx->err, ctx->errlen, "out of memory"), -1;
+    alog_target *t = targets;
+    while (t && strcmp(t->name, name)) t = t->next;
+    if (t) {
+        free(name);
+    } else {
+        if (!(t = calloc(1, sizeof *t))) {
+            free(name);
+            return snprintf(ctx->err, ctx->errlen, "out of memory"), -1;
+        }
+        t->name = name;
+        t->fd = -1;
+        t->next = targets;
+        targets = t;
+    }
+    t->refs++;
+    *out = t;
+    /* Opened by the starting user, before the drop (init). The check keeps the name: the
+     * target's, which lives as long as this config. */
+    if (t->name[0] != '|') sl_key_access(ctx, t->name, SL_ACCESS_APPEND_FILE, false);
+    return 0;
+}
+
+static void fmt_release(void *p)
+{
+    sl_accesslog_fmt_free(p);
+}
+
+static int prep_format(const sl_cval *v, const sl_key_ctx *ctx, void **out)
+{
+    if (v->type != SL_CV_STRING) {
+        snprintf(ctx->err, ctx->errlen, "accesslog.format must be a string");
+        return -1;
+    }
+    sl_accesslog_fmt *f;
+    if (sl_accesslog_compile(v->str, &f, ctx->err, ctx->errlen) < 0) return -1;
+    *out = f;
+    return 0;
 }
 
 /* %{Name}i: the field's combined value (RFC 9110 §5.3), its lines joined into one buffer that
@@ -64,15 +166,62 @@ static const char *header(void *ud, const char *name, size_t *len)
     return a->buf;
 }
 
-static void alog_request_done(sl_conn *c)
+/* %{Name}o: the response's header fields as sent, the core's own (Content-Length, Date,
+ * Server, Connection) included; several fields of one name joined with ", ". */
+typedef struct alog_resp {
+    const sl_conn *c;
+    char buf[4096];
+} alog_resp;
+
+static const char *resp_header(void *ud, const char *name, size_t *len)
 {
-    alog_state *st = state(c->loop->srv);
-    if (!st || !c->status) return;
+    alog_resp *a = ud;
+    const sl_resp *r = &a->c->resp;
+    size_t nl = strlen(name), n = 0;
+    bool found = false;
+    for (unsigned i = 0; i < r->n_fields; i++) {
+        const sl_resp_field *f = &r->fields[i];
+        if (f->name_len != nl || strncasecmp(f->name, name, nl)) continue;
+        if (found && n + 2 < sizeof a->buf) {
+            memcpy(a->buf + n, ", ", 2);
+            n += 2;
+        }
+        size_t k = f->value_len < sizeof a->buf - n ? f->value_len : sizeof a->buf - n;
+        memcpy(a->buf + n, f->value, k);
+        n += k;
+        found = true;
+    }
+    if (found) {
+        *len = n;
+        return a->buf;
+    }
+    if (!r->head_sent) return NULL; /* cut short before a head went out: nothing else was sent */
+    const char *tag = sl_core(a->c->conf)->server_tag;
+    const char *v = NULL;
+    if (!strcasecmp(name, "Content-Length") && r->content_length != UINT64_MAX) {
+        *len = (size_t)snprintf(a->buf, sizeof a->buf, "%llu", (unsigned long long)r->content_length);
+        return a->buf;
+    }
+    if (!strcasecmp(name, "Server") && tag[0]) v = tag;
+    else if (!strcasecmp(name, "Date")) v = sl_loop_date(a->c->loop);
+    else if (!strcasecmp(name, "Connection") && (!a->c->keep_alive || a->c->req.version == 10))
+        v = a->c->keep_alive ? "keep-alive" : "close";
+    if (v) *len = strlen(v);
+    return v;
+}
+
+static void alog_log_request(sl_conn *c)
+{
+    const alog_conf *ac = SL_MODCONF(c->conf, sl_mod_accesslog, alog_conf);
+    const alog_target *t = ac->target;
+    if (!t || t->fd < 0) return;
+    const alog_state *st = state(c->loop->srv);
     char ip[64];
     sl_addr_str((const struct sockaddr *)&c->peer, ip, sizeof ip, NULL);
     const char *canon = c->loop->srv->cs->listen[c->listener].canon;
     const char *colon = strrchr(canon, ':');
     alog_ctx actx = {.req = &c->req};
+    alog_resp aresp = {.c = c};
     sl_accesslog_rec r = {
         .remote_addr = ip,
         .method = c->req.method_str,
@@ -93,82 +242,79 @@ static void alog_request_done(sl_conn *c)
         .when = c->req_wall,
         .header = header,
         .ud = &actx,
+        .resp_header = resp_header,
+        .resp_ud = &aresp,
     };
     char buf[8192];
-    size_t n = sl_accesslog_render(st->fmt, &r, buf, sizeof buf);
-    ssize_t w = write(st->fd, buf, n); /* one write per line: O_APPEND keeps lines whole */
+    size_t n = sl_accesslog_render(ac->fmt ? ac->fmt : st->default_fmt, &r, buf,
+                                   t->name[0] == '|' ? PIPE_BUF : sizeof buf);
+    ssize_t w = write(t->fd, buf, n); /* one write per line: kept whole */
     (void)w;
 }
 
 static int alog_init(sl_server *srv, const void *conf, char *err, size_t errlen)
 {
-    const alog_conf *ac = SL_MODCONF(conf, sl_mod_accesslog, alog_conf);
-    if (!ac->filename) return 0;
-    alog_state *st = calloc(1, sizeof *st);
+    (void)conf;
+    if (!targets) return 0;
+    size_t n = 0;
+    for (alog_target *t = targets; t; t = t->next) n++;
+    alog_state *st = calloc(1, sizeof *st + n * sizeof st->opened[0]);
     if (!st) return snprintf(err, errlen, "out of memory"), -1;
-    char e[300];
-    int r = sl_accesslog_compile(ac->format, &st->fmt, e, sizeof e);
-    if (r == 0) {
-        st->fd = sl_kept_open(ac->filename, O_WRONLY | O_APPEND | O_CREAT);
-        if (st->fd < 0) r = st->fd;
+    srv->mod[sl_mod_accesslog.index] = st; /* fini undoes what was done if this fails */
+    if (sl_accesslog_compile(SL_ACCESSLOG_DEFAULT, &st->default_fmt, err, errlen) < 0) return -1;
+    for (alog_target *t = targets; t; t = t->next) {
+        if (t->fd >= 0) continue; /* the running server's (this one checks a new config) */
+        int fd = t->name[0] == '|' ? sl_kept_spawn(t->name + 1, &t->pid)
+                                   : sl_kept_open(t->name, O_WRONLY | O_APPEND | O_CREAT);
+        if (fd < 0) {
+            snprintf(err, errlen, "accesslog.filename %s: %s", t->name, strerror(-fd));
+            return -1;
+        }
+        t->fd = fd;
+        st->opened[st->n_opened++] = t;
     }
-    if (r < 0) {
-        snprintf(err, errlen, "accesslog.filename %s: %s", ac->filename,
-                 r == -EINVAL ? e : strerror(-r));
-        sl_accesslog_fmt_free(st->fmt);
-        free(st);
-        return -1;
-    }
-    st->path = ac->filename;
-    srv->mod[sl_mod_accesslog.index] = st;
     srv->req_clock = true;
     return 0;
 }
 
 static void alog_reopen(sl_server *srv)
 {
-    alog_state *st = state(srv);
-    if (st && sl_reopen_fd(st->fd, st->path) < 0)
-        sl_log("cannot reopen the access log %s: %s", st->path, strerror(errno));
+    const alog_state *st = state(srv);
+    for (size_t i = 0; st && i < st->n_opened; i++) {
+        const alog_target *t = st->opened[i];
+        if (t->name[0] != '|' && sl_reopen_fd(t->fd, t->name) < 0)
+            sl_log("cannot reopen the access log %s: %s", t->name, strerror(errno));
+    }
 }
 
+/* Close the targets this server opened. A piped logger it started sees the end of its input
+ * and is given up to 2 s to write out what it holds, then reaped (no zombie is left); after a
+ * graceful restart the new server writes to it on, so it is left running (init reaps it later). */
 static void alog_fini(sl_server *srv)
 {
     alog_state *st = state(srv);
     if (!st) return;
-    sl_kept_close(st->fd);
-    sl_accesslog_fmt_free(st->fmt);
+    for (size_t i = 0; i < st->n_opened; i++) {
+        alog_target *t = st->opened[i];
+        sl_kept_close(t->fd);
+        t->fd = -1;
+        for (int tries = 0; t->pid && !srv->handed_over && tries < 200; tries++) {
+            if (waitpid(t->pid, NULL, WNOHANG) != 0) t->pid = 0;
+            else poll(NULL, 0, 10);
+        }
+        if (t->pid && !srv->handed_over)
+            sl_log("access log %s: the logger (pid %ld) is still running", t->name, (long)t->pid);
+        t->pid = 0;
+    }
+    sl_accesslog_fmt_free(st->default_fmt);
     free(st);
     srv->mod[sl_mod_accesslog.index] = NULL;
 }
 
-static void alog_defaults(void *p)
-{
-    ((alog_conf *)p)->format = SL_ACCESSLOG_DEFAULT;
-}
-
-static int prep_format(const sl_cval *v, const sl_key_ctx *ctx, void **out)
-{
-    sl_accesslog_fmt *f;
-    if (sl_accesslog_compile(v->str, &f, ctx->err, ctx->errlen) < 0) return -1;
-    sl_accesslog_fmt_free(f);
-    /* The formatter can print response headers, but the server does not keep them once they
-     * are sent: refuse rather than log "-" forever. */
-    for (const char *q = strstr(v->str, "%{"); q; q = strstr(q + 2, "%{")) {
-        const char *e = strchr(q, '}');
-        if (e && e[1] == 'o') {
-            snprintf(ctx->err, ctx->errlen,
-                     "access log format: %%{...}o (response headers) is not supported by seekless");
-            return -1;
-        }
-    }
-    return 0;
-}
-
 static const sl_key alog_keys[] = {
-    {"accesslog.filename", SL_KEY_PATH, SL_KEY_GLOBAL | SL_KEY_APPENDS | SL_KEY_OPENED_BEFORE_DROP, offsetof(alog_conf, filename), NULL, NULL},
-    {"accesslog.format", SL_KEY_STRING, SL_KEY_GLOBAL, offsetof(alog_conf, format), prep_format,
-     NULL},
+    {"accesslog.filename", SL_KEY_VALUE, 0, offsetof(alog_conf, target), prep_filename,
+     target_release},
+    {"accesslog.format", SL_KEY_VALUE, 0, offsetof(alog_conf, fmt), prep_format, fmt_release},
     {NULL},
 };
 
@@ -179,9 +325,8 @@ sl_module sl_mod_accesslog = {
     .aliases = alog_aliases,
     .keys = alog_keys,
     .conf_size = sizeof(alog_conf),
-    .defaults = alog_defaults,
     .init = alog_init,
     .fini = alog_fini,
     .reopen = alog_reopen,
-    .request_done = alog_request_done,
+    .log_request = alog_log_request,
 };

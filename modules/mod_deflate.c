@@ -417,7 +417,7 @@ static int compress_file(int in, off_t size, int out, sl_encoding e, const long 
     }
     off_t at = 0;
     for (;;) {
-        size_t want = size - at > in_block ? in_block : (size_t)(size - at);
+        size_t want = (uint64_t)(size - at) > in_block ? in_block : (size_t)(size - at);
         ssize_t got = 0;
         if (want) {
             got = pread(in, ib, want, at);

@@ -586,6 +586,9 @@ static void request_reset(sl_conn *c)
      * the access log and the timing trace, so the status page counts it too. */
     if (c->status) count_request(c);
     const sl_conf_set *cs = srv_of(c)->cs;
+    if (c->status)
+        for (size_t i = 0; i < cs->n_mods; i++)
+            if (cs->mods[i]->log_request) cs->mods[i]->log_request(c);
     for (size_t i = 0; i < cs->n_mods; i++)
         if (cs->mods[i]->request_done) cs->mods[i]->request_done(c);
     release_file(c);

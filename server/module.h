@@ -159,6 +159,10 @@ typedef struct sl_module {
     sl_hresult (*physical)(struct sl_conn *c);
     sl_hresult (*handle)(struct sl_conn *c);
     void (*response_start)(struct sl_conn *c);
+    /* The request ended (answered, or cut short): runs for every module before any
+     * request_done, so all the request was (response fields pointing into a module's state,
+     * the status, the bytes sent) is still there to be logged. */
+    void (*log_request)(struct sl_conn *c);
     void (*request_done)(struct sl_conn *c);
     void (*conn_close)(struct sl_conn *c);
 

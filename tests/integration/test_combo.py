@@ -730,8 +730,10 @@ FACTORS = [
     Factor("network backend", backends_compiled(),
            lambda level, env: f'server.network-backend = "{level}"', set_netback),
     Factor("timing trace", ("off", "on"), onoff('debug.log-timing = "enable"'), after=timing_after),
-    Factor("access log", ("off", "on"),
-           lambda level, env: f'accesslog.filename = "{env.tmp}/access.log"' if level == "on" else "",
+    Factor("access log", ("off", "on", "piped"),
+           lambda level, env: {"on": f'accesslog.filename = "{env.tmp}/access.log"',
+                               "piped": f'accesslog.filename = "|cat >> {env.tmp}/access.log"'
+                               }.get(level, ""),
            after=access_after),
     Factor("status page", ("off", "on"), onoff(f'status.status-url = "{STATUS_URL}"'), status_expect),
     Factor("stat accelerator", ("off", "tcp", "unix"), accel_config, accel_expect, accel_start),

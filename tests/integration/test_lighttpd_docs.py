@@ -66,10 +66,6 @@ BY_DESIGN = "refused by design"
 # (doc file, line of the snippet's `::`) -> (what seekless's message must contain, why).
 # Each reason is also a row of README's "lighttpd keys seekless refuses".
 REFUSED = {
-    ("accesslog.txt", 42): ("can only be set at the top level",
-                            NOT_YET + ": one access log for the server, no per-condition log or "
-                            "piped logger (\"|program\")"),
-    ("accesslog.txt", 109): ("%{...}o", NOT_YET + ": response header fields in accesslog.format"),
     ("cgi.txt", 34): ('"mod_cgi" is not a module of seekless', NOT_YET),
     ("cgi.txt", 43): ('"mod_cgi" is not a module of seekless', NOT_YET),
     ("cgi.txt", 48): ('"mod_cgi" is not a module of seekless', NOT_YET),

@@ -4,10 +4,12 @@ nothing and is logged; a good one is served by a new server on the same sockets 
 in flight finish on the old settings; twenty restarts under load lose no request; the pid file
 follows the new server and every old one exits."""
 import os
+import shutil
 import signal
 import socket
 import sys
 import threading
+import tempfile
 import time
 import unittest
 
@@ -115,6 +117,41 @@ class Restart(unittest.TestCase):
         self.assertIn("has errors; nothing changed, serving on", log)
         self.assertEqual(self.pid(), pid)
         self.assertEqual(self.get(b"/a.txt")[1]["x-gen"], "1")
+
+    def test_access_logs_carry_on_a_piped_logger_too(self):
+        # The new server takes over the old one's access log descriptors: the file (opened as
+        # the starting user) and the pipe of a piped logger, which keeps running and gets the
+        # lines of both servers in one stream; the old server, checking the new config, must not
+        # close them (it did once: its access log went silent after SIGUSR1).
+        d = tempfile.mkdtemp(prefix="sl_reload_log_")
+        self.addCleanup(shutil.rmtree, d, True)
+        self.start(f'accesslog.filename = "{d}/main.log"\naccesslog.format = "%>s %U"\n'
+                   f'$HTTP["url"] =~ "^/p/" {{ accesslog.filename = "|cat >> {d}/piped.log" }}\n',
+                   {"a.txt": b"a", "p/b.txt": b"b"})
+        self.assertEqual(self.get(b"/a.txt?1")[0], 200)
+        self.assertEqual(self.get(b"/p/b.txt")[0], 200)
+        first = self.pid()
+        self.restart()
+        deadline = time.time() + 30
+        while alive(first) and time.time() < deadline:
+            time.sleep(0.05)
+        self.assertFalse(alive(first), "the old server did not exit")
+        self.assertEqual(self.get(b"/a.txt?2")[0], 200)
+        self.assertEqual(self.get(b"/p/b.txt")[0], 200)
+
+        def lines(name, n):
+            deadline = time.time() + 10
+            while time.time() < deadline:
+                with open(os.path.join(d, name)) as f:
+                    got = f.read().splitlines()
+                if len(got) >= n:
+                    return got
+                time.sleep(0.05)
+            return got
+        self.assertEqual(lines("main.log", 2), ["200 /a.txt", "200 /a.txt"])
+        self.assertEqual(lines("piped.log", 2), ["200 /p/b.txt", "200 /p/b.txt"])
+        log = open(self.srv.log).read()
+        self.assertNotIn("still running", log)
 
     def test_new_settings_for_new_requests_old_ones_finish(self):
         big = bytes(range(256)) * 160000  # 40 MB: more than the socket buffers hold

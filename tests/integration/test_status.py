@@ -194,6 +194,19 @@ class TimingTrace(unittest.TestCase):
             self.check_order(l)
 
 
+def children(pid):
+    """Pids whose parent is pid."""
+    out = []
+    for p in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{p}/stat") as f:
+                if p.isdigit() and f.read().rsplit(") ", 1)[-1].split()[1] == str(pid):
+                    out.append(p)
+        except OSError:
+            pass  # gone meanwhile, or not a process
+    return out
+
+
 class AccessLog(unittest.TestCase):
     def wait_lines(self, path, n):
         deadline = time.time() + 5
@@ -263,6 +276,51 @@ class AccessLog(unittest.TestCase):
         finally:
             self.assertEqual(srv.stop(), 0)
         self.assertEqual(len(srv.timing_text.splitlines()), 4)
+
+    def test_per_condition_logs_a_piped_logger_and_response_fields(self):
+        # lighttpd's per-host logs: each block's accesslog.filename (and format) wins for its
+        # requests; "|command" pipes lines to a program; %{Name}o logs the fields sent,
+        # the core's (Content-Length) and a back end's (ETag of a proxied 304, whose fields
+        # live in proxy-core's state: logged before that is freed).
+        be = FakeBackend("bodiless")
+        srv = Server('', {"a.txt": b"x" * 100})
+        d = srv.dir
+        with open(srv.conf, "a") as f:
+            f.write(f'accesslog.filename = "{d}/main.log"\n'
+                    'accesslog.format = "%V %>s %{Content-Type}o %{Content-Length}o %{ETag}o '
+                    '%{X-None}o"\n'
+                    f'$HTTP["host"] == "a.example" {{ accesslog.filename = "{d}/a.log" }}\n'
+                    f'$HTTP["host"] == "b.example" {{ accesslog.filename = "|cat >> {d}/b.log"\n'
+                    '  accesslog.format = "B %>s %U" }\n'
+                    f'$HTTP["url"] =~ "^/px/" {{ proxy-core.backends = ( "127.0.0.1:{be.port}" ) }}\n')
+        srv.start()
+        try:
+            for host, target in ((b"t", b"/a.txt"), (b"a.example", b"/a.txt"),
+                                 (b"b.example", b"/a.txt"), (b"b.example", b"/nope"),
+                                 (b"t", b"/px/304")):
+                s = srv.connect()
+                s.sendall(b"GET " + target + b" HTTP/1.1\r\nHost: " + host +
+                          b"\r\nConnection: close\r\n\r\n")
+                test_core.wait_closed(s)
+                s.close()
+            main = self.wait_lines(os.path.join(d, "main.log"), 2)
+            etag = test_core.request(srv, b"HEAD /a.txt HTTP/1.1\r\nHost: z\r\n"
+                                     b"Connection: close\r\n\r\n", head=True)[1]["etag"]
+            etag = etag.replace('"', '\\"')  # client-controlled and quoted fields are escaped
+            ct = "text/plain; charset=utf-8"
+            self.assertEqual(main[:2], [f't 200 {ct} 100 {etag} -', 't 304 - - \\"e\\" -'])
+            self.assertEqual(self.wait_lines(os.path.join(d, "a.log"), 1),
+                             [f"a.example 200 {ct} 100 {etag} -"])
+            # cat writes each line as it reads it.
+            self.assertEqual(self.wait_lines(os.path.join(d, "b.log"), 2),
+                             ["B 200 /a.txt", "B 404 /nope"])
+            logger = children(srv.proc.pid)
+            self.assertTrue(logger, "no piped logger among the server's children")
+        finally:
+            self.assertEqual(srv.stop(), 0)
+            be.close()
+        # The server closed the pipe at exit and reaped the logger, which saw the end of its input.
+        self.assertFalse(os.path.exists(f"/proc/{logger[0]}"))
 
     def test_bad_format_is_refused_at_start(self):
         srv = Server('accesslog.filename = "access.log"\naccesslog.format = "%h %Q"\n')
