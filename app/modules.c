@@ -11,6 +11,7 @@ extern sl_module sl_mod_accesslog;
 extern sl_module sl_mod_alias;
 extern sl_module sl_mod_deflate;
 extern sl_module sl_mod_evasive;
+extern sl_module sl_mod_extforward;
 extern sl_module sl_mod_dirlisting;
 extern sl_module sl_mod_expire;
 extern sl_module sl_mod_setenv;
@@ -20,6 +21,7 @@ extern sl_module sl_mod_timing;
 
 sl_module *const sl_modules_builtin[] = {
     &sl_mod_core,
+    &sl_mod_extforward, /* first in uri_raw: it starts a request over with the client's address */
     &sl_mod_evasive,
     &sl_mod_status,
     &sl_mod_proxy,

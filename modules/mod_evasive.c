@@ -83,9 +83,12 @@ static sl_hresult evasive_uri_clean(sl_conn *c)
     sl_ipkey key = sl_ipkey_of((const struct sockaddr *)&c->peer);
     long n;
     if (!SL_CTX(c, sl_mod_evasive)) {
-        /* Counted once per request, though a rewrite brings it here again. */
-        if ((n = sl_ipcount_inc(table, &key)) < 0) return SL_GO_ON; /* out of memory: let it be */
-        SL_CTX(c, sl_mod_evasive) = table;
+        /* Counted once per request, though a rewrite brings it here again; the key is kept,
+         * for the address may change back before request_done (mod_extforward). */
+        sl_ipkey *kept = sl_conn_alloc(c, sizeof *kept);
+        if (!kept || (n = sl_ipcount_inc(table, &key)) < 0) return SL_GO_ON; /* no memory */
+        *kept = key;
+        SL_CTX(c, sl_mod_evasive) = kept;
     } else {
         n = sl_ipcount_get(table, &key);
     }
@@ -111,9 +114,9 @@ static sl_hresult evasive_uri_clean(sl_conn *c)
 
 static void evasive_request_done(sl_conn *c)
 {
-    if (!SL_CTX(c, sl_mod_evasive)) return;
-    sl_ipkey key = sl_ipkey_of((const struct sockaddr *)&c->peer);
-    sl_ipcount_dec(table, &key);
+    const sl_ipkey *key = SL_CTX(c, sl_mod_evasive);
+    if (!key) return;
+    sl_ipcount_dec(table, key);
     SL_CTX(c, sl_mod_evasive) = NULL;
 }
 

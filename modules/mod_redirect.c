@@ -59,7 +59,7 @@ static sl_hresult redirect_uri_raw(sl_conn *c)
     /* The loop's own match data: one request at a time runs on a loop, so no allocation per
      * request. */
     pcre2_match_data *md = c->loop->mod[sl_mod_redirect.index];
-    sl_url_env env = {.scheme = "http", .authority = c->host, .port = sl_conn_local_port(c),
+    sl_url_env env = {.scheme = c->scheme, .authority = c->host, .port = sl_conn_local_port(c),
                       .caps = c->caps};
     char loc[4096];
     size_t len, idx;

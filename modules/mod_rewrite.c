@@ -117,7 +117,7 @@ static sl_hresult rewrite(sl_conn *c, const rw_list *const *set, size_t n, size_
     char norm[8192];
     ssize_t tl = sl_target_normalize(c->target, c->target_len, norm, sizeof norm);
     if (tl < 0) return SL_GO_ON; /* longer than any head seekless reads: nothing to match */
-    sl_url_env env = {.scheme = "http", .authority = c->host, .port = sl_conn_local_port(c),
+    sl_url_env env = {.scheme = c->scheme, .authority = c->host, .port = sl_conn_local_port(c),
                       .caps = c->caps};
     pcre2_match_data *md = c->loop->mod[sl_mod_rewrite.index];
     char to[8192];

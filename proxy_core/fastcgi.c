@@ -153,6 +153,9 @@ static int fcgi_head(const sl_proxy_msg *m, sl_buf *b)
     if (h[0] == '[') hl = strcspn(h, "]") + 1;
     PN("SERVER_NAME", h, hl);
     P("REMOTE_ADDR", m->remote_addr);
+    /* lighttpd's: the scheme, and HTTPS=on when it is https. */
+    P("REQUEST_SCHEME", m->scheme ? m->scheme : "http");
+    if (m->scheme && !strcmp(m->scheme, "https")) P("HTTPS", "on");
     snprintf(buf, sizeof buf, "%d", m->remote_port);
     P("REMOTE_PORT", buf);
     if (m->server_addr) {

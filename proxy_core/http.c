@@ -104,7 +104,9 @@ static int http_head(const sl_proxy_msg *m, sl_buf *b)
     }
     S(m->remote_addr);
     S("\r\n");
-    S("X-Forwarded-Proto: http\r\n");
+    S("X-Forwarded-Proto: ");
+    S(m->scheme ? m->scheme : "http");
+    S("\r\n");
     if (m->host[0]) {
         snprintf(line, sizeof line, "X-Forwarded-Host: %s\r\n", m->host);
         S(line);

@@ -294,6 +294,7 @@ static int build(proxy_req *pr)
     m->redirect_status = c->eh_status ? abs(c->eh_status) : 200;
     addr_str(&c->peer, pr->remote, sizeof pr->remote, &m->remote_port);
     m->remote_addr = pr->remote;
+    m->scheme = c->scheme;
     /* The listener's canonical "ip:port" says where the request came in, unless it listens on
      * a wildcard address. */
     const char *canon = c->loop->srv->cs->listen[c->listener].canon;

@@ -30,6 +30,7 @@ typedef struct sl_proxy_msg {
     const char *server_name;     /* SERVER_NAME: server.name, else host */
     int redirect_status;         /* REDIRECT_STATUS: the error an error handler serves, or 200 */
     const char *remote_addr;     /* the client's address and port */
+    const char *scheme;          /* "http" or "https" (REQUEST_SCHEME, X-Forwarded-Proto) */
     int remote_port;
     const char *server_addr;     /* the address and port the request came in on (NULL: unknown) */
     const char *server_port;

@@ -41,30 +41,54 @@ int sl_cidr_parse(const char *s, unsigned char net[16], int *family, int *bits)
     return 0;
 }
 
-bool sl_cidr_match(const char *cidr, const struct sockaddr *sa)
+bool sl_net_match(const sl_net *net, const struct sockaddr *sa)
 {
-    unsigned char net[16], addr[16];
-    int fam, bits;
-    if (sl_cidr_parse(cidr, net, &fam, &bits) < 0) return false;
+    unsigned char addr[16];
     if (sa->sa_family == AF_INET6) {
         const struct in6_addr *a6 = &((const struct sockaddr_in6 *)sa)->sin6_addr;
-        if (fam == AF_INET && IN6_IS_ADDR_V4MAPPED(a6)) {
+        if (net->family == AF_INET && IN6_IS_ADDR_V4MAPPED(a6)) {
             memcpy(addr, a6->s6_addr + 12, 4);
         } else {
-            if (fam != AF_INET6) return false;
+            if (net->family != AF_INET6) return false;
             memcpy(addr, a6->s6_addr, 16);
         }
     } else if (sa->sa_family == AF_INET) {
-        if (fam != AF_INET) return false;
+        if (net->family != AF_INET) return false;
         memcpy(addr, &((const struct sockaddr_in *)sa)->sin_addr, 4);
     } else {
         return false;
     }
-    for (int i = 0; i < bits; i++) {
+    for (int i = 0; i < net->bits; i++) {
         int byte = i / 8, bit = 7 - i % 8;
-        if (((addr[byte] >> bit) & 1) != ((net[byte] >> bit) & 1)) return false;
+        if (((addr[byte] >> bit) & 1) != ((net->addr[byte] >> bit) & 1)) return false;
     }
     return true;
+}
+
+bool sl_cidr_match(const char *cidr, const struct sockaddr *sa)
+{
+    sl_net net;
+    return sl_cidr_parse(cidr, net.addr, &net.family, &net.bits) == 0 && sl_net_match(&net, sa);
+}
+
+int sl_addr_parse(const char *s, size_t len, struct sockaddr_storage *out)
+{
+    char ip[INET6_ADDRSTRLEN];
+    if (!len || len >= sizeof ip) return -EINVAL;
+    memcpy(ip, s, len);
+    ip[len] = 0;
+    memset(out, 0, sizeof *out);
+    struct sockaddr_in *a4 = (struct sockaddr_in *)out;
+    struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)out;
+    if (inet_pton(AF_INET, ip, &a4->sin_addr) == 1) {
+        a4->sin_family = AF_INET;
+        return 0;
+    }
+    if (inet_pton(AF_INET6, ip, &a6->sin6_addr) == 1) {
+        a6->sin6_family = AF_INET6;
+        return 0;
+    }
+    return -EINVAL;
 }
 
 int sl_split_host_port(const char *spec, char host[256], const char **port, long *pn)

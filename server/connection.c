@@ -823,7 +823,7 @@ static int request_uri(sl_conn *c, const char *target, size_t target_len)
         !(method = sl_conn_strdup(c, c->req.method_str, c->req.method_len)))
         return 503;
     sl_cond_input in = {.socket = cs->listen[c->listener].literal, .url = c->path,
-                        .host = c->host, .query = c->query, .scheme = "http", .method = method,
+                        .host = c->host, .query = c->query, .scheme = c->scheme, .method = method,
                         .peer = (const struct sockaddr *)&c->peer, .lazy = cond_lazy, .ud = c};
     c->conf = sl_conf_for_request(cs, c->listener, &in, c->conf_buf, c->caps);
     return 0;
@@ -898,6 +898,7 @@ static void handle_request(sl_conn *c)
     if (c->has_body) c->keep_alive = false;
     c->target = rq->target;
     c->target_len = rq->target_len;
+    c->scheme = "http";
     bool asterisk = rq->target_len == 1 && rq->target[0] == '*';
     int st = asterisk ? (rq->method == SL_METHOD_OPTIONS ? 405 : 400)
                       : request_uri(c, rq->target, rq->target_len);

@@ -122,6 +122,8 @@ typedef struct sl_conn {
     const sl_req_edits *edits;     /* fields and variables for back ends (NULL: none) */
     char host[256];                /* Host (or absolute-form authority), normalized
                                     * (sl_host_normalize) */
+    const char *scheme;            /* "http": the listener's; or what a trusted proxy said it
+                                    * was (mod_extforward, X-Forwarded-Proto) */
     bool keep_alive;
     bool has_body;                 /* the request carries a body we do not read: close after */
     int status;                    /* response status */

@@ -119,10 +119,17 @@ class Req:
         lines = [f"{self.method} {self.target} HTTP/{self.version}"]
         if self.host:
             lines.append("Host: combo.test")
+        # As a proxy in front would: the client's address, which counts when "client address"
+        # trusts this peer (mod_extforward) and changes nothing otherwise.
+        lines.append("X-Forwarded-For: " + FORWARDED_CLIENT)
         lines += self.headers
         if self.etag_of:
             lines.append("If-None-Match: " + etags.get(self.etag_of, '"none-seen"'))
         return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
+
+
+FORWARDED_CLIENT = "198.51.100.1"
+PARSER_STATUSES = (400, 411, 413, 414, 417, 431, 501, 505)
 
 
 def pipeline(*reqs):
@@ -522,8 +529,13 @@ def access_after(level, run):
     if level == "off":
         return [f"access log written while off: {path}"] if os.path.exists(path) else []
 
+    client = FORWARDED_CLIENT if run.cfg["client address"] == "on" else "127.0.0.1"
+
     def parse(line):
         g = ACCESS_RE.match(line).groups()
+        # Answers the request parser gives never reach mod_extforward: the peer's address.
+        if g[0] != client and not (g[0] == "127.0.0.1" and int(g[5]) in PARSER_STATUSES):
+            raise ValueError(f"client {g[0]}, expected {client}")
         return (g[4], int(g[5]), g[6] if g[6] != "0" else "-")
     # %b counts the body bytes sent, also those a wrong answer sent after a HEAD's head.
     sent = [len(r.body) + len(r.trailing) for r in run.responses]
@@ -745,6 +757,7 @@ FACTORS = [
     Factor("symlinks", ("on", "off"),
            onoff('server.follow-symlink = "enable"', 'server.follow-symlink = "disable"'), symlink_expect),
     Factor("conditional blocks", ("off", "on"), onoff(COND_CONF), cond_expect),
+    Factor("client address", ("off", "on"), onoff('extforward.forwarder = ( "127.0.0.1" => "trust" )')),
     Factor("index files", ("off", "on"), onoff('index-file.names = ( "index.html" )'), index_expect),
     # Relative to the config file, which sits beside the document root.
     Factor("alias", ("off", "on"), onoff('alias.url = ( "/al/" => "root/dir" )'), alias_expect),

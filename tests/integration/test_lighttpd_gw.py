@@ -36,7 +36,7 @@ PHP_CGI = shutil.which("php-cgi") or "/usr/bin/php-cgi"
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CORPUS = os.path.join(ROOT, "examples", "lighttpd")
 CASES = ("fastcgi-php", "proxy-map-urlpath", "debian-fastcgi-proxy", "alias", "redirect", "rewrite",
-         "dirlisting", "setenv-expire", "conditions", "deflate", "errorpages")
+         "dirlisting", "setenv-expire", "conditions", "deflate", "errorpages", "extforward")
 WRAPPER = os.environ.get("SEEKLESS_WRAPPER", "").split()
 # Not Accept-Ranges: lighttpd 1.4 announces ranges on FastCGI answers too, seekless only where it
 # serves them (RFC 9110 §14.3); the proxied static files below compare Content-Range.
@@ -257,6 +257,9 @@ class Corpus(unittest.TestCase):
 
     def test_errorpages(self):
         self.run_case("errorpages")
+
+    def test_extforward(self):
+        self.run_case("extforward")
 
     def test_alias(self):
         self.run_case("alias")

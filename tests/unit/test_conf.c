@@ -488,6 +488,21 @@ static void test_cidr(void **state)
     assert_int_equal(sl_cidr_parse("nope", net, &fam, &bits), -EINVAL);
     assert_int_equal(sl_cidr_parse("fe80::/10", net, &fam, &bits), 0);
     assert_int_equal(bits, 10);
+    /* Parsed once, matched many times (mod_extforward); numeric addresses without a port. */
+    sl_net n;
+    assert_int_equal(sl_cidr_parse("192.0.2.0/24", n.addr, &n.family, &n.bits), 0);
+    struct sockaddr_storage ss;
+    assert_int_equal(sl_addr_parse("192.0.2.77", 10, &ss), 0);
+    assert_true(sl_net_match(&n, (struct sockaddr *)&ss));
+    assert_int_equal(sl_addr_parse("192.0.3.1", 9, &ss), 0);
+    assert_false(sl_net_match(&n, (struct sockaddr *)&ss));
+    assert_int_equal(sl_addr_parse("::ffff:192.0.2.9", 16, &ss), 0);
+    assert_true(sl_net_match(&n, (struct sockaddr *)&ss)); /* IPv4-mapped */
+    assert_int_equal(sl_addr_parse("2001:db8::1", 11, &ss), 0);
+    assert_int_equal(ss.ss_family, AF_INET6);
+    assert_int_equal(sl_addr_parse("192.0.2.1:80", 12, &ss), -EINVAL);
+    assert_int_equal(sl_addr_parse("", 0, &ss), -EINVAL);
+    assert_int_equal(sl_addr_parse("host.example", 12, &ss), -EINVAL);
     expect_error("server.document-root = \"a\"\nstatus.allow-networks = ( \"1.2.3.4/99\" )\n",
                  "t.conf:2: status.allow-networks: \"1.2.3.4/99\" is not a network");
     expect_error("server.document-root = \"a\"\nstatus.status-url = \"status\"\n",
