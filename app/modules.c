@@ -12,6 +12,8 @@ extern sl_module sl_mod_alias;
 extern sl_module sl_mod_deflate;
 extern sl_module sl_mod_evasive;
 extern sl_module sl_mod_extforward;
+extern sl_module sl_mod_evhost;
+extern sl_module sl_mod_simple_vhost;
 extern sl_module sl_mod_dirlisting;
 extern sl_module sl_mod_expire;
 extern sl_module sl_mod_setenv;
@@ -25,6 +27,8 @@ sl_module *const sl_modules_builtin[] = {
     &sl_mod_evasive,
     &sl_mod_status,
     &sl_mod_proxy,
+    &sl_mod_simple_vhost,
+    &sl_mod_evhost,
     &sl_mod_setenv,
     &sl_mod_expire,
     &sl_mod_accesslog,

@@ -475,6 +475,8 @@ static unsigned cache_key(const sl_conf *conf, unsigned flags)
  * another list resolves its index itself (the cache's key has no room for the list). */
 static bool cacheable(const sl_conn *c, const char *path, size_t len)
 {
+    /* A document root opened for this request alone (virtual hosting) cannot key the cache. */
+    if (!c->phys_root && c->docroot->transient) return false;
     return !len || path[len - 1] != '/' ||
            SCONF(c->conf)->index_files.v == SCONF(c->loop->srv->cs->global)->index_files.v;
 }
@@ -802,7 +804,7 @@ static sl_hresult static_handle(sl_conn *c)
         return sl_static_serve(c, c->phys_root->fd, c->phys_root->path, c->phys_path, c->phys_len,
                                flags);
     }
-    const sl_dir *root = sl_core(c->conf)->docroot;
+    const sl_dir *root = c->docroot;
     return sl_static_serve(c, root->fd, root->path, c->path, c->path_len, 0);
 }
 

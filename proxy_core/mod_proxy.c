@@ -279,7 +279,7 @@ static int build(proxy_req *pr)
     sl_proxy_msg *m = &pr->msg;
     memset(m, 0, sizeof *m);
     m->rq = rq;
-    m->docroot = CORE(c)->docroot->path;
+    m->docroot = c->docroot->path;
     m->path = c->path;
     m->query = c->query;
     if (c->target != rq->target) {
@@ -683,7 +683,7 @@ static void serve_file(proxy_req *pr, const sl_upstream_field *xf)
 {
     sl_conn *c = pr->c;
     pr->xsendfile = true;
-    const sl_dir *docroot = CORE(c)->docroot;
+    const sl_dir *docroot = c->docroot;
     const char *def[1] = {docroot->path};
     const int deffd[1] = {docroot->fd};
     const sl_proxy_roots *xr = pr->xsendfile_roots;
@@ -1112,7 +1112,7 @@ static bool local_file_missing(const sl_conn *c, const sl_proxy_route *rt, size_
 {
     char f[4200];
     struct stat st;
-    const char *root = rt->docroot ? rt->docroot : CORE(c)->docroot->path;
+    const char *root = rt->docroot ? rt->docroot : c->docroot->path;
     snprintf(f, sizeof f, "%s%.*s", root, (int)script_len, c->path);
     return stat(f, &st) < 0 || !S_ISREG(st.st_mode);
 }

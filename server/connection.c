@@ -98,7 +98,7 @@ int sl_conn_mapped(const sl_conn *c, const char **rel)
     const char *p = c->phys_root ? c->phys_path : c->path;
     while (*p == '/') p++;
     *rel = *p ? p : ".";
-    return c->phys_root ? c->phys_root->fd : sl_core(c->conf)->docroot->fd;
+    return c->phys_root ? c->phys_root->fd : c->docroot->fd;
 }
 
 unsigned sl_conn_local_port(const sl_conn *c)
@@ -202,6 +202,7 @@ int sl_conn_new(sl_loop *loop, int fd, const struct sockaddr *sa, int salen, uns
     c->id = ++loop->conn_seq;
     c->file_fd = -1;
     c->conf = srv->cs->global;
+    c->docroot = sl_core(c->conf)->docroot;
     sl_xfer_init(&c->xfer, &loop->io, fd, on_xfer, c);
     if (srv->timing) c->xfer.on_read = on_xfer_read;
     if (salen > 0 && (size_t)salen <= sizeof c->peer) memcpy(&c->peer, sa, (size_t)salen);
@@ -612,6 +613,7 @@ static void request_reset(sl_conn *c)
     memset(c->mctx, 0, sizeof c->mctx);
     c->hdr_bytes = 0;
     c->conf = srv_of(c)->cs->global;
+    c->docroot = sl_core(c->conf)->docroot;
 }
 
 static void error_handler_end(sl_conn *c);
@@ -636,6 +638,7 @@ static void parse_error(sl_conn *c, int status)
     if (c->req.version != 10) c->req.version = 11;
     c->keep_alive = false;
     c->conf = srv_of(c)->cs->global;
+    c->docroot = sl_core(c->conf)->docroot;
     c->has_body = true; /* unread input may follow: linger */
     c->head_len = c->in_len;
     sl_resp_error(c, status);
@@ -813,6 +816,7 @@ static int request_uri(sl_conn *c, const char *target, size_t target_len)
     if (cs->per_listener || !cs->tree->root->n_children) {
         /* The block does not depend on the request: no input to gather. */
         c->conf = sl_conf_for_request(cs, c->listener, NULL, NULL, NULL);
+        c->docroot = sl_core(c->conf)->docroot;
         return 0;
     }
     if (!c->conf_buf && !(c->conf_buf = malloc(cs->block_size))) return 503;
@@ -826,6 +830,7 @@ static int request_uri(sl_conn *c, const char *target, size_t target_len)
                         .host = c->host, .query = c->query, .scheme = c->scheme, .method = method,
                         .peer = (const struct sockaddr *)&c->peer, .lazy = cond_lazy, .ud = c};
     c->conf = sl_conf_for_request(cs, c->listener, &in, c->conf_buf, c->caps);
+    c->docroot = sl_core(c->conf)->docroot;
     return 0;
 }
 
@@ -890,6 +895,7 @@ static void handle_request(sl_conn *c)
     sl_http_request *rq = &c->req;
     sl_server *srv = srv_of(c);
     c->conf = srv->cs->global; /* until the conditions are evaluated */
+    c->docroot = sl_core(c->conf)->docroot;
     c->keep_alive = rq->version == 11 ? !rq->conn_close : (rq->conn_keep_alive && !rq->conn_close);
     c->has_body = rq->content_length > 0 || rq->chunked;
     /* Never parse an unread body as the next request; a module that reads it (proxy-core)

@@ -104,6 +104,8 @@ typedef struct sl_conn {
                                     * (> 0), server.error-handler-404's (-status), 0: neither */
     sl_method eh_method;           /* the method the request came with, while eh_status */
     const sl_conf *conf;           /* the conf block for this request (global or conf_buf) */
+    const struct sl_dir *docroot;  /* its document root: the block's server.document-root, or
+                                    * what a virtual hosting module chose (uri_clean) */
     sl_conf *conf_buf;             /* per-connection room for one, when conditions apply */
     sl_cond_capture *caps;         /* groups of the regex blocks %N uses (cs->n_captures; made
                                     * with conf_buf when the config has any), by capture slot */

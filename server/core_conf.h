@@ -12,6 +12,8 @@
 typedef struct sl_dir {
     char *path;
     int fd;
+    bool transient; /* opened for one request (virtual hosting): its fd number may name another
+                     * directory later, so nothing may be cached by it (the open-file cache) */
 } sl_dir;
 
 /* The core's part of a conf block (always first in it). Strings point into the config or into

@@ -734,6 +734,26 @@ def range_expect(level, req, m):
     m.ranges = level == "on"
 
 
+def vhost_config(level, env):
+    # The host (combo.test) maps to a directory that is a symlink to the files: every answer
+    # stays what it was, now through a document root opened per request (vhost.c).
+    if level == "simple":
+        return (f'simple-vhost.server-root = "{env.tmp}/vh/"\n'
+                'simple-vhost.default-host = "default.test"')
+    if level == "evhost":
+        return f'evhost.path-pattern = "{env.tmp}/ev/%2/%1/"'
+    return ""
+
+
+def vhost_start(level, env):
+    if level == "simple":
+        os.makedirs(os.path.join(env.tmp, "vh"))
+        os.symlink(env.root, os.path.join(env.tmp, "vh", "combo.test"))
+    elif level == "evhost":  # combo.test: %2 "combo", %1 "test"
+        os.makedirs(os.path.join(env.tmp, "ev", "combo"))
+        os.symlink(env.root, os.path.join(env.tmp, "ev", "combo", "test"))
+
+
 def onoff(on, off=""):
     return lambda level, env: on if level == "on" else off
 
@@ -758,6 +778,7 @@ FACTORS = [
            onoff('server.follow-symlink = "enable"', 'server.follow-symlink = "disable"'), symlink_expect),
     Factor("conditional blocks", ("off", "on"), onoff(COND_CONF), cond_expect),
     Factor("client address", ("off", "on"), onoff('extforward.forwarder = ( "127.0.0.1" => "trust" )')),
+    Factor("virtual hosting", ("off", "simple", "evhost"), vhost_config, start=vhost_start),
     Factor("index files", ("off", "on"), onoff('index-file.names = ( "index.html" )'), index_expect),
     # Relative to the config file, which sits beside the document root.
     Factor("alias", ("off", "on"), onoff('alias.url = ( "/al/" => "root/dir" )'), alias_expect),

@@ -152,6 +152,17 @@ def request(srv, raw, head=False):
         s.close()
 
 
+def assert_refused(tc, conf, words):
+    """`seekless -t` refuses conf (a body for Server) and names each of words on stderr."""
+    srv = Server(conf)
+    p = subprocess.run([os.path.join(BUILD, "app", "seekless"), "-t", "-f", srv.conf],
+                       capture_output=True, text=True)
+    srv.stop()
+    tc.assertNotEqual(p.returncode, 0, conf)
+    for w in words:
+        tc.assertIn(w, p.stderr, conf)
+
+
 def wait_closed(s, timeout=5):
     s.settimeout(timeout)
     data = b""

@@ -36,7 +36,7 @@ PHP_CGI = shutil.which("php-cgi") or "/usr/bin/php-cgi"
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CORPUS = os.path.join(ROOT, "examples", "lighttpd")
 CASES = ("fastcgi-php", "proxy-map-urlpath", "debian-fastcgi-proxy", "alias", "redirect", "rewrite",
-         "dirlisting", "setenv-expire", "conditions", "deflate", "errorpages", "extforward")
+         "dirlisting", "setenv-expire", "conditions", "deflate", "errorpages", "extforward", "vhosts")
 WRAPPER = os.environ.get("SEEKLESS_WRAPPER", "").split()
 # Not Accept-Ranges: lighttpd 1.4 announces ranges on FastCGI answers too, seekless only where it
 # serves them (RFC 9110 §14.3); the proxied static files below compare Content-Range.
@@ -134,7 +134,9 @@ def ask(port, method, target, hdrs):
     with socket.create_connection(("127.0.0.1", port), timeout=20) as s:
         extra = "".join(f"{k}: {v}\r\n" for k, v in hdrs)
         body = "Content-Length: 0\r\n" if method == "POST" else ""
-        s.sendall(f"{method} {target} HTTP/1.1\r\nHost: localhost\r\n{extra}{body}"
+        # Host: localhost unless the request names its own (virtual hosting cases).
+        host = "" if any(k.lower() == "host" for k, _ in hdrs) else "Host: localhost\r\n"
+        s.sendall(f"{method} {target} HTTP/1.1\r\n{host}{extra}{body}"
                   "Connection: close\r\n\r\n".encode())
         status, h, b, _ = read_response(s, head=method == "HEAD")
         return status, {k.lower(): v for k, v in h.items()}, b
@@ -169,7 +171,8 @@ class Corpus(unittest.TestCase):
         os.chmod(tmp, 0o755)
         docroot = os.path.join(tmp, "root")
         files = os.path.join(CORPUS, case, "files")
-        shutil.copytree(files, docroot) if os.path.isdir(files) else os.mkdir(docroot)
+        # Symlinks stay symlinks (several host names for one site in the vhosts case).
+        shutil.copytree(files, docroot, symlinks=True) if os.path.isdir(files) else os.mkdir(docroot)
         with open(os.path.join(CORPUS, case, "lighttpd.conf")) as f:
             text = f.read()
         runs = []
@@ -260,6 +263,9 @@ class Corpus(unittest.TestCase):
 
     def test_extforward(self):
         self.run_case("extforward")
+
+    def test_vhosts(self):
+        self.run_case("vhosts")
 
     def test_alias(self):
         self.run_case("alias")
