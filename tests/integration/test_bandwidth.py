@@ -7,7 +7,8 @@ X-Sendfile and streamed proxy bodies; two connections under one server limit sha
 block of its own has a bucket of its own, an unlimited $HTTP["url"] block beside a limited one
 runs at full speed, and another client is served at full speed while limited ones crawl. A
 connection that only waits for its budget is not idle (server.max-write-idle does not close it),
-and a graceful stop lifts the limits so limited transfers finish.
+and a graceful stop (SIGTERM) or restart (SIGUSR1) lifts the old server's limits so limited
+transfers finish, while the new server limits new requests.
 """
 import hashlib
 import json
@@ -15,6 +16,7 @@ import os
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -24,6 +26,7 @@ import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import test_core  # noqa: E402
+import test_reload  # noqa: E402
 from test_core import Server, evict, read_response  # noqa: E402
 
 KIB = 1024
@@ -219,6 +222,41 @@ class GracefulStop(unittest.TestCase):
             self.assertEqual(srv.stop(), 0)
 
 
+class GracefulRestart(test_reload.Restart):
+    """SIGUSR1: the old server lifts its limits and finishes the limited download, the new one
+    limits new requests. (Only this test of the class runs here, not test_reload's.)"""
+
+    def test_sigusr1_old_server_finishes_new_one_limits(self):
+        data = os.urandom(400 * KIB)  # 20 s at 20 KiB/s
+        self.start('connection.kbytes-per-second = 20\n', {"slow": data})
+        first = self.pid()
+        s = socket.create_connection(("127.0.0.1", self.srv.port), timeout=30)
+        s.sendall(b"GET /slow HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
+        got = s.recv(65536)
+        t0 = time.monotonic()
+        self.assertNotEqual(self.restart(), first)
+        while True:
+            d = s.recv(1 << 20)
+            if not d:
+                break
+            got += d
+        s.close()
+        self.assertEqual(sha(got.split(b"\r\n\r\n", 1)[1]), sha(data))
+        self.assertLess(time.monotonic() - t0, 10, "the old server kept its limit")
+        deadline = time.time() + 30
+        while test_reload.alive(first) and time.time() < deadline:
+            time.sleep(0.05)
+        self.assertFalse(test_reload.alive(first), "the old server did not exit")
+        t1 = time.monotonic()
+        s = socket.create_connection(("127.0.0.1", self.srv.port), timeout=30)
+        s.sendall(b"GET /slow HTTP/1.1\r\nHost: t\r\nRange: bytes=0-30719\r\n\r\n")
+        st, h, body, _ = read_response(s)
+        s.close()
+        self.assertEqual((st, body), (206, data[:30720]))
+        secs = time.monotonic() - t1
+        self.assertTrue(LO * 1.5 <= secs <= HI * 1.5, f"30 KiB at 20 KiB/s took {secs:.2f}s")
+
+
 class Proxied(Limited):
     """Streamed proxy bodies and X-Sendfile answers are limited like static files."""
 
@@ -257,7 +295,6 @@ class Proxied(Limited):
         deadline = time.time() + 10
         while time.time() < deadline:
             try:
-                import socket
                 socket.create_connection(("127.0.0.1", cls.port), timeout=0.2).close()
                 break
             except OSError:
@@ -323,6 +360,7 @@ def load_tests(loader, tests, pattern):
     suite = unittest.TestSuite()
     for cls in (ConnectionLimit, ServerLimit, WaitingIsNotIdle, GracefulStop, Proxied):
         suite.addTests(loader.loadTestsFromTestCase(cls))
+    suite.addTest(GracefulRestart("test_sigusr1_old_server_finishes_new_one_limits"))
     for b in backends():
         if b == "io-uring" and "valgrind" in os.environ.get("SEEKLESS_WRAPPER", ""):
             continue  # the kernel fills io_uring buffers behind valgrind's back (test_backends)
