@@ -9,6 +9,7 @@
 
 extern sl_module sl_mod_accesslog;
 extern sl_module sl_mod_alias;
+extern sl_module sl_mod_bwlimit;
 extern sl_module sl_mod_deflate;
 extern sl_module sl_mod_evasive;
 extern sl_module sl_mod_extforward;
@@ -24,6 +25,7 @@ extern sl_module sl_mod_timing;
 sl_module *const sl_modules_builtin[] = {
     &sl_mod_core,
     &sl_mod_extforward, /* first in uri_raw: it starts a request over with the client's address */
+    &sl_mod_bwlimit,
     &sl_mod_evasive,
     &sl_mod_status,
     &sl_mod_proxy,

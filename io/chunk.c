@@ -150,12 +150,17 @@ int sl_chunkq_write_mem(sl_chunkq *q, int sock, size_t budget, uint64_t *sent, s
         struct iovec iov[IOV_MAX_BATCH];
         int k = 0;
         sl_chunk *m = q->head;
-        for (; m && m->fd < 0 && k < IOV_MAX_BATCH; m = m->next) {
+        /* At most the budget: a bandwidth limit's budget is what may go now. */
+        size_t cap = budget - here, tot = 0;
+        for (; m && m->fd < 0 && k < IOV_MAX_BATCH && tot < cap; m = m->next) {
+            size_t len = (size_t)(m->end - m->off);
+            if (len > cap - tot) len = cap - tot;
             iov[k].iov_base = m->data + m->off;
-            iov[k++].iov_len = (size_t)(m->end - m->off);
+            iov[k++].iov_len = len;
+            tot += len;
         }
         struct msghdr msg = {.msg_iov = iov, .msg_iovlen = (size_t)k};
-        ssize_t n = sendmsg(sock, &msg, MSG_NOSIGNAL | (m ? MSG_MORE : 0));
+        ssize_t n = sendmsg(sock, &msg, MSG_NOSIGNAL | (m && tot < cap ? MSG_MORE : 0));
         if (n < 0) {
             if (errno == EAGAIN || errno == EWOULDBLOCK) return 1;
             if (errno == EINTR) continue;

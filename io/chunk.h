@@ -52,7 +52,7 @@ int sl_chunkq_sendfile(sl_chunkq *q, int sock, size_t max, uint64_t *sent, size_
 
 /* Send the memory chunks at the head of the queue with one sendmsg() per batch (MSG_MORE when
  * more follows), stopping at the first file chunk. Returns 0 when the queue is empty or a file
- * chunk is next, 1 when the socket would block or about `budget` bytes went out, or a negative
+ * chunk is next, 1 when the socket would block or `budget` bytes went out (never more), or a negative
  * errno. *sent and *done are incremented by the bytes written. */
 int sl_chunkq_write_mem(sl_chunkq *q, int sock, size_t budget, uint64_t *sent, size_t *done);
 

@@ -244,18 +244,28 @@ static void read_done(sl_job *job)
     sl_xfer_complete((sl_xfer *)job);
 }
 
+/* The most a send of a turn with `room` bytes of budget left may carry: room rounded up to whole
+ * pages, so that an unlimited turn (room about a block) sends whole blocks as before, while a
+ * bandwidth limit's small budget holds. */
+static size_t room_cap(size_t room)
+{
+    return (room + 4095) & ~(size_t)4095;
+}
+
 /* Start the asynchronous transfer of the block at *off: a read into x's buffer through the
  * backend, or (hybrid, cold block, send_direct) a read thread that calls sendfile() itself. The
  * socket is non-blocking, so that thread waits only for the disk, never for the client, and the
  * pages go to the socket without the copy into and out of a user buffer a pread() would cost; the
  * owner keeps the socket open while the job is out. Either way at most max_reads are in flight;
  * beyond that the xfer waits in FIFO order. Returns SL_XFER_WAIT or a negative errno. */
-static int start_block(sl_xfer *x, int fd, off_t off, off_t end, bool send_direct)
+static int start_block(sl_xfer *x, int fd, off_t off, off_t end, bool send_direct, size_t room)
 {
     sl_io *io = x->io;
     if (x->waiting) return SL_XFER_WAIT;
     off_t left = end - off;
     size_t len = (size_t)left < io->block_size ? (size_t)left : io->block_size;
+    /* A thread that sends the block itself sends it whole: keep it within the turn's budget. */
+    if (send_direct && len > room_cap(room)) len = room_cap(room);
     if (!send_direct) {
         int r = buf_get(io, x, len);
         if (r < 0) return r;
@@ -289,8 +299,9 @@ static int start_block(sl_xfer *x, int fd, off_t off, off_t end, bool send_direc
     return SL_XFER_WAIT;
 }
 
-/* Send from the block that arrived. Returns 0 to go on, SL_XFER_AGAIN, or a negative errno. */
-static int send_block(sl_xfer *x, off_t *off, off_t end, bool more, uint64_t *sent,
+/* Send from the block that arrived, at most about room bytes. Returns 0 to go on, SL_XFER_AGAIN,
+ * or a negative errno. */
+static int send_block(sl_xfer *x, off_t *off, off_t end, bool more, size_t room, uint64_t *sent,
                       size_t *done)
 {
     if (x->res < 0) return (int)x->res;
@@ -302,6 +313,7 @@ static int send_block(sl_xfer *x, off_t *off, off_t end, bool more, uint64_t *se
     size_t avail = (size_t)x->res - x->pos;
     if (avail == 0) return -ENODATA; /* the file ended before the range did */
     size_t want = (size_t)(end - *off) < avail ? (size_t)(end - *off) : avail;
+    if (want > room_cap(room)) want = room_cap(room);
     bool rest = more || want < (size_t)(end - *off);
     ssize_t n = send(x->sock, x->buf + x->skip + x->pos, want,
                      MSG_NOSIGNAL | (rest ? MSG_MORE : 0));
@@ -354,7 +366,7 @@ int sl_xfer_send(sl_xfer *x, int fd, off_t *off, off_t end, size_t budget, uint6
             continue;
         }
         if (x->ready) {
-            r = send_block(x, off, end, more, sent, &done);
+            r = send_block(x, off, end, more, room, sent, &done);
             if (r != 0) return r;
             continue;
         }
@@ -415,11 +427,11 @@ int sl_xfer_send(sl_xfer *x, int fd, off_t *off, off_t end, size_t budget, uint6
                 }
                 if (n == 0) return -ENODATA;
             }
-            r = start_block(x, fd, *off, end, true);
+            r = start_block(x, fd, *off, end, true, room);
             break;
         }
         default:
-            r = start_block(x, fd, *off, end, false);
+            r = start_block(x, fd, *off, end, false, room);
             break;
         }
         if (r != 0) return r;

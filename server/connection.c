@@ -29,6 +29,7 @@
 #include <unistd.h>
 
 #include "addr.h"
+#include "bwlimit.h"
 #include "core_conf.h"
 #include "errpages.h"
 #include "fdcache.h"
@@ -294,6 +295,8 @@ void sl_conn_shutdown(sl_conn *c)
     if (c->state == SL_CONN_READ_HEAD && c->in_len == 0 &&
         (c->requests > 0 || !srv_of(c)->handed_over))
         sl_conn_close(c);
+    else
+        sl_bw_stop(c); /* a response waiting for its bandwidth goes on, unlimited */
 }
 
 /* ---- responses ---- */
@@ -1069,26 +1072,27 @@ void sl_conn_pause_body(sl_conn *c)
     c->deadline = 0;
 }
 
-/* Write what can be written now. Returns 0 when the queue is empty, 1 when the socket is full,
- * 2 when a read is in flight, 3 when this turn's budget is spent, or a negative errno. */
-static int conn_write(sl_conn *c)
+/* Write what can be written now, at most about budget bytes. Returns 0 when the queue is empty,
+ * 1 when the socket is full, 2 when a read is in flight, 3 when this turn's budget is spent, or a
+ * negative errno. */
+static int conn_write(sl_conn *c, size_t budget)
 {
     size_t done = 0;
     for (;;) {
         sl_chunk *h = c->out.head;
         if (!h) return 0;
-        if (done >= WRITE_BUDGET) return 3;
+        if (done >= budget) return 3;
         int r;
         if (h->fd < 0) {
-            r = sl_chunkq_write_mem(&c->out, c->fd, WRITE_BUDGET - done, &c->bytes_out, &done);
-            if (r == 1) return done >= WRITE_BUDGET ? 3 : 1;
+            r = sl_chunkq_write_mem(&c->out, c->fd, budget - done, &c->bytes_out, &done);
+            if (r == 1) return done >= budget ? 3 : 1;
             if (r != 0) return r;
             continue;
         }
         uint64_t before = c->bytes_out;
-        r = sl_xfer_send(&c->xfer, h->fd, &h->off, h->end, WRITE_BUDGET - done, &c->bytes_out);
+        r = sl_xfer_send(&c->xfer, h->fd, &h->off, h->end, budget - done, &c->bytes_out);
         done += (size_t)(c->bytes_out - before);
-        if (r == SL_XFER_AGAIN) return done >= WRITE_BUDGET ? 3 : 1;
+        if (r == SL_XFER_AGAIN) return done >= budget ? 3 : 1;
         if (r == SL_XFER_WAIT) return 2;
         if (r < 0) return r;
         sl_chunkq_pop(&c->out);
@@ -1139,8 +1143,12 @@ static void conn_run(sl_conn *c)
             return;
         case SL_CONN_WRITE: {
             if (!c->wr_ready) return;
+            /* Bandwidth limits bound the turn's bytes; 0: a timer resumes us (bwlimit.c). */
+            size_t budget = sl_bw_budget(c, WRITE_BUDGET);
+            if (!budget) return;
             uint64_t before = c->bytes_out;
-            int r = conn_write(c);
+            int r = conn_write(c, budget);
+            sl_bw_sent(c, c->bytes_out - before);
             if (c->bytes_out > before) {
                 if (!c->t.first_byte) sl_conn_mark(c, &c->t.first_byte);
                 c->deadline = deadline_in(c, sl_core(c->conf)->max_write_idle);
@@ -1204,6 +1212,10 @@ void sl_conn_timeout(sl_conn *c)
         }
         return;
     case SL_CONN_WRITE:
+        if (sl_bw_waiting(c)) { /* not idle: waiting for its bandwidth */
+            c->deadline = deadline_in(c, sl_core(c->conf)->max_write_idle);
+            return;
+        }
         sl_log("client did not read for %lds; closing", sl_core(c->conf)->max_write_idle);
         sl_conn_close(c);
         return;

@@ -140,6 +140,7 @@ typedef struct sl_conn {
     unsigned pending;              /* jobs in flight that point at this connection */
     bool closed;                   /* socket closed while jobs were in flight: freed when they return */
     bool nodelay;                  /* TCP_NODELAY is on (see sl_conn_nodelay) */
+    struct sl_bwconn *bw;          /* bandwidth limit state (bwlimit.c); NULL: never limited */
     uint64_t req_start;            /* CLOCK_MONOTONIC ns when this request began (access log %D) */
     struct timespec req_wall;      /* the same, wall clock (%t) */
     sl_timing t;

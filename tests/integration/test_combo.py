@@ -240,6 +240,7 @@ class Model:
     etags: bool = True
     mime: dict = dataclasses.field(default_factory=lambda: dict(MIME))
     netback: str = None
+    bandwidth: bool = False        # a bandwidth limit is set (the status page lists "bandwidth")
     backends: set = dataclasses.field(default_factory=set)  # names the status page lists
     log_ok: list = dataclasses.field(default_factory=list)  # error-log lines allowed (regexes)
     checks: list = dataclasses.field(default_factory=list)  # extra (resp, run) -> [failures]
@@ -471,11 +472,27 @@ def status_json_check(m):
             out.append(f"status page responses {j.get('responses')}, client saw {want}")
         if j.get("network_backend") != m.netback:
             out.append(f"status page network_backend {j.get('network_backend')!r}, config {m.netback!r}")
+        if ("bandwidth" in j) != m.bandwidth:
+            out.append(f"status page bandwidth {j.get('bandwidth')!r}, a limit set: {m.bandwidth}")
         names = {b.get("name") for b in j.get("backends", [])}
         if names != m.backends:
             out.append(f"status page backends {sorted(names)}, config {sorted(m.backends)}")
         return out
     return check
+
+
+# Bandwidth limits high enough that the run does not slow down (its largest answers take a few
+# ms at these rates), yet every send goes through the limiter; the server level also lifts its
+# limit for a block (0), which must change nothing a client sees.
+BANDWIDTH_CONF = {
+    "off": "",
+    "connection": "connection.kbytes-per-second = 32768",
+    "server": 'server.kbytes-per-second = 65535\n$HTTP["url"] =~ "^/cond/" { server.kbytes-per-second = 0 }',
+}
+
+
+def bandwidth_expect(level, req, m):
+    m.bandwidth = level != "off"
 
 
 # ---- the factor table: the one place to add a feature ----
@@ -791,6 +808,8 @@ FACTORS = [
            lambda level, env: COMPRESS_CONF[level], compress_expect),
     Factor("Range requests", ("on", "off"),
            onoff('server.range-requests = "enable"', 'server.range-requests = "disable"'), range_expect),
+    Factor("bandwidth limit", ("off", "connection", "server"),
+           lambda level, env: BANDWIDTH_CONF[level], bandwidth_expect),
 ]
 
 # Error-log lines any config may write (start, stop) and those its helpers explain.

@@ -308,6 +308,23 @@ class CheckConfig(unittest.TestCase):
                        '$HTTP["remoteip"] == "10.0.0.0/8" { evasive.max-conns-per-ip = 0 }\n')
         self.assertEqual((r.returncode, r.stdout, r.stderr), (0, "Syntax OK\n", ""))
 
+    def test_bandwidth_mistakes(self):
+        head = 'server.document-root = "root"\nserver.port = 8080\n'
+        for key in ("server.kbytes-per-second", "connection.kbytes-per-second"):
+            r = self.check(head + f'{key} = -1\n', "a.conf")
+            self.assertIn(f"a.conf:3: '{key}' must not be negative", self.errors(r)[0])
+            r = self.check(head + f'{key} = 70000\n', "b.conf")
+            self.assertIn(f"b.conf:3: '{key}' 70000 is out of range (0..65535", self.errors(r)[0])
+            r = self.check(head + f'$HTTP["url"] =~ "^/dl/" {{\n  {key} = "fast"\n}}\n', "c.conf")
+            self.assertIn(f"c.conf:4: '{key}' must be an integer, not string", self.errors(r)[0])
+        # lighttpd's core keys: no server.modules entry loads them, every block may set them.
+        r = self.check(head + 'server.modules = ( "mod_staticfile" )\n'
+                       'server.kbytes-per-second = 1024\nconnection.kbytes-per-second = 64\n'
+                       '$SERVER["socket"] == ":8081" { server.kbytes-per-second = 0 }\n'
+                       '$HTTP["host"] == "x" { server.kbytes-per-second = 128 }\n'
+                       '$HTTP["url"] =~ "^/free/" { connection.kbytes-per-second = 0 }\n')
+        self.assertEqual((r.returncode, r.stdout, r.stderr), (0, "Syntax OK\n", ""))
+
     def test_every_error_in_one_run(self):
         c = self.d.path("c.conf")
         r = self.check('server.document-root = "root"\n'

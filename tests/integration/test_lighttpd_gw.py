@@ -7,7 +7,8 @@ spawned from bin-path by each server, and a prefix route), proxy-map-urlpath (mo
 proxy.header) and debian-fastcgi-proxy (Debian's conf-available files unchanged, -t only). For
 each, both `lighttpd -tt` and `seekless -t` accept the config, both servers run it at once on
 their own ports over copies of the same files, and every request gets the same status, the
-same values of the headers that matter and, for 2xx answers, the same body. Afterwards no
+same values of the headers that matter and, for 2xx answers, the same body; requests a case
+lists in `timed` (bandwidth: limited downloads) must take about as long on both. Afterwards no
 php-cgi that seekless started is left running and seekless exited cleanly.
 (The issue-18 corpus harness, test_lighttpd_compat.py, runs these directories too once merged.)
 """
@@ -36,7 +37,8 @@ PHP_CGI = shutil.which("php-cgi") or "/usr/bin/php-cgi"
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CORPUS = os.path.join(ROOT, "examples", "lighttpd")
 CASES = ("fastcgi-php", "proxy-map-urlpath", "debian-fastcgi-proxy", "alias", "redirect", "rewrite",
-         "dirlisting", "setenv-expire", "conditions", "deflate", "errorpages", "extforward", "vhosts")
+         "dirlisting", "setenv-expire", "conditions", "deflate", "errorpages", "extforward", "vhosts",
+         "bandwidth")
 WRAPPER = os.environ.get("SEEKLESS_WRAPPER", "").split()
 # Not Accept-Ranges: lighttpd 1.4 announces ranges on FastCGI answers too, seekless only where it
 # serves them (RFC 9110 §14.3); the proxied static files below compare Content-Range.
@@ -117,9 +119,9 @@ def decoded(enc, body):
     return body
 
 
-def requests_of(case):
+def requests_of(case, name="requests"):
     out = []
-    with open(os.path.join(CORPUS, case, "requests")) as f:
+    with open(os.path.join(CORPUS, case, name)) as f:
         for line in f:
             line = line.split("#", 1)[0].strip()
             if line:
@@ -207,10 +209,23 @@ class Corpus(unittest.TestCase):
             if os.path.exists(extra):  # fields this case is about, compared too
                 with open(extra) as f:
                     headers += tuple(line.strip() for line in f if line.strip())
+            # Requests that must take about so many seconds on both servers (bandwidth limits).
+            timed = {}
+            if os.path.exists(os.path.join(CORPUS, case, "timed")):
+                for m, t, h in requests_of(case, "timed"):
+                    t, secs = t.rsplit(None, 1)
+                    timed[(m, t, tuple(h))] = float(secs)
             diffs = []
             for req in requests_of(case):
+                t0 = time.monotonic()
                 a = ask(runs[0][1], *req)
+                t1 = time.monotonic()
                 b = ask(runs[1][1], *req)
+                t2 = time.monotonic()
+                want = timed.get((req[0], req[1], tuple(req[2])))
+                for kind, took in (("lighttpd", t1 - t0), ("seekless", t2 - t1)):
+                    if want is not None and not (want * 0.5 <= took <= max(want * 3, 1)):
+                        diffs.append(f"{req[0]} {req[1]}: {kind} took {took:.2f}s, about {want}s expected")
                 if decode:  # two encoders' bytes differ: compare what they encode
                     a = (a[0], a[1], decoded(a[1].get("content-encoding"), a[2]))
                     b = (b[0], b[1], decoded(b[1].get("content-encoding"), b[2]))
@@ -286,6 +301,9 @@ class Corpus(unittest.TestCase):
 
     def test_deflate(self):
         self.run_case("deflate")
+
+    def test_bandwidth(self):
+        self.run_case("bandwidth")
 
     def test_rewrite(self):
         if not os.path.exists(PHP_CGI):
