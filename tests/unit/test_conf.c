@@ -17,6 +17,8 @@
 
 #include <cmocka.h>
 
+#include "testutil.h"
+
 #include "addr.h"
 #include "conf.h"
 #include "core_conf.h"
@@ -113,11 +115,8 @@ static sl_module *const mods[] = {&sl_mod_core, &sl_mod_status, &mod_demo, &sl_m
 static int setup(void **state)
 {
     assert_non_null(mkdtemp(dir));
-    char p[256];
-    snprintf(p, sizeof p, "%s/a", dir);
-    mkdir(p, 0755);
-    snprintf(p, sizeof p, "%s/b", dir);
-    mkdir(p, 0755);
+    tu_mkdir(dir, "a", 0755);
+    tu_mkdir(dir, "b", 0755);
     return 0;
 }
 

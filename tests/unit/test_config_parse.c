@@ -10,6 +10,8 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include "testutil.h"
+
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -164,28 +166,9 @@ static void make_tmpdir(void)
     assert_non_null(mkdtemp(tmpdir));
 }
 
-static void write_file(const char *rel, const char *content)
-{
-    char path[512];
-    snprintf(path, sizeof path, "%s/%s", tmpdir, rel);
-    FILE *f = fopen(path, "w");
-    assert_non_null(f);
-    assert_int_equal(fwrite(content, 1, strlen(content), f), strlen(content));
-    assert_int_equal(fclose(f), 0);
-}
-
-static void make_subdir(const char *rel)
-{
-    char path[512];
-    snprintf(path, sizeof path, "%s/%s", tmpdir, rel);
-    assert_int_equal(mkdir(path, 0700), 0);
-}
-
 static void rm_tmpdir(void)
 {
-    char cmd[512];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
-    assert_int_equal(system(cmd), 0);
+    assert_int_equal(tu_rmtree(tmpdir), 0);
 }
 
 static sl_config_tree *parse_file_in_tmp(const char *rel)
@@ -1427,14 +1410,14 @@ static void test_include_shell_not_in_a_string(void **state)
 static void test_include_shell_output_is_config(void **state)
 {
     make_tmpdir();
-    make_subdir("sub");
-    write_file("main.conf", "a = 1\n"
+    tu_mkdir(tmpdir, "sub", 0700);
+    tu_put(tmpdir, "main.conf", "a = 1\n"
                             "include \"sub/one.conf\"\n"
                             "include_shell \"printf 'c = 3\\\\nvar.v = \\\"w\\\"\\\\n'\"\n"
                             "d = var.v + \"!\"\n");
     /* In sub/: the command runs there, so it reads sub/local.conf. */
-    write_file("sub/one.conf", "include_shell \"cat local.conf\"\n");
-    write_file("sub/local.conf", "b = 2\n");
+    tu_put(tmpdir, "sub/one.conf", "include_shell \"cat local.conf\"\n");
+    tu_put(tmpdir, "sub/local.conf", "b = 2\n");
     sl_config_tree *t = parse_file_in_tmp("main.conf");
     if (!t) fail_msg("%s", errbuf);
     assert_int_val(val(t->root, "a"), 1);
@@ -1451,18 +1434,18 @@ static void test_include_shell_failures(void **state)
 {
     make_tmpdir();
     char want[1024];
-    write_file("exit.conf", "a = 1\ninclude_shell \"echo 'b = 2'; exit 3\"\n");
+    tu_put(tmpdir, "exit.conf", "a = 1\ninclude_shell \"echo 'b = 2'; exit 3\"\n");
     assert_null(parse_file_in_tmp("exit.conf"));
     snprintf(want, sizeof want,
              "%s/exit.conf:2: include_shell \"echo 'b = 2'; exit 3\": it exited with status 3", tmpdir);
     assert_string_equal(errbuf, want);
-    write_file("sig.conf", "include_shell \"kill -9 $$\"\n");
+    tu_put(tmpdir, "sig.conf", "include_shell \"kill -9 $$\"\n");
     assert_null(parse_file_in_tmp("sig.conf"));
     snprintf(want, sizeof want, "%s/sig.conf:1: include_shell \"kill -9 $$\": it was killed by signal 9",
              tmpdir);
     assert_string_equal(errbuf, want);
     /* An error in the output is the output's, with its line. */
-    write_file("bad.conf", "include_shell \"printf 'x = 1\\\\ny = = 2\\\\n'\"\n");
+    tu_put(tmpdir, "bad.conf", "include_shell \"printf 'x = 1\\\\ny = = 2\\\\n'\"\n");
     assert_null(parse_file_in_tmp("bad.conf"));
     assert_non_null(strstr(errbuf, "include_shell \"printf 'x = 1\\ny = = 2\\n'\":2: "));
     rm_tmpdir();
@@ -1482,7 +1465,7 @@ static void test_include_without_basedir(void **state)
 static void test_parse_file_basic(void **state)
 {
     make_tmpdir();
-    write_file("main.conf", "a = 1\n# c\nb = \"x\"\n");
+    tu_put(tmpdir, "main.conf", "a = 1\n# c\nb = \"x\"\n");
     sl_config_tree *t = parse_file_in_tmp("main.conf");
     assert_non_null(t);
     char want[1024];
@@ -1492,7 +1475,7 @@ static void test_parse_file_basic(void **state)
     assert_int_equal(find(t->root, "b")->line, 3);
     sl_config_tree_free(t);
 
-    write_file("bad.conf", "a = 1\n\nb = \"x\n");
+    tu_put(tmpdir, "bad.conf", "a = 1\n\nb = \"x\n");
     assert_null(parse_file_in_tmp("bad.conf"));
     snprintf(want, sizeof want, "%s/bad.conf:3: unterminated string", tmpdir);
     assert_string_equal(errbuf, want);
@@ -1511,14 +1494,14 @@ static void test_parse_file_basic(void **state)
 static void test_include_relative(void **state)
 {
     make_tmpdir();
-    make_subdir("sub");
-    write_file("main.conf", "var.x = \"v\"\n"
+    tu_mkdir(tmpdir, "sub", 0700);
+    tu_put(tmpdir, "main.conf", "var.x = \"v\"\n"
                             "a = 1\n"
                             "include \"sub/one.conf\"\n"
                             "c = b + \"!\"\n");
     /* Relative to sub/, not to the top file or the working directory. */
-    write_file("sub/one.conf", "b = var.x + \"1\"\ninclude \"two.conf\"\n");
-    write_file("sub/two.conf", "\n\nd = 4\nvar.y = 5\n");
+    tu_put(tmpdir, "sub/one.conf", "b = var.x + \"1\"\ninclude \"two.conf\"\n");
+    tu_put(tmpdir, "sub/two.conf", "\n\nd = 4\nvar.y = 5\n");
     sl_config_tree *t = parse_file_in_tmp("main.conf");
     if (!t) fail_msg("%s", errbuf);
     assert_int_equal(t->root->n_assigns, 4);
@@ -1540,8 +1523,8 @@ static void test_include_relative_to_cwd_name(void **state)
 {
     /* A top file named without a directory resolves includes against the working directory. */
     make_tmpdir();
-    write_file("top.conf", "include \"inc.conf\"\n");
-    write_file("inc.conf", "x = 1\n");
+    tu_put(tmpdir, "top.conf", "include \"inc.conf\"\n");
+    tu_put(tmpdir, "inc.conf", "x = 1\n");
     char cwd[PATH_MAX];
     assert_non_null(getcwd(cwd, sizeof cwd));
     assert_int_equal(chdir(tmpdir), 0);
@@ -1556,7 +1539,7 @@ static void test_include_relative_to_cwd_name(void **state)
 static void test_include_string_basedir(void **state)
 {
     make_tmpdir();
-    write_file("inc.conf", "x = 1\n");
+    tu_put(tmpdir, "inc.conf", "x = 1\n");
     const char *text = "include \"inc.conf\"\n";
     sl_config_tree *t =
         sl_config_parse_string(text, strlen(text), "str", tmpdir, errbuf, sizeof errbuf);
@@ -1576,15 +1559,15 @@ static void test_include_string_basedir(void **state)
 static void test_include_glob(void **state)
 {
     make_tmpdir();
-    make_subdir("conf.d");
-    write_file("main.conf", "m = ( \"base\" )\n"
+    tu_mkdir(tmpdir, "conf.d", 0700);
+    tu_put(tmpdir, "main.conf", "m = ( \"base\" )\n"
                             "include \"conf.d/*.conf\"\n"
                             "include \"empty.d/*.conf\"\n"
                             "include \"conf.d/nothing-*.conf\"\n");
-    write_file("conf.d/20-b.conf", "m += \"b\"\n");
-    write_file("conf.d/10-a.conf", "m += \"a\"\n");
-    write_file("conf.d/30-c.conf", "m += \"c\"\n");
-    write_file("conf.d/ignored.txt", "this is not = config ;\n");
+    tu_put(tmpdir, "conf.d/20-b.conf", "m += \"b\"\n");
+    tu_put(tmpdir, "conf.d/10-a.conf", "m += \"a\"\n");
+    tu_put(tmpdir, "conf.d/30-c.conf", "m += \"c\"\n");
+    tu_put(tmpdir, "conf.d/ignored.txt", "this is not = config ;\n");
     sl_config_tree *t = parse_file_in_tmp("main.conf");
     if (!t) fail_msg("%s", errbuf);
     /* glob(3) sorts: files are read in name order. */
@@ -1600,11 +1583,11 @@ static void test_include_glob_dir_with_metachars(void **state)
 {
     /* Glob characters in the including file's directory are literal, not a pattern. */
     make_tmpdir();
-    make_subdir("a[1]");
-    make_subdir("a1");
-    write_file("a[1]/main.conf", "include \"*.inc\"\n");
-    write_file("a[1]/x.inc", "from = \"bracket\"\n");
-    write_file("a1/x.inc", "from = \"a1\"\n");
+    tu_mkdir(tmpdir, "a[1]", 0700);
+    tu_mkdir(tmpdir, "a1", 0700);
+    tu_put(tmpdir, "a[1]/main.conf", "include \"*.inc\"\n");
+    tu_put(tmpdir, "a[1]/x.inc", "from = \"bracket\"\n");
+    tu_put(tmpdir, "a1/x.inc", "from = \"a1\"\n");
     sl_config_tree *t = parse_file_in_tmp("a[1]/main.conf");
     if (!t) fail_msg("%s", errbuf);
     assert_str_val(val(t->root, "from"), "bracket");
@@ -1615,14 +1598,14 @@ static void test_include_glob_dir_with_metachars(void **state)
 static void test_include_missing(void **state)
 {
     make_tmpdir();
-    write_file("main.conf", "a = 1\n\ninclude \"nope.conf\"\n");
+    tu_put(tmpdir, "main.conf", "a = 1\n\ninclude \"nope.conf\"\n");
     assert_null(parse_file_in_tmp("main.conf"));
     char want[1024];
     snprintf(want, sizeof want,
              "%s/main.conf:3: cannot include \"%s/nope.conf\": No such file or directory", tmpdir,
              tmpdir);
     assert_string_equal(errbuf, want);
-    write_file("empty.conf", "include \"\"\n");
+    tu_put(tmpdir, "empty.conf", "include \"\"\n");
     assert_null(parse_file_in_tmp("empty.conf"));
     snprintf(want, sizeof want, "%s/empty.conf:1: include of an empty path", tmpdir);
     assert_string_equal(errbuf, want);
@@ -1632,8 +1615,8 @@ static void test_include_missing(void **state)
 static void test_include_error_location(void **state)
 {
     make_tmpdir();
-    write_file("main.conf", "a = 1\ninclude \"inc.conf\"\n");
-    write_file("inc.conf", "b = 2\nc = 3\n$HTTP[\"remoteip\"] == \"x\" { }\n");
+    tu_put(tmpdir, "main.conf", "a = 1\ninclude \"inc.conf\"\n");
+    tu_put(tmpdir, "inc.conf", "b = 2\nc = 3\n$HTTP[\"remoteip\"] == \"x\" { }\n");
     /* A bad network is a meaning error: reported at its line, the block read on. */
     assert_null(parse_file_in_tmp("main.conf"));
     char want[1024];
@@ -1647,7 +1630,7 @@ static void test_include_error_location(void **state)
 static void test_include_self_depth_limit(void **state)
 {
     make_tmpdir();
-    write_file("self.conf", "include \"self.conf\"\n");
+    tu_put(tmpdir, "self.conf", "include \"self.conf\"\n");
     assert_null(parse_file_in_tmp("self.conf"));
     char want[1024];
     snprintf(want, sizeof want,
@@ -1665,15 +1648,15 @@ static void test_include_depth_exact(void **state)
     for (int i = 0; i < 17; i++) {
         snprintf(name, sizeof name, "f%d.conf", i);
         snprintf(body, sizeof body, "include \"f%d.conf\"\n", i + 1);
-        write_file(name, body);
+        tu_put(tmpdir, name, body);
     }
-    write_file("f17.conf", "leaf = 17\n");
-    write_file("f16.conf", "leaf = 16\n");
+    tu_put(tmpdir, "f17.conf", "leaf = 17\n");
+    tu_put(tmpdir, "f16.conf", "leaf = 16\n");
     sl_config_tree *t = parse_file_in_tmp("f0.conf");
     if (!t) fail_msg("%s", errbuf);
     assert_int_val(val(t->root, "leaf"), 16);
     sl_config_tree_free(t);
-    write_file("f16.conf", "include \"f17.conf\"\n");
+    tu_put(tmpdir, "f16.conf", "include \"f17.conf\"\n");
     assert_null(parse_file_in_tmp("f0.conf"));
     assert_non_null(strstr(errbuf, "/f16.conf:1: include nesting too deep"));
     rm_tmpdir();
@@ -1687,14 +1670,14 @@ static void test_include_fanout_limit(void **state)
     for (int i = 0; i < 10; i++) {
         snprintf(name, sizeof name, "t%d.conf", i);
         snprintf(body, sizeof body, "include \"t%d.conf\"\ninclude \"t%d.conf\"\n", i + 1, i + 1);
-        write_file(name, body);
+        tu_put(tmpdir, name, body);
     }
-    write_file("t10.conf", "# leaf\n");
+    tu_put(tmpdir, "t10.conf", "# leaf\n");
     assert_null(parse_file_in_tmp("t0.conf"));
     if (!strstr(errbuf, "/t1.conf:1: too many included files (more than 1024)"))
         fail_msg("%s", errbuf);
     /* A file including itself twice hits the depth limit first. */
-    write_file("twice.conf", "include \"twice.conf\"\ninclude \"twice.conf\"\n");
+    tu_put(tmpdir, "twice.conf", "include \"twice.conf\"\ninclude \"twice.conf\"\n");
     assert_null(parse_file_in_tmp("twice.conf"));
     assert_non_null(strstr(errbuf, "/twice.conf:1: include nesting too deep"));
     rm_tmpdir();
@@ -1703,11 +1686,11 @@ static void test_include_fanout_limit(void **state)
 static void test_include_inside_block(void **state)
 {
     make_tmpdir();
-    write_file("main.conf", "$HTTP[\"url\"] =~ \"^/x\" {\n"
+    tu_put(tmpdir, "main.conf", "$HTTP[\"url\"] =~ \"^/x\" {\n"
                             "  include \"inner.conf\"\n"
                             "  after = 1\n"
                             "}\n");
-    write_file("inner.conf",
+    tu_put(tmpdir, "inner.conf",
                "in = \"yes\"\n$HTTP[\"host\"] == \"h\" { deeper = 1 } else { e = 1 }\n");
     sl_config_tree *t = parse_file_in_tmp("main.conf");
     if (!t) fail_msg("%s", errbuf);
@@ -1728,23 +1711,23 @@ static void test_include_unbalanced(void **state)
     make_tmpdir();
     char want[1024];
     /* A '}' in an included file cannot close a block of the including file. */
-    write_file("main.conf", "$HTTP[\"url\"] =~ \"^/x\" {\n  include \"close.conf\"\n");
-    write_file("close.conf", "a = 1\n}\n");
+    tu_put(tmpdir, "main.conf", "$HTTP[\"url\"] =~ \"^/x\" {\n  include \"close.conf\"\n");
+    tu_put(tmpdir, "close.conf", "a = 1\n}\n");
     assert_null(parse_file_in_tmp("main.conf"));
     snprintf(want, sizeof want, "%s/close.conf:2: unexpected '}' (no block is open)\n"
              "%s/main.conf:1: missing '}': this block is still open at end of file", tmpdir,
              tmpdir);
     assert_string_equal(errbuf, want);
     /* A block opened in an included file must close there. */
-    write_file("main.conf", "include \"open.conf\"\n}\n");
-    write_file("open.conf", "\n$HTTP[\"url\"] =~ \"^/x\" {\n");
+    tu_put(tmpdir, "main.conf", "include \"open.conf\"\n}\n");
+    tu_put(tmpdir, "open.conf", "\n$HTTP[\"url\"] =~ \"^/x\" {\n");
     assert_null(parse_file_in_tmp("main.conf"));
     snprintf(want, sizeof want, "%s/open.conf:2: missing '}': this block is still open at end of "
              "file\n%s/main.conf:2: unexpected '}' (no block is open)", tmpdir, tmpdir);
     assert_string_equal(errbuf, want);
     /* `else` cannot continue a chain across a file boundary. */
-    write_file("main.conf", "$HTTP[\"url\"] =~ \"^/x\" { }\ninclude \"else.conf\"\n");
-    write_file("else.conf", "else { a = 1 }\n");
+    tu_put(tmpdir, "main.conf", "$HTTP[\"url\"] =~ \"^/x\" { }\ninclude \"else.conf\"\n");
+    tu_put(tmpdir, "else.conf", "else { a = 1 }\n");
     assert_null(parse_file_in_tmp("main.conf"));
     snprintf(want, sizeof want, "%s/else.conf:1: 'else' without a condition block right before it",
              tmpdir);
@@ -1755,8 +1738,8 @@ static void test_include_unbalanced(void **state)
 static void test_include_directory(void **state)
 {
     make_tmpdir();
-    make_subdir("d");
-    write_file("main.conf", "include \"d\"\n");
+    tu_mkdir(tmpdir, "d", 0700);
+    tu_put(tmpdir, "main.conf", "include \"d\"\n");
     assert_null(parse_file_in_tmp("main.conf"));
     assert_non_null(strstr(errbuf, "main.conf:1: cannot include"));
     assert_non_null(strstr(errbuf, "Is a directory"));
@@ -1766,9 +1749,9 @@ static void test_include_directory(void **state)
 static void test_include_var_path(void **state)
 {
     make_tmpdir();
-    write_file("main.conf", "var.confdir = \"parts\"\ninclude var.confdir + \"/p.conf\"\n");
-    make_subdir("parts");
-    write_file("parts/p.conf", "p = 1\n");
+    tu_put(tmpdir, "main.conf", "var.confdir = \"parts\"\ninclude var.confdir + \"/p.conf\"\n");
+    tu_mkdir(tmpdir, "parts", 0700);
+    tu_put(tmpdir, "parts/p.conf", "p = 1\n");
     sl_config_tree *t = parse_file_in_tmp("main.conf");
     if (!t) fail_msg("%s", errbuf);
     assert_int_val(val(t->root, "p"), 1);
@@ -1788,9 +1771,7 @@ static void test_truncated_inputs(void **state)
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         /* Exactly strlen bytes, no terminating NUL visible to the parser. */
         size_t n = strlen(cases[i]);
-        char *copy = malloc(n ? n : 1);
-        assert_non_null(copy);
-        memcpy(copy, cases[i], n);
+        char *copy = tu_copy(cases[i], n);
         sl_config_tree *t = sl_config_parse_string(copy, n, "f", NULL, errbuf, sizeof errbuf);
         free(copy);
         assert_null(t);

@@ -14,6 +14,8 @@
 
 #include <cmocka.h>
 
+#include "testutil.h"
+
 #include "fcgi_proto.h"
 
 /* ---- helpers ---- */
@@ -91,9 +93,7 @@ static void decode_all(const void *buf, size_t len, size_t frag, uint16_t id, re
     size_t off = 0;
     do {
         size_t n = frag && frag < len - off ? frag : len - off;
-        char *copy = malloc(n ? n : 1);
-        assert_non_null(copy);
-        if (n) memcpy(copy, p + off, n);
+        char *copy = tu_copy(p + off, n);
         size_t used = 0;
         while (used < n || n == 0) {
             sl_fcgi_event ev;
@@ -435,9 +435,7 @@ static void test_nv_truncated(void **state)
     sl_buf b = {NULL, 0, 0};
     assert_int_equal(sl_fcgi_nv_append(&b, "NAME", 4, v, 200), 0);
     for (size_t k = 1; k < b.len; k++) {
-        char *copy = malloc(k);
-        assert_non_null(copy);
-        memcpy(copy, b.p, k);
+        char *copy = tu_copy(b.p, k);
         size_t pos = 0;
         const char *n, *val;
         size_t nl, vl;

@@ -17,29 +17,18 @@
 
 #include <cmocka.h>
 
+#include "testutil.h"
+
 #include "fdcache.h"
 
 static char root[] = "/tmp/sl_fdc_XXXXXX";
 static int dirfd_;
 
-static void put_file(const char *rel, const char *data)
-{
-    char p[512];
-    snprintf(p, sizeof p, "%s/%s", root, rel);
-    FILE *f = fopen(p, "w");
-    assert_non_null(f);
-    fputs(data, f);
-    fclose(f);
-}
-
 static int setup(void **state)
 {
     assert_non_null(mkdtemp(root));
-    char p[512];
-    snprintf(p, sizeof p, "%s/d", root);
-    mkdir(p, 0755);
-    snprintf(p, sizeof p, "%s/d/e", root);
-    mkdir(p, 0755);
+    tu_mkdir(root, "d", 0755);
+    tu_mkdir(root, "d/e", 0755);
     dirfd_ = open(root, O_PATH | O_DIRECTORY);
     return dirfd_ < 0;
 }
@@ -47,9 +36,7 @@ static int setup(void **state)
 static int teardown(void **state)
 {
     close(dirfd_);
-    char cmd[600];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", root);
-    return system(cmd) == 0 ? 0 : -1;
+    return tu_rmtree(root);
 }
 
 /* Open rel and offer it; returns the held entry (or NULL). */
@@ -77,7 +64,7 @@ static sl_fdc_entry *get(sl_fdc *c, const char *rel, time_t now)
 /* Cached, then changed by `change`: the next lookup misses. */
 static void expect_change_seen(sl_fdc *c, const char *rel, void (*change)(void))
 {
-    put_file(rel, "one");
+    tu_put(root, rel, "one");
     sl_fdc_entry *e = offer(c, rel, 1);
     assert_non_null(e);
     sl_fdc_release(c, e);
@@ -106,7 +93,7 @@ static void touch_it(void)
 
 static void replace(void)
 {
-    put_file("d/e/new.tmp", "two");
+    tu_put(root, "d/e/new.tmp", "two");
     char a[512], b[512];
     snprintf(a, sizeof a, "%s/d/e/new.tmp", root);
     snprintf(b, sizeof b, "%s/d/e/f.txt", root);
@@ -153,11 +140,11 @@ static void test_inotify_sees_every_change(void **state)
 static void test_simple_checks_once_a_second(void **state)
 {
     sl_fdc *c = sl_fdc_new(SL_FDC_SIMPLE, 64);
-    put_file("s.txt", "one");
+    tu_put(root, "s.txt", "one");
     sl_fdc_entry *e = offer(c, "s.txt", 100);
     assert_non_null(e);
     sl_fdc_release(c, e);
-    put_file("s.txt", "longer now");
+    tu_put(root, "s.txt", "longer now");
     /* Within the same second the old entry may still be served (the documented bound)... */
     e = get(c, "s.txt", 100);
     assert_non_null(e);
@@ -170,7 +157,7 @@ static void test_simple_checks_once_a_second(void **state)
 static void test_disabled_caches_nothing(void **state)
 {
     sl_fdc *c = sl_fdc_new(SL_FDC_DISABLE, 64);
-    put_file("x.txt", "x");
+    tu_put(root, "x.txt", "x");
     assert_null(offer(c, "x.txt", 1));
     assert_null(get(c, "x.txt", 1));
     sl_fdc_free(c);
@@ -185,7 +172,7 @@ static void test_eviction_never_closes_a_held_file(void **state)
     for (int i = 0; i < 200; i++) {
         char rel[32];
         snprintf(rel, sizeof rel, "h%d", i);
-        put_file(rel, rel);
+        tu_put(root, rel, rel);
         sl_fdc_entry *e = offer(c, rel, 1);
         if (e) held[n++] = e; /* held: a full shard refuses rather than close it */
     }
@@ -245,7 +232,7 @@ static void test_popular_files_survive_a_scan(void **state)
     char rel[32];
     for (int i = 0; i < 320; i++) {
         snprintf(rel, sizeof rel, "p%d", i);
-        put_file(rel, "x");
+        tu_put(root, rel, "x");
     }
     for (int round = 0; round < 6; round++)
         for (int i = 0; i < 20; i++) {
@@ -295,7 +282,7 @@ static void test_change_seen_a_millisecond_later(void **state)
     /* No explicit drain here: sl_fdc_get reads the event queue itself when it was last read
      * more than 1 ms ago, so a lookup 2 ms after the change must miss. */
     sl_fdc *c = sl_fdc_new(SL_FDC_INOTIFY, 64);
-    put_file("ms", "one");
+    tu_put(root, "ms", "one");
     sl_fdc_entry *e = offer(c, "ms", 1);
     assert_non_null(e);
     sl_fdc_release(c, e);
@@ -303,7 +290,7 @@ static void test_change_seen_a_millisecond_later(void **state)
     e = sl_fdc_get(c, dirfd_, 1, "/ms", 3, 1);
     assert_non_null(e); /* unchanged: a hit */
     sl_fdc_release(c, e);
-    put_file("ms", "two");
+    tu_put(root, "ms", "two");
     sleep_ms(2);
     assert_null(sl_fdc_get(c, dirfd_, 1, "/ms", 3, 1));
     sl_fdc_free(c);
@@ -318,7 +305,7 @@ static void test_futile_cache_rests(void **state)
     char rel[32];
     for (int i = 0; i < FILES; i++) {
         snprintf(rel, sizeof rel, "f%d", i);
-        put_file(rel, "x");
+        tu_put(root, rel, "x");
     }
     sl_fdc *c = sl_fdc_new(SL_FDC_INOTIFY, 64);
     sl_fdc_set_first_rest(c, 50);
@@ -351,7 +338,7 @@ static void test_futile_cache_rests(void **state)
     request(c, "f1");
     request(c, "f1");
     assert_true(request(c, "f1"));
-    put_file("f1", "changed");
+    tu_put(root, "f1", "changed");
     assert_null(get(c, "f1", 1));
     sl_fdc_free(c);
 }
@@ -362,7 +349,7 @@ static void test_fitting_set_never_rests(void **state)
     char rel[32];
     for (int i = 0; i < 40; i++) {
         snprintf(rel, sizeof rel, "w%d", i);
-        put_file(rel, "x");
+        tu_put(root, rel, "x");
     }
     sl_fdc *c = sl_fdc_new(SL_FDC_INOTIFY, 64);
     int hits = 0;
@@ -390,7 +377,7 @@ static void test_thousands_of_directories(void **state)
         snprintf(p, sizeof p, "%s/m%d", root, i);
         assert_int_equal(mkdir(p, 0755), 0);
         snprintf(rel, sizeof rel, "m%d/f", i);
-        put_file(rel, "x");
+        tu_put(root, rel, "x");
         sl_fdc_entry *e = offer(c, rel, 1);
         assert_non_null(e);
         sl_fdc_release(c, e);
@@ -404,9 +391,9 @@ static void test_thousands_of_directories(void **state)
         assert_non_null(e);
         sl_fdc_release(c, e);
     }
-    put_file("m7/f", "changed");
+    tu_put(root, "m7/f", "changed");
     assert_null(get(c, "m7/f", 1));
-    put_file("m2599/f", "changed");
+    tu_put(root, "m2599/f", "changed");
     assert_null(get(c, "m2599/f", 1));
     sl_fdc_entry *e = get(c, "m1000/f", 1); /* the others stay */
     assert_non_null(e);

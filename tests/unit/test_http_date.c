@@ -12,6 +12,8 @@
 
 #include <cmocka.h>
 
+#include "testutil.h"
+
 #include "http_date.h"
 
 #define T_1994 784111777LL /* Sun, 06 Nov 1994 08:49:37 GMT */
@@ -20,9 +22,7 @@
 static int parse(const char *s, time_t *t)
 {
     size_t len = strlen(s);
-    char *copy = malloc(len ? len : 1);
-    assert_non_null(copy);
-    memcpy(copy, s, len);
+    char *copy = tu_copy(s, len);
     int rc = sl_http_date_parse(copy, len, t);
     free(copy);
     return rc;

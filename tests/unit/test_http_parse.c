@@ -14,6 +14,8 @@
 
 #include <cmocka.h>
 
+#include "testutil.h"
+
 #include "http_parse.h"
 
 static const sl_http_limits deflim = {8192, 8192, SL_HTTP_MAX_HEADERS};
@@ -21,9 +23,7 @@ static const sl_http_limits deflim = {8192, 8192, SL_HTTP_MAX_HEADERS};
 /* Parses a heap copy of s[0..len) that has no slack after it. */
 static int parse_n(const char *s, size_t len, const sl_http_limits *lim, sl_http_request *r)
 {
-    char *copy = malloc(len ? len : 1);
-    assert_non_null(copy);
-    memcpy(copy, s, len);
+    char *copy = tu_copy(s, len);
     int rc = sl_http_parse_request(copy, len, lim, r);
     free(copy);
     return rc;

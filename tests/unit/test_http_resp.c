@@ -15,6 +15,8 @@
 
 #include <cmocka.h>
 
+#include "testutil.h"
+
 #include "http_resp.h"
 
 static const sl_upstream_limits deflim = {8192, SL_UPSTREAM_MAX_HEADERS};
@@ -26,9 +28,7 @@ typedef int (*parse_fn)(const char *, size_t, const sl_upstream_limits *, sl_ups
 static int parse_n(parse_fn fn, const char *s, size_t len, const sl_upstream_limits *lim,
                    sl_upstream_head *h)
 {
-    char *copy = malloc(len ? len : 1);
-    assert_non_null(copy);
-    memcpy(copy, s, len);
+    char *copy = tu_copy(s, len);
     int rc = fn(copy, len, lim, h);
     free(copy);
     return rc;
@@ -82,9 +82,7 @@ static parsed *parse_keep(parse_fn fn, const char *s, size_t len, const sl_upstr
 {
     parsed *p = malloc(sizeof *p);
     assert_non_null(p);
-    p->buf = malloc(len ? len : 1);
-    assert_non_null(p->buf);
-    memcpy(p->buf, s, len);
+    p->buf = tu_copy(s, len);
     p->len = len;
     p->rc = fn(p->buf, len, lim, &p->h);
     if (p->rc > 0) {
@@ -768,9 +766,7 @@ static void dechunk(const char *s, size_t len, size_t frag, size_t max_trailer, 
     d->rc = SL_CHUNKED_NEED;
     while (off < len) {
         size_t n = frag && frag < len - off ? frag : len - off;
-        char *copy = malloc(n);
-        assert_non_null(copy);
-        memcpy(copy, s + off, n);
+        char *copy = tu_copy(s + off, n);
         size_t used = 0;
         for (;;) {
             const char *data = NULL;

@@ -13,6 +13,8 @@
 
 #include <cmocka.h>
 
+#include "testutil.h"
+
 #include "conf.h"
 #include "connection.h"
 #include "core_conf.h"
@@ -23,33 +25,19 @@
 static char root[] = "/tmp/sl_static_XXXXXX";
 static char outside[] = "/tmp/sl_static_out_XXXXXX";
 
-static void put(const char *rel, const char *data)
-{
-    char p[512];
-    snprintf(p, sizeof p, "%s/%s", root, rel);
-    FILE *f = fopen(p, "w");
-    assert_non_null(f);
-    fputs(data, f);
-    fclose(f);
-}
-
 static int setup(void **state)
 {
     assert_non_null(mkdtemp(root));
     assert_non_null(mkdtemp(outside));
     char p[512], q[512];
-    put("hello.txt", "hello, world\n");
-    put("page.html", "<p>hi</p>");
-    put("secret.inc", "no");
-    snprintf(p, sizeof p, "%s/dir", root);
-    mkdir(p, 0755);
-    put("dir/index.html", "index");
-    snprintf(p, sizeof p, "%s/empty", root);
-    mkdir(p, 0755);
+    tu_put(root, "hello.txt", "hello, world\n");
+    tu_put(root, "page.html", "<p>hi</p>");
+    tu_put(root, "secret.inc", "no");
+    tu_mkdir(root, "dir", 0755);
+    tu_put(root, "dir/index.html", "index");
+    tu_mkdir(root, "empty", 0755);
+    tu_put(outside, "passwd", "root:x:0:0");
     snprintf(p, sizeof p, "%s/passwd", outside);
-    FILE *f = fopen(p, "w");
-    fputs("root:x:0:0", f);
-    fclose(f);
     snprintf(q, sizeof q, "%s/out", root);
     assert_int_equal(symlink(p, q), 0);
     snprintf(q, sizeof q, "%s/in", root);
@@ -61,9 +49,7 @@ static int setup(void **state)
 
 static int teardown(void **state)
 {
-    char cmd[600];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s' '%s'", root, outside);
-    return system(cmd) == 0 ? 0 : -1;
+    return tu_rmtree(root) | tu_rmtree(outside);
 }
 
 /* A conf block for the static module, loaded from a config like the server's, in memory the

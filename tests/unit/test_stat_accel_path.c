@@ -19,6 +19,8 @@
 
 #include <cmocka.h>
 
+#include "testutil.h"
+
 #include "accel.h"
 
 /* ---- sl_accel_normalize ---- */
@@ -157,12 +159,10 @@ static int setup_tree(void **state)
 static int teardown_tree(void **state)
 {
     struct tree *t = *state;
-    char cmd[256];
     close(t->rootfd);
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", t->base);
-    int r = system(cmd);
+    int r = tu_rmtree(t->base);
     free(t);
-    return r == 0 ? 0 : -1;
+    return r;
 }
 
 /* Resolve root + rel (rel appended literally) with an optional PATH_INFO. */

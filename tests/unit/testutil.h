@@ -1,0 +1,55 @@
+/* What several unit tests share (header-only, so no build change): a heap copy of a test input
+ * with no slack after it, and files and directories made and removed under a test's temporary
+ * directory. Include it after <cmocka.h>. */
+#ifndef SL_TESTUTIL_H
+#define SL_TESTUTIL_H
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+/* A heap copy of s[0..len) with nothing after it (no NUL), so a parser reading past len is
+ * caught by ASan; the caller frees it. */
+static inline char *tu_copy(const char *s, size_t len)
+{
+    char *copy = malloc(len ? len : 1);
+    assert_non_null(copy);
+    if (len) memcpy(copy, s, len);
+    return copy;
+}
+
+/* Writes data[0..n) to dir/rel, replacing what was there. */
+static inline void tu_write(const char *dir, const char *rel, const char *data, size_t n)
+{
+    char p[512];
+    snprintf(p, sizeof p, "%s/%s", dir, rel);
+    FILE *f = fopen(p, "wb");
+    assert_non_null(f);
+    assert_int_equal(fwrite(data, 1, n, f), n);
+    assert_int_equal(fclose(f), 0);
+}
+
+/* Writes the string data to dir/rel. */
+static inline void tu_put(const char *dir, const char *rel, const char *data)
+{
+    tu_write(dir, rel, data, strlen(data));
+}
+
+/* Makes the directory dir/rel. */
+static inline void tu_mkdir(const char *dir, const char *rel, mode_t mode)
+{
+    char p[512];
+    snprintf(p, sizeof p, "%s/%s", dir, rel);
+    assert_int_equal(mkdir(p, mode), 0);
+}
+
+/* Removes dir and all below it: 0, or -1 if that failed. */
+static inline int tu_rmtree(const char *dir)
+{
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    return system(cmd) == 0 ? 0 : -1;
+}
+
+#endif
