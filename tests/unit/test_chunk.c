@@ -13,6 +13,8 @@
 
 #include <cmocka.h>
 
+#include "testutil.h"
+
 #include "chunk.h"
 
 static int tmp_file(const char *data, size_t n)
@@ -132,15 +134,10 @@ static void test_peer_closed_is_an_error(void **state)
     close(sv[0]);
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
+TU_MAIN(NULL, NULL,
         cmocka_unit_test(test_mem_and_file_in_order),
         cmocka_unit_test(test_zero_length_file_chunk_is_skipped),
         cmocka_unit_test(test_budget_stops_early),
         cmocka_unit_test(test_truncated_file_reports_enodata),
         cmocka_unit_test(test_would_block_returns_one),
-        cmocka_unit_test(test_peer_closed_is_an_error),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+        cmocka_unit_test(test_peer_closed_is_an_error))

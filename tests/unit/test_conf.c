@@ -702,9 +702,7 @@ static void test_socket_canonical(void **state)
     assert_int_equal(sl_socket_canonical(":99999", out, sizeof out), -EINVAL);
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
+TU_MAIN(setup, teardown,
         cmocka_unit_test(test_defaults_and_relative_docroot),
         cmocka_unit_test(test_errors_name_file_and_line),
         cmocka_unit_test(test_feature_flags_and_upload_dirs),
@@ -720,7 +718,4 @@ int main(void)
         cmocka_unit_test(test_socket_only_conditions_are_precomputed),
         cmocka_unit_test(test_condition_captures),
         cmocka_unit_test(test_mimetype_assign_replaces_the_default),
-        cmocka_unit_test(test_socket_canonical),
-    };
-    return cmocka_run_group_tests(tests, setup, teardown);
-}
+        cmocka_unit_test(test_socket_canonical))

@@ -1909,9 +1909,7 @@ static void test_too_many_errors(void **state)
     sl_config_errors_free(&errs);
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
+TU_MAIN(NULL, NULL,
         cmocka_unit_test(test_article_config),
         cmocka_unit_test(test_empty_config),
         cmocka_unit_test(test_key_names),
@@ -1998,7 +1996,4 @@ int main(void)
         cmocka_unit_test(test_include_unbalanced),
         cmocka_unit_test(test_include_directory),
         cmocka_unit_test(test_include_var_path),
-        cmocka_unit_test(test_truncated_inputs),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+        cmocka_unit_test(test_truncated_inputs))

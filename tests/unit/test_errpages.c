@@ -83,11 +83,6 @@ static void test_mistakes(void **state)
     assert_int_equal(sl_errpages_load(prefix, &e, err, sizeof err), -EISDIR);
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
+TU_MAIN(make_dir, remove_dir,
         cmocka_unit_test(test_found_pages_and_fallback),
-        cmocka_unit_test(test_mistakes),
-    };
-    return cmocka_run_group_tests(tests, make_dir, remove_dir);
-}
+        cmocka_unit_test(test_mistakes))

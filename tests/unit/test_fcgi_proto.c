@@ -1001,9 +1001,7 @@ static void test_decode_empty_input(void **state)
     assert_true(sl_fcgi_decoder_at_boundary(&d));
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
+TU_MAIN(NULL, NULL,
         cmocka_unit_test(test_buf_append_and_free),
         cmocka_unit_test(test_buf_reserve_overflow),
         cmocka_unit_test(test_record_padding),
@@ -1041,7 +1039,4 @@ int main(void)
         cmocka_unit_test(test_error_data_after_stream_end),
         cmocka_unit_test(test_error_bytes_after_end_request),
         cmocka_unit_test(test_error_is_sticky),
-        cmocka_unit_test(test_decode_empty_input),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+        cmocka_unit_test(test_decode_empty_input))

@@ -401,9 +401,7 @@ static void test_thousands_of_directories(void **state)
     sl_fdc_free(c);
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
+TU_MAIN(setup, teardown,
         cmocka_unit_test(test_inotify_sees_every_change),
         cmocka_unit_test(test_simple_checks_once_a_second),
         cmocka_unit_test(test_disabled_caches_nothing),
@@ -413,7 +411,4 @@ int main(void)
         cmocka_unit_test(test_thousands_of_directories),
         cmocka_unit_test(test_change_seen_a_millisecond_later),
         cmocka_unit_test(test_futile_cache_rests),
-        cmocka_unit_test(test_fitting_set_never_rests),
-    };
-    return cmocka_run_group_tests(tests, setup, teardown);
-}
+        cmocka_unit_test(test_fitting_set_never_rests))

@@ -13,6 +13,8 @@
 #include <unistd.h>
 
 #include <cmocka.h>
+
+#include "testutil.h"
 #include <event2/event.h>
 
 #include "gateway.h"
@@ -410,9 +412,7 @@ static void test_one_kept_connection_closed_per_stall_period(void **state)
     fx_close(&f);
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
+TU_MAIN(NULL, NULL,
         cmocka_unit_test(test_balancers),
         cmocka_unit_test(test_wait_queue_is_bounded_fifo),
         cmocka_unit_test(test_release_keeps_answered_connections),
@@ -422,7 +422,4 @@ int main(void)
         cmocka_unit_test(test_learned_worker_count_never_drops),
         cmocka_unit_test(test_one_kept_connection_closed_per_stall_period),
         cmocka_unit_test(test_slow_answers_are_not_taken_for_stuck),
-        cmocka_unit_test(test_read_interest_outlives_each_request),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+        cmocka_unit_test(test_read_interest_outlives_each_request))

@@ -12,6 +12,8 @@
 
 #include <cmocka.h>
 
+#include "testutil.h"
+
 #include "conf.h"
 #include "core_conf.h"
 #include "gw_conf.h"
@@ -145,12 +147,7 @@ static void test_refusals(void **state)
     }
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
+TU_MAIN(NULL, NULL,
         cmocka_unit_test(test_fastcgi_server_routes),
         cmocka_unit_test(test_proxy_server_and_header),
-        cmocka_unit_test(test_refusals),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+        cmocka_unit_test(test_refusals))

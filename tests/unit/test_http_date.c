@@ -287,9 +287,7 @@ static void test_round_trip(void **state)
     }
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
+TU_MAIN(NULL, NULL,
         cmocka_unit_test(test_imf_fixdate),
         cmocka_unit_test(test_weekday_not_cross_checked),
         cmocka_unit_test(test_leap_second),
@@ -302,7 +300,4 @@ int main(void)
         cmocka_unit_test(test_embedded_nul_and_length),
         cmocka_unit_test(test_format_known),
         cmocka_unit_test(test_format_clamps),
-        cmocka_unit_test(test_round_trip),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+        cmocka_unit_test(test_round_trip))

@@ -994,9 +994,7 @@ static void test_request_reset_between_calls(void **state)
     assert_int_equal(r.n_headers, 0);
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
+TU_MAIN(NULL, NULL,
         cmocka_unit_test(test_simple_get),
         cmocka_unit_test(test_well_known_headers),
         cmocka_unit_test(test_methods),
@@ -1041,7 +1039,4 @@ int main(void)
         cmocka_unit_test(test_connection_over_lines),
         cmocka_unit_test(test_list_next),
         cmocka_unit_test(test_early_errors),
-        cmocka_unit_test(test_request_reset_between_calls),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+        cmocka_unit_test(test_request_reset_between_calls))

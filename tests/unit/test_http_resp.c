@@ -1063,9 +1063,7 @@ static void test_chunked_truncated_needs_more(void **state)
     }
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
+TU_MAIN(NULL, NULL,
         cmocka_unit_test(test_http_simple),
         cmocka_unit_test(test_http_versions),
         cmocka_unit_test(test_http_status_without_reason),
@@ -1115,7 +1113,4 @@ int main(void)
         cmocka_unit_test(test_chunked_line_limit),
         cmocka_unit_test(test_chunked_stops_at_end),
         cmocka_unit_test(test_chunked_error_sticky),
-        cmocka_unit_test(test_chunked_truncated_needs_more),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+        cmocka_unit_test(test_chunked_truncated_needs_more))

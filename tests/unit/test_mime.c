@@ -11,6 +11,8 @@
 
 #include <cmocka.h>
 
+#include "testutil.h"
+
 #include "mime.h"
 
 static const char *look(const sl_mime_table *t, const char *path)
@@ -334,9 +336,7 @@ static void test_default_first_call_from_threads(void **state)
     assert_string_equal(look(res[0], "/a.webp"), "image/webp");
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
+TU_MAIN(NULL, NULL,
         cmocka_unit_test(test_default_first_call_from_threads),
         cmocka_unit_test(test_default_web_and_text),
         cmocka_unit_test(test_default_images_and_fonts),
@@ -358,7 +358,4 @@ int main(void)
         cmocka_unit_test(test_user_table_rejects_null_strings),
         cmocka_unit_test(test_free_null_and_default),
         cmocka_unit_test(test_user_table_large),
-        cmocka_unit_test(test_randomized_against_brute_force),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+        cmocka_unit_test(test_randomized_against_brute_force))

@@ -361,9 +361,7 @@ static void test_cached_lookup_and_preopened_fd(void **state)
     conf_done(&s);
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
+TU_MAIN(setup, teardown,
         cmocka_unit_test(test_regular_file),
         cmocka_unit_test(test_missing_and_not_a_dir),
         cmocka_unit_test(test_directories),
@@ -375,7 +373,4 @@ int main(void)
         cmocka_unit_test(test_ranges),
         cmocka_unit_test(test_name_too_long_is_404),
         cmocka_unit_test(test_open_beneath_refuses_escapes),
-        cmocka_unit_test(test_cached_lookup_and_preopened_fd),
-    };
-    return cmocka_run_group_tests(tests, setup, teardown);
-}
+        cmocka_unit_test(test_cached_lookup_and_preopened_fd))

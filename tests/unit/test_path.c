@@ -13,6 +13,8 @@
 
 #include <cmocka.h>
 
+#include "testutil.h"
+
 #include "path.h"
 
 /* ---- sl_uri_split ---- */
@@ -755,9 +757,7 @@ static void test_target_normalize(void **state)
     assert_int_equal(sl_target_normalize("/abcdef", 7, out, 8), 7);
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
+TU_MAIN(NULL, NULL,
         cmocka_unit_test(test_target_normalize),
         cmocka_unit_test(test_split_origin_form),
         cmocka_unit_test(test_split_no_query_is_null),
@@ -799,7 +799,4 @@ int main(void)
         cmocka_unit_test(test_enc_normalize_round_trip),
         cmocka_unit_test(test_host_one_spelling),
         cmocka_unit_test(test_host_invalid),
-        cmocka_unit_test(test_host_capacity_and_port_choice),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+        cmocka_unit_test(test_host_capacity_and_port_choice))

@@ -9,6 +9,8 @@
 
 #include <cmocka.h>
 
+#include "testutil.h"
+
 #include "precond.h"
 
 #define ETAG "\"abc\""
@@ -478,9 +480,7 @@ static void test_etag_make_is_valid_strong_tag(void **state)
     assert_true(sl_etag_list_match(weak, strlen(weak), tag, true));
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
+TU_MAIN(NULL, NULL,
         cmocka_unit_test(test_list_single_strong),
         cmocka_unit_test(test_list_several),
         cmocka_unit_test(test_list_ows_and_empty_elements),
@@ -517,7 +517,4 @@ int main(void)
         cmocka_unit_test(test_etag_make_format),
         cmocka_unit_test(test_etag_make_max_length),
         cmocka_unit_test(test_etag_make_changes_with_each_input),
-        cmocka_unit_test(test_etag_make_is_valid_strong_tag),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+        cmocka_unit_test(test_etag_make_is_valid_strong_tag))

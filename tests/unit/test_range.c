@@ -11,6 +11,8 @@
 
 #include <cmocka.h>
 
+#include "testutil.h"
+
 #include "range.h"
 
 #define MAXR 16
@@ -456,9 +458,7 @@ static void test_exhaustive_small(void **state)
     assert_true(checked > 1000000);
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
+TU_MAIN(NULL, NULL,
         cmocka_unit_test(test_first_last),
         cmocka_unit_test(test_open_ended),
         cmocka_unit_test(test_suffix),
@@ -489,7 +489,4 @@ int main(void)
         cmocka_unit_test(test_max_zero),
         cmocka_unit_test(test_long_list),
         cmocka_unit_test(test_long_whitespace),
-        cmocka_unit_test(test_exhaustive_small),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+        cmocka_unit_test(test_exhaustive_small))

@@ -486,9 +486,7 @@ static void test_escape(void **state)
     assert_int_equal(sl_accel_escape("abc", out, 0), 0);
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
+TU_MAIN(NULL, NULL,
         cmocka_unit_test(test_normalize_plain),
         cmocka_unit_test(test_normalize_collapses),
         cmocka_unit_test(test_normalize_refuses_climb_above_slash),
@@ -516,7 +514,4 @@ int main(void)
         cmocka_unit_test(test_root_open_errors),
         cmocka_unit_test(test_format_ok),
         cmocka_unit_test(test_format_errors_never_contain_path),
-        cmocka_unit_test(test_escape),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+        cmocka_unit_test(test_escape))

@@ -11,6 +11,8 @@
 
 #include <cmocka.h>
 
+#include "testutil.h"
+
 #include "urlrules.h"
 
 /* One "pattern" => "template" pair as the config parser would hand it over. */
@@ -229,16 +231,11 @@ static void test_order_append_and_limits(void **state)
     sl_urlrules_free(rs);
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
+TU_MAIN(NULL, NULL,
         cmocka_unit_test(test_groups_and_literals),
         cmocka_unit_test(test_flags),
         cmocka_unit_test(test_request_parts),
         cmocka_unit_test(test_authority_noport_of_ipv6),
         cmocka_unit_test(test_refused_at_load),
         cmocka_unit_test(test_condition_groups),
-        cmocka_unit_test(test_order_append_and_limits),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+        cmocka_unit_test(test_order_append_and_limits))

@@ -1,6 +1,6 @@
 /* What several unit tests share (header-only, so no build change): a heap copy of a test input
  * with no slack after it, and files and directories made and removed under a test's temporary
- * directory. Include it after <cmocka.h>. */
+ * directory, and main(). Include it after <cmocka.h>. */
 #ifndef SL_TESTUTIL_H
 #define SL_TESTUTIL_H
 
@@ -8,6 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+
+/* The number of elements of the array a. */
+#define TU_LEN(a) (sizeof(a) / sizeof((a)[0]))
 
 /* A heap copy of s[0..len) with nothing after it (no NUL), so a parser reading past len is
  * caught by ASan; the caller frees it. */
@@ -51,5 +54,14 @@ static inline int tu_rmtree(const char *dir)
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     return system(cmd) == 0 ? 0 : -1;
 }
+
+/* main(): runs the tests given (cmocka_unit_test(...) entries) as one group, with the group's
+ * set-up and tear-down (or NULL). */
+#define TU_MAIN(group_setup, group_teardown, ...)                                                  \
+    int main(void)                                                                                 \
+    {                                                                                              \
+        const struct CMUnitTest tests[] = {__VA_ARGS__};                                           \
+        return cmocka_run_group_tests(tests, group_setup, group_teardown);                         \
+    }
 
 #endif
