@@ -36,3 +36,10 @@ def alive(pid):
             return f.read().rsplit(")", 1)[1].split()[0] != "Z"
     except OSError:
         return False
+
+
+def stop_at_end(case, srv):
+    """srv (a started test_core.Server) is stopped when the test case ends, and must have
+    exited with status 0 then; returns srv."""
+    case.addCleanup(lambda: case.assertEqual(srv.stop(), 0))
+    return srv
