@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 /* The number of elements of the array a. */
 #define TU_LEN(a) (sizeof(a) / sizeof((a)[0]))
@@ -45,6 +46,14 @@ static inline void tu_mkdir(const char *dir, const char *rel, mode_t mode)
     char p[512];
     snprintf(p, sizeof p, "%s/%s", dir, rel);
     assert_int_equal(mkdir(p, mode), 0);
+}
+
+/* Makes dir/rel a symbolic link to target. */
+static inline void tu_symlink(const char *dir, const char *rel, const char *target)
+{
+    char p[512];
+    snprintf(p, sizeof p, "%s/%s", dir, rel);
+    assert_int_equal(symlink(target, p), 0);
 }
 
 /* Removes dir and all below it: 0, or -1 if that failed. */
