@@ -137,10 +137,13 @@ static void test_peer_closed_is_an_error(void **state)
     assert_int_equal(sl_chunkq_write(&f->q, f->sv[0], 100, &sent), -EPIPE);
 }
 
+/* A test given a fresh fixture as its state. */
+#define FX_TEST(test) cmocka_unit_test_setup_teardown(test, fx_open, fx_close)
+
 TU_MAIN(NULL, NULL,
-        cmocka_unit_test_setup_teardown(test_mem_and_file_in_order, fx_open, fx_close),
+        FX_TEST(test_mem_and_file_in_order),
         cmocka_unit_test(test_zero_length_file_chunk_is_skipped),
-        cmocka_unit_test_setup_teardown(test_budget_stops_early, fx_open, fx_close),
-        cmocka_unit_test_setup_teardown(test_truncated_file_reports_enodata, fx_open, fx_close),
-        cmocka_unit_test_setup_teardown(test_would_block_returns_one, fx_open, fx_close),
-        cmocka_unit_test_setup_teardown(test_peer_closed_is_an_error, fx_open, fx_close))
+        FX_TEST(test_budget_stops_early),
+        FX_TEST(test_truncated_file_reports_enodata),
+        FX_TEST(test_would_block_returns_one),
+        FX_TEST(test_peer_closed_is_an_error))
