@@ -61,16 +61,28 @@ static sl_fdc_entry *get(sl_fdc *c, const char *rel, time_t now)
     return sl_fdc_get(c, dirfd_, 1, path, strlen(path), now);
 }
 
+/* rel written with data, then offered to the cache at time now (and released). */
+static void cached(sl_fdc *c, const char *rel, const char *data, time_t now)
+{
+    tu_put(root, rel, data);
+    sl_fdc_entry *e = offer(c, rel, now);
+    if (!e) fail_msg("%s: not cached", rel);
+    sl_fdc_release(c, e);
+}
+
+/* A lookup of rel at time now is a hit (the entry is released). */
+static void expect_hit(sl_fdc *c, const char *rel, time_t now)
+{
+    sl_fdc_entry *e = get(c, rel, now);
+    if (!e) fail_msg("%s: a miss", rel);
+    sl_fdc_release(c, e);
+}
+
 /* Cached, then changed by `change`: the next lookup misses. */
 static void expect_change_seen(sl_fdc *c, const char *rel, void (*change)(void))
 {
-    tu_put(root, rel, "one");
-    sl_fdc_entry *e = offer(c, rel, 1);
-    assert_non_null(e);
-    sl_fdc_release(c, e);
-    e = get(c, rel, 1);
-    assert_non_null(e); /* a hit */
-    sl_fdc_release(c, e);
+    cached(c, rel, "one", 1);
+    expect_hit(c, rel, 1);
     change();
     assert_null(get(c, rel, 1));
 }
@@ -140,15 +152,10 @@ static void test_inotify_sees_every_change(void **state)
 static void test_simple_checks_once_a_second(void **state)
 {
     sl_fdc *c = sl_fdc_new(SL_FDC_SIMPLE, 64);
-    tu_put(root, "s.txt", "one");
-    sl_fdc_entry *e = offer(c, "s.txt", 100);
-    assert_non_null(e);
-    sl_fdc_release(c, e);
+    cached(c, "s.txt", "one", 100);
     tu_put(root, "s.txt", "longer now");
     /* Within the same second the old entry may still be served (the documented bound)... */
-    e = get(c, "s.txt", 100);
-    assert_non_null(e);
-    sl_fdc_release(c, e);
+    expect_hit(c, "s.txt", 100);
     /* ...a second later it is checked and found changed. */
     assert_null(get(c, "s.txt", 101));
     sl_fdc_free(c);
@@ -282,12 +289,9 @@ static void test_change_seen_a_millisecond_later(void **state)
     /* No explicit drain here: sl_fdc_get reads the event queue itself when it was last read
      * more than 1 ms ago, so a lookup 2 ms after the change must miss. */
     sl_fdc *c = sl_fdc_new(SL_FDC_INOTIFY, 64);
-    tu_put(root, "ms", "one");
-    sl_fdc_entry *e = offer(c, "ms", 1);
-    assert_non_null(e);
-    sl_fdc_release(c, e);
+    cached(c, "ms", "one", 1);
     sleep_ms(2);
-    e = sl_fdc_get(c, dirfd_, 1, "/ms", 3, 1);
+    sl_fdc_entry *e = sl_fdc_get(c, dirfd_, 1, "/ms", 3, 1);
     assert_non_null(e); /* unchanged: a hit */
     sl_fdc_release(c, e);
     tu_put(root, "ms", "two");
@@ -373,14 +377,10 @@ static void test_thousands_of_directories(void **state)
     sl_fdc *c = sl_fdc_new(SL_FDC_INOTIFY, 4 * N);
     char rel[64];
     for (int i = 0; i < N; i++) {
-        char p[600];
-        snprintf(p, sizeof p, "%s/m%d", root, i);
-        assert_int_equal(mkdir(p, 0755), 0);
+        snprintf(rel, sizeof rel, "m%d", i);
+        tu_mkdir(root, rel, 0755);
         snprintf(rel, sizeof rel, "m%d/f", i);
-        tu_put(root, rel, "x");
-        sl_fdc_entry *e = offer(c, rel, 1);
-        assert_non_null(e);
-        sl_fdc_release(c, e);
+        cached(c, rel, "x", 1);
     }
     sl_fdc_stats st;
     sl_fdc_get_stats(c, &st);
