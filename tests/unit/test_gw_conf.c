@@ -48,16 +48,17 @@ static sl_conf_set *load_ok(const char *body)
 
 static void test_fastcgi_server_routes(void **state)
 {
-    sl_conf_set *cs = load_ok("server.modules = ( \"mod_fastcgi\" )\n"
-                              "fastcgi.server = ( \".php\" => (( \"socket\" => \"/run/php.sock\" )),\n"
-                              "  \"/app/\" => ( \"a\" => ( \"host\" => \"127.0.0.1\", \"port\" => 9000,\n"
-                              "      \"check-local\" => \"disable\", \"strip-request-uri\" => \"/app/\" ),\n"
-                              "    \"b\" => ( \"host\" => \"127.0.0.1\", \"port\" => \"9001\",\n"
-                              "      \"check-local\" => \"disable\", \"strip-request-uri\" => \"/app/\" ) ),\n"
-                              "  \"/\" => (( \"host\" => \"::1\", \"port\" => 9, \"check-local\" => \"disable\",\n"
-                              "      \"fix-root-scriptname\" => \"enable\" )) )\n"
-                              "fastcgi.map-extensions = ( \".php5\" => \".php\" )\n"
-                              "fastcgi.balance = \"hash\"\n");
+    sl_conf_set *cs = load_ok(
+        "server.modules = ( \"mod_fastcgi\" )\n"
+        "fastcgi.server = ( \".php\" => (( \"socket\" => \"/run/php.sock\" )),\n"
+        "  \"/app/\" => ( \"a\" => ( \"host\" => \"127.0.0.1\", \"port\" => 9000,\n"
+        "      \"check-local\" => \"disable\", \"strip-request-uri\" => \"/app/\" ),\n"
+        "    \"b\" => ( \"host\" => \"127.0.0.1\", \"port\" => \"9001\",\n"
+        "      \"check-local\" => \"disable\", \"strip-request-uri\" => \"/app/\" ) ),\n"
+        "  \"/\" => (( \"host\" => \"::1\", \"port\" => 9, \"check-local\" => \"disable\",\n"
+        "      \"fix-root-scriptname\" => \"enable\" )) )\n"
+        "fastcgi.map-extensions = ( \".php5\" => \".php\" )\n"
+        "fastcgi.balance = \"hash\"\n");
     const sl_proxy_conf *p = PROXY(cs->global);
     const sl_proxy_routes *rs = p->fastcgi_server;
     assert_non_null(rs);
@@ -101,11 +102,12 @@ static void test_fastcgi_server_routes(void **state)
 
 static void test_proxy_server_and_header(void **state)
 {
-    sl_conf_set *cs = load_ok("server.modules = ( \"mod_proxy\" )\n"
-                              "proxy.server = ( \"\" => (( \"host\" => \"127.0.0.1\" )) )\n"
-                              "proxy.balance = \"round-robin\"\n"
-                              "proxy.header = ( \"map-urlpath\" => ( \"/p/\" => \"/s/\" ),\n"
-                              "  \"map-host-request\" => ( \"-\" => \"backend\" ), \"upgrade\" => \"disable\" )\n");
+    sl_conf_set *cs = load_ok(
+        "server.modules = ( \"mod_proxy\" )\n"
+        "proxy.server = ( \"\" => (( \"host\" => \"127.0.0.1\" )) )\n"
+        "proxy.balance = \"round-robin\"\n"
+        "proxy.header = ( \"map-urlpath\" => ( \"/p/\" => \"/s/\" ),\n"
+        "  \"map-host-request\" => ( \"-\" => \"backend\" ), \"upgrade\" => \"disable\" )\n");
     const sl_proxy_conf *p = PROXY(cs->global);
     assert_string_equal(p->proxy_server->r[0].backends.v[0], "127.0.0.1:80"); /* port 80 */
     assert_false(p->proxy_server->r[0].check_local);

@@ -178,7 +178,8 @@ static void test_cases(void **state)
             p = *e ? e + 1 : e;
         }
         if (n != k)
-            fail_msg("\"%s\" (size %llu): %zu ranges, want %zu", c->spec, (unsigned long long)c->size, n, k);
+            fail_msg("\"%s\" (size %llu): %zu ranges, want %zu", c->spec,
+                     (unsigned long long)c->size, n, k);
     }
 }
 

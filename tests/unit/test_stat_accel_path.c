@@ -61,7 +61,8 @@ static void test_normalize(void **state)
         int r = sl_accel_normalize(in, out, sizeof out);
         if (want ? r != (int)strlen(want) || strcmp(out, want) : r != norm_cases[i].err)
             fail_msg("normalize(%s) = %d \"%s\", want %d \"%s\"", in ? in : "NULL", r,
-                     r >= 0 ? out : "", want ? (int)strlen(want) : norm_cases[i].err, want ? want : "");
+                     r >= 0 ? out : "", want ? (int)strlen(want) : norm_cases[i].err,
+                     want ? want : "");
     }
 }
 
@@ -91,7 +92,8 @@ static void test_under_root_prefix_includes_slash(void **state)
     };
     for (size_t i = 0; i < TU_LEN(cases); i++)
         if (sl_accel_under_root(cases[i].root, cases[i].path) != cases[i].under)
-            fail_msg("under_root(\"%s\", \"%s\") is not %d", cases[i].root, cases[i].path, cases[i].under);
+            fail_msg("under_root(\"%s\", \"%s\") is not %d", cases[i].root, cases[i].path,
+                     cases[i].under);
 }
 
 /* ---- sl_accel_resolve on a real tree ---- */
@@ -161,7 +163,8 @@ static int resolve(struct tree *t, const char *rel, const char *path_info, sl_ac
 }
 
 /* Resolve SCRIPT_FILENAME script as it is given, with no readahead. */
-static int resolve_abs(struct tree *t, const char *script, const char *path_info, sl_accel_answer *a)
+static int resolve_abs(struct tree *t, const char *script, const char *path_info,
+                       sl_accel_answer *a)
 {
     return sl_accel_resolve(t->rootfd, t->root, script, path_info, 0, a);
 }
@@ -172,8 +175,8 @@ static void expect(struct tree *t, const char *rel, const char *path_info, int s
     sl_accel_answer a;
     int r = resolve(t, rel, path_info, &a);
     if (r != status || (error && a.error != error))
-        fail_msg("%s%s: got %d (%s, error %d), want %d (error %d)", rel, path_info ? path_info : "", r,
-                 a.reason, a.error, status, error);
+        fail_msg("%s%s: got %d (%s, error %d), want %d (error %d)", rel,
+                 path_info ? path_info : "", r, a.reason, a.error, status, error);
     assert_int_equal(a.status, status);
     assert_non_null(a.reason);
 }
