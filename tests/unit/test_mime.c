@@ -155,14 +155,9 @@ static void test_user_table_basic(void **state)
     static const char *const typ[] = {"text/html", "application/gzip", "application/x-tgz",
                                       "text/plain", "text/x-fallback"};
     static const char *const want[][2] = {
-        {"/a.html", "text/html"},
-        {"/a.HTML", "text/html"},
-        {"/a.tar.gz", "application/x-tgz"},
-        {"/a.gz", "application/gzip"},
-        {"/docs/README", "text/plain"},
-        {"/docs/readme", "text/plain"},
-        {"README", "text/plain"},
-        {"/a.css", "text/x-fallback"},
+        {"/a.html", "text/html"}, {"/a.HTML", "text/html"}, {"/a.tar.gz", "application/x-tgz"},
+        {"/a.gz", "application/gzip"}, {"/docs/README", "text/plain"},
+        {"/docs/readme", "text/plain"}, {"README", "text/plain"}, {"/a.css", "text/x-fallback"},
         {"", "text/x-fallback"},
     };
     expect_user_types(suf, typ, TU_LEN(suf), want, TU_LEN(want));
