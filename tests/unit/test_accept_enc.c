@@ -65,10 +65,9 @@ static void test_orders(void **state)
 {
     (void)state;
     char b[64];
-    for (size_t i = 0; i < TU_LEN(orders); i++)
-        if (strcmp(order(orders[i].value, b, sizeof b), orders[i].want))
-            fail_msg("Accept-Encoding \"%s\": chose \"%s\", want \"%s\"", orders[i].value, b,
-                     orders[i].want);
+    TU_EACH(c, orders)
+        if (strcmp(order(c->value, b, sizeof b), c->want))
+            fail_msg("Accept-Encoding \"%s\": chose \"%s\", want \"%s\"", c->value, b, c->want);
 }
 
 static void test_malformed_elements_skipped(void **state)

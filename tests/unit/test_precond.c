@@ -74,13 +74,11 @@ static const struct {
 
 static void test_list_match(void **state)
 {
-    for (size_t i = 0; i < TU_LEN(list_cases); i++)
-        if (lm(list_cases[i].list, list_cases[i].etag, list_cases[i].weak) != list_cases[i].match)
-            fail_msg("list %s, tag %s, %s: %s, want %s", list_cases[i].list,
-                     list_cases[i].etag ? list_cases[i].etag : "NULL",
-                     list_cases[i].weak ? "weak" : "strong",
-                     list_cases[i].match ? "no match" : "a match",
-                     list_cases[i].match ? "a match" : "no match");
+    TU_EACH(c, list_cases)
+        if (lm(c->list, c->etag, c->weak) != c->match)
+            fail_msg("list %s, tag %s, %s: %s, want %s", c->list, c->etag ? c->etag : "NULL",
+                     c->weak ? "weak" : "strong", c->match ? "no match" : "a match",
+                     c->match ? "a match" : "no match");
 }
 
 static void test_list_syntax_errors_match_nothing(void **state)
@@ -222,8 +220,7 @@ static const struct eval_case eval_cases[] = {
 
 static void test_eval(void **state)
 {
-    for (size_t i = 0; i < TU_LEN(eval_cases); i++) {
-        const struct eval_case *c = &eval_cases[i];
+    TU_EACH(c, eval_cases) {
         sl_precond_input in = get_input();
         in.get_or_head = !c->other_method;
         if (c->im) set_im(&in, c->im);
@@ -235,8 +232,9 @@ static void test_eval(void **state)
         sl_precond_result got = sl_precond_eval(&in, c->etag, c->mtime);
         if (got != c->want)
             fail_msg("case %zu (If-Match %s, If-None-Match %s, dates %lld/%lld, mtime %lld): %d, "
-                     "want %d", i, c->im ? c->im : "-", c->inm ? c->inm : "-", (long long)c->ius,
-                     (long long)c->ims, (long long)c->mtime, got, c->want);
+                     "want %d", (size_t)(c - eval_cases), c->im ? c->im : "-",
+                     c->inm ? c->inm : "-", (long long)c->ius, (long long)c->ims,
+                     (long long)c->mtime, got, c->want);
     }
 }
 
@@ -333,13 +331,12 @@ static const struct {
 
 static void test_if_range(void **state)
 {
-    for (size_t i = 0; i < TU_LEN(if_range_cases); i++) {
-        const char *v = if_range_cases[i].value, *etag = if_range_cases[i].etag;
-        bool ok = sl_if_range_ok(v, strlen(v), if_range_cases[i].has_date, if_range_cases[i].date,
-                                 etag, if_range_cases[i].mtime);
-        if (ok != if_range_cases[i].ok)
+    TU_EACH(c, if_range_cases) {
+        const char *v = c->value, *etag = c->etag;
+        bool ok = sl_if_range_ok(v, strlen(v), c->has_date, c->date, etag, c->mtime);
+        if (ok != c->ok)
             fail_msg("If-Range %s (tag %s, mtime %lld): %d, want %d", v, etag ? etag : "NULL",
-                     (long long)if_range_cases[i].mtime, ok, if_range_cases[i].ok);
+                     (long long)c->mtime, ok, c->ok);
     }
 }
 

@@ -161,8 +161,7 @@ static const struct range_case cases[] = {
 
 static void test_cases(void **state)
 {
-    for (size_t i = 0; i < TU_LEN(cases); i++) {
-        const struct range_case *c = &cases[i];
+    TU_EACH(c, cases) {
         sl_byte_range r[MAXR];
         size_t n = 99, k = 0;
         sl_range_result got = parse(c->spec, c->size, r, &n);

@@ -55,13 +55,13 @@ static const struct {
 
 static void test_normalize(void **state)
 {
-    for (size_t i = 0; i < TU_LEN(norm_cases); i++) {
-        const char *in = norm_cases[i].in, *want = norm_cases[i].want;
+    TU_EACH(c, norm_cases) {
+        const char *in = c->in, *want = c->want;
         char out[SL_ACCEL_PATH_MAX];
         int r = sl_accel_normalize(in, out, sizeof out);
-        if (want ? r != (int)strlen(want) || strcmp(out, want) : r != norm_cases[i].err)
+        if (want ? r != (int)strlen(want) || strcmp(out, want) : r != c->err)
             fail_msg("normalize(%s) = %d \"%s\", want %d \"%s\"", in ? in : "NULL", r,
-                     r >= 0 ? out : "", want ? (int)strlen(want) : norm_cases[i].err,
+                     r >= 0 ? out : "", want ? (int)strlen(want) : c->err,
                      want ? want : "");
     }
 }
@@ -90,10 +90,9 @@ static void test_under_root_prefix_includes_slash(void **state)
         {"/srv/www", "/srv", false},         {"/srv/www", "/etc/passwd", false},
         {"/", "/etc/passwd", true},          {"/", "/", true},
     };
-    for (size_t i = 0; i < TU_LEN(cases); i++)
-        if (sl_accel_under_root(cases[i].root, cases[i].path) != cases[i].under)
-            fail_msg("under_root(\"%s\", \"%s\") is not %d", cases[i].root, cases[i].path,
-                     cases[i].under);
+    TU_EACH(c, cases)
+        if (sl_accel_under_root(c->root, c->path) != c->under)
+            fail_msg("under_root(\"%s\", \"%s\") is not %d", c->root, c->path, c->under);
 }
 
 /* ---- sl_accel_resolve on a real tree ---- */
@@ -243,8 +242,8 @@ static const struct {
 
 static void test_statuses(void **state)
 {
-    for (size_t i = 0; i < TU_LEN(statuses); i++)
-        expect(*state, statuses[i].rel, NULL, statuses[i].status, statuses[i].error);
+    TU_EACH(c, statuses)
+        expect(*state, c->rel, NULL, c->status, c->error);
 }
 
 static void test_socket_is_403(void **state)

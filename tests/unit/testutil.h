@@ -13,6 +13,10 @@
 /* The number of elements of the array a. */
 #define TU_LEN(a) (sizeof(a) / sizeof((a)[0]))
 
+/* Runs the statement after it with c pointing at each element of the array cases in turn. */
+#define TU_EACH(c, cases)                                                                          \
+    for (const __typeof__((cases)[0]) *c = (cases); c < (cases) + TU_LEN(cases); c++)
+
 /* A heap copy of s[0..len) with nothing after it (no NUL), so a parser reading past len is
  * caught by ASan; the caller frees it. */
 static inline char *tu_copy(const char *s, size_t len)
