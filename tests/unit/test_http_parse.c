@@ -232,16 +232,118 @@ static void test_method_refused_status(void **state)
     assert_int_equal(sl_method_refused_status(SL_METHOD_OTHER), 501);
 }
 
-static void test_bad_methods(void **state)
-{
-    expect_err(" / HTTP/1.1\r\nHost: h\r\n\r\n", -400);
-    expect_err("G(ET / HTTP/1.1\r\nHost: h\r\n\r\n", -400);
-    expect_err("GET\t/ HTTP/1.1\r\nHost: h\r\n\r\n", -400);
-    expect_err("GÉT / HTTP/1.1\r\nHost: h\r\n\r\n", -400);
-    expect_err("GET:/ HTTP/1.1\r\nHost: h\r\n\r\n", -400);
-}
-
 /* ---- framing: pipelining, incremental input, line endings ---- */
+
+/* Request heads the parser refuses, with the status: every proper prefix gives 0 or it. */
+static const struct {
+    const char *head;
+    size_t len;
+    int status;
+} refused_heads[] = {
+#define REFUSED(head, status) {head, sizeof(head) - 1, status}
+    /* Bad methods. */
+    REFUSED(" / HTTP/1.1\r\nHost: h\r\n\r\n", -400),
+    REFUSED("G(ET / HTTP/1.1\r\nHost: h\r\n\r\n", -400),
+    REFUSED("GET\t/ HTTP/1.1\r\nHost: h\r\n\r\n", -400),
+    REFUSED("GÉT / HTTP/1.1\r\nHost: h\r\n\r\n", -400),
+    REFUSED("GET:/ HTTP/1.1\r\nHost: h\r\n\r\n", -400),
+    /* A bare CR. */
+    REFUSED("GET / HTTP/1.1\rHost: h\r\n\r\n", -400),
+    REFUSED("GET / HTTP/1.1\r\nHost: h\r\r\n\r\n", -400),
+    REFUSED("GET / HTTP/1.1\r\nHost: h\r\nA: b\rc\r\n\r\n", -400),
+    REFUSED("GET / HTTP/1.1\r\nHost: h\r\n\r\r", -400),
+    REFUSED("\rGET / HTTP/1.1\r\nHost: h\r\n\r\n", -400),
+    REFUSED("GET /\r HTTP/1.1\r\nHost: h\r\n\r\n", -400),
+    REFUSED("GET / HTTP/1.1\r\nHost\r: h\r\n\r\n", -400),
+    /* Leading empty lines. */
+    REFUSED("\r\n\r\n\r\n\r\n\r\n\r\n\r\n\r\n\r\nGET / HTTP/1.0\r\n\r\n", -400),
+    REFUSED("\n\n\n\n\n\n\n\n\nGET / HTTP/1.0\r\n\r\n", -400),
+    /* Whitespace is not an empty line. */
+    REFUSED(" \r\nGET / HTTP/1.0\r\n\r\n", -400),
+    REFUSED("\r\n GET / HTTP/1.0\r\n\r\n", -400),
+    /* Bad targets. */
+    REFUSED("GET  / HTTP/1.1\r\nHost: h\r\n\r\n", -400),
+    REFUSED("GET /  HTTP/1.1\r\nHost: h\r\n\r\n", -400),
+    REFUSED("GET /a b HTTP/1.1\r\nHost: h\r\n\r\n", -400),
+    REFUSED("GET /a\tb HTTP/1.1\r\nHost: h\r\n\r\n", -400),
+    REFUSED("GET /\x7f HTTP/1.1\r\nHost: h\r\n\r\n", -400),
+    REFUSED("GET /\x80 HTTP/1.1\r\nHost: h\r\n\r\n", -400),
+    REFUSED("GET /\xff HTTP/1.1\r\nHost: h\r\n\r\n", -400),
+    REFUSED("GET /\x01 HTTP/1.1\r\nHost: h\r\n\r\n", -400),
+    /* HTTP/0.9: no version at all. */
+    REFUSED("GET /\r\n\r\n", -400),
+    REFUSED("GET /\n\n", -400),
+    REFUSED("GET\r\n\r\n", -400),
+    /* Versions. */
+    /* 1.x with x > 1 is 1.1, so Host is required. */
+    REFUSED("GET / HTTP/1.2\r\n\r\n", -400),
+    /* Versions other than 1.x: 505. */
+    REFUSED("GET / HTTP/2.0\r\nHost: h\r\n\r\n", -505),
+    REFUSED("GET / HTTP/0.9\r\n\r\n", -505),
+    REFUSED("GET / HTTP/3.0\n\n", -505),
+    REFUSED("GET / HTTP/9.9\r\n", -505),
+    /* Malformed versions. */
+    REFUSED("GET / HTTP/1.10\r\nHost: h\r\n\r\n", -400),
+    REFUSED("GET / HTTP/11\r\nHost: h\r\n\r\n", -400),
+    REFUSED("GET / HTTP/1\r\nHost: h\r\n\r\n", -400),
+    REFUSED("GET / HTTP/1.\r\nHost: h\r\n\r\n", -400),
+    REFUSED("GET / http/1.1\r\nHost: h\r\n\r\n", -400),
+    REFUSED("GET / HTTPS/1.1\r\nHost: h\r\n\r\n", -400),
+    REFUSED("GET / HTTP/1.1 \r\nHost: h\r\n\r\n", -400),
+    REFUSED("GET / HTTP/1.1\t\r\nHost: h\r\n\r\n", -400),
+    REFUSED("GET / HTTP/1,1\r\nHost: h\r\n\r\n", -400),
+    REFUSED("GET / HTTP/a.1\r\nHost: h\r\n\r\n", -400),
+    REFUSED("GET / HTTP/10.0\r\nHost: h\r\n\r\n", -400),
+    REFUSED("GET / HTTP/1.1 extra\r\nHost: h\r\n\r\n", -400),
+    REFUSED("GET / \r\nHost: h\r\n\r\n", -400),
+    /* Field syntax errors. */
+    REFUSED("GET / HTTP/1.1\r\nHost : h\r\n\r\n", -400),
+    REFUSED("GET / HTTP/1.1\r\nHost\t: h\r\n\r\n", -400),
+    REFUSED("GET / HTTP/1.1\r\nHost: h\r\nX-A : b\r\n\r\n", -400),
+    REFUSED("GET / HTTP/1.1\r\nHost: h\r\n: b\r\n\r\n", -400),
+    REFUSED("GET / HTTP/1.1\r\nHost: h\r\nNoColon\r\n\r\n", -400),
+    REFUSED("GET / HTTP/1.1\r\nHost: h\r\nBad(Name): b\r\n\r\n", -400),
+    REFUSED("GET / HTTP/1.1\r\nHost: h\r\nBad Name: b\r\n\r\n", -400),
+    REFUSED("GET / HTTP/1.1\r\nHost: h\r\nN\xc3\xa4me: b\r\n\r\n", -400),
+    /* obs-fold. */
+    REFUSED("GET / HTTP/1.1\r\nHost: h\r\nX-A: b\r\n c\r\n\r\n", -400),
+    REFUSED("GET / HTTP/1.1\r\nHost: h\r\nX-A: b\r\n\tc\r\n\r\n", -400),
+    /* Whitespace right after the request line is the same thing (RFC 9112 §2.2). */
+    REFUSED("GET / HTTP/1.1\r\n Host: h\r\n\r\n", -400),
+    /* Control bytes in a value. */
+    REFUSED("GET / HTTP/1.1\r\nHost: h\r\nX-A: a\x01\r\n\r\n", -400),
+    REFUSED("GET / HTTP/1.1\r\nHost: h\r\nX-A: a\x1f\r\n\r\n", -400),
+    REFUSED("GET / HTTP/1.1\r\nHost: h\r\nX-A: a\x7f\r\n\r\n", -400),
+    REFUSED("GET / HTTP/1.1\r\nHost: h\r\nX-A: \x0b\r\n\r\n", -400),
+    /* Host required. */
+    REFUSED("GET / HTTP/1.1\r\n\r\n", -400),
+    REFUSED("GET / HTTP/1.1\r\nX-Host: h\r\n\r\n", -400),
+    /* Host twice. */
+    REFUSED("GET / HTTP/1.1\r\nHost: a\r\nHost: a\r\n\r\n", -400),
+    REFUSED("GET / HTTP/1.1\r\nHost: a\r\nhOST: b\r\n\r\n", -400),
+    REFUSED("GET / HTTP/1.0\r\nHost: a\r\nHost: b\r\n\r\n", -400),
+    /* Transfer codings other than chunked alone: 501. */
+    REFUSED("POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: gzip, chunked\r\n\r\n", -501),
+    REFUSED("POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: gzip;q=1, chunked\r\n\r\n", -501),
+    REFUSED("POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: gzip\r\n"
+            "Transfer-Encoding: chunked\r\n\r\n", -501),
+    REFUSED("POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: identity,chunked\r\n\r\n", -501),
+    /* Transfer-Encoding with Content-Length. */
+    REFUSED("POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n",
+            -400),
+    REFUSED("POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\nContent-Length: 5\r\n\r\n",
+            -400),
+    REFUSED("POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 0\r\nTransfer-Encoding: gzip\r\n\r\n",
+            -400),
+    /* Transfer-Encoding on HTTP/1.0. */
+    REFUSED("POST / HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n", -400),
+#undef REFUSED
+};
+
+static void test_refused_heads(void **state)
+{
+    TU_EACH(c, refused_heads) expect_err_n(c->head, c->len, &deflim, c->status);
+}
 
 static void test_pipelined(void **state)
 {
@@ -319,13 +421,6 @@ static void test_bare_lf(void **state)
 
 static void test_bare_cr(void **state)
 {
-    expect_err("GET / HTTP/1.1\rHost: h\r\n\r\n", -400);
-    expect_err("GET / HTTP/1.1\r\nHost: h\r\r\n\r\n", -400);
-    expect_err("GET / HTTP/1.1\r\nHost: h\r\nA: b\rc\r\n\r\n", -400);
-    expect_err("GET / HTTP/1.1\r\nHost: h\r\n\r\r", -400);
-    expect_err("\rGET / HTTP/1.1\r\nHost: h\r\n\r\n", -400);
-    expect_err("GET /\r HTTP/1.1\r\nHost: h\r\n\r\n", -400);
-    expect_err("GET / HTTP/1.1\r\nHost\r: h\r\n\r\n", -400);
     /* A CR at the very end is not an error yet: its LF may be on the way. */
     assert_int_equal(parse("GET / HTTP/1.1\r"), 0);
     assert_int_equal(parse("GET / HTTP/1.1\r\nHost: h\r"), 0);
@@ -342,11 +437,6 @@ static void test_leading_empty_lines(void **state)
     assert_memory_equal(r.method_str, "GET", 3);
     expect_ok("\n\n\n\n\n\n\n\nGET / HTTP/1.0\r\n\r\n");
     expect_ok("\r\n\r\n\r\n\r\n\r\n\r\n\r\n\r\nGET / HTTP/1.0\r\n\r\n");
-    expect_err("\r\n\r\n\r\n\r\n\r\n\r\n\r\n\r\n\r\nGET / HTTP/1.0\r\n\r\n", -400);
-    expect_err("\n\n\n\n\n\n\n\n\nGET / HTTP/1.0\r\n\r\n", -400);
-    /* Whitespace is not an empty line. */
-    expect_err(" \r\nGET / HTTP/1.0\r\n\r\n", -400);
-    expect_err("\r\n GET / HTTP/1.0\r\n\r\n", -400);
     /* Leading empty lines do not count against max_head / max_line. */
     sl_http_limits lim = {19, 16, 4};
     expect_ok_lim("\r\n\r\n\r\nGET / HTTP/1.0\r\n\r\n", &lim);
@@ -381,19 +471,7 @@ static void test_target_forms(void **state)
 
 static void test_bad_targets(void **state)
 {
-    expect_err("GET  / HTTP/1.1\r\nHost: h\r\n\r\n", -400);
-    expect_err("GET /  HTTP/1.1\r\nHost: h\r\n\r\n", -400);
-    expect_err("GET /a b HTTP/1.1\r\nHost: h\r\n\r\n", -400);
-    expect_err("GET /a\tb HTTP/1.1\r\nHost: h\r\n\r\n", -400);
-    expect_err("GET /\x7f HTTP/1.1\r\nHost: h\r\n\r\n", -400);
-    expect_err("GET /\x80 HTTP/1.1\r\nHost: h\r\n\r\n", -400);
-    expect_err("GET /\xff HTTP/1.1\r\nHost: h\r\n\r\n", -400);
-    expect_err("GET /\x01 HTTP/1.1\r\nHost: h\r\n\r\n", -400);
     EXPECT_ERR_LIT("GET /\0 HTTP/1.1\r\nHost: h\r\n\r\n", -400);
-    /* HTTP/0.9: no version at all. */
-    expect_err("GET /\r\n\r\n", -400);
-    expect_err("GET /\n\n", -400);
-    expect_err("GET\r\n\r\n", -400);
 }
 
 static void test_versions(void **state)
@@ -412,58 +490,19 @@ static void test_versions(void **state)
     s = "GET / HTTP/1.9\r\nHost: h\r\n\r\n";
     assert_int_equal(sl_http_parse_request(s, strlen(s), &deflim, &r), (int)strlen(s));
     assert_int_equal(r.version, 11);
-    /* 1.x with x > 1 is 1.1, so Host is required. */
-    expect_err("GET / HTTP/1.2\r\n\r\n", -400);
 }
 
 static void test_version_505(void **state)
 {
-    expect_err("GET / HTTP/2.0\r\nHost: h\r\n\r\n", -505);
-    expect_err("GET / HTTP/0.9\r\n\r\n", -505);
-    expect_err("GET / HTTP/3.0\n\n", -505);
-    expect_err("GET / HTTP/9.9\r\n", -505);
     sl_http_request r;
     assert_int_equal(parse_n("GET / HTTP/2.0\r\n", 16, &deflim, &r), -505);
     assert_int_equal(r.version, 0);
 }
 
-static void test_version_malformed(void **state)
-{
-    expect_err("GET / HTTP/1.10\r\nHost: h\r\n\r\n", -400);
-    expect_err("GET / HTTP/11\r\nHost: h\r\n\r\n", -400);
-    expect_err("GET / HTTP/1\r\nHost: h\r\n\r\n", -400);
-    expect_err("GET / HTTP/1.\r\nHost: h\r\n\r\n", -400);
-    expect_err("GET / http/1.1\r\nHost: h\r\n\r\n", -400);
-    expect_err("GET / HTTPS/1.1\r\nHost: h\r\n\r\n", -400);
-    expect_err("GET / HTTP/1.1 \r\nHost: h\r\n\r\n", -400);
-    expect_err("GET / HTTP/1.1\t\r\nHost: h\r\n\r\n", -400);
-    expect_err("GET / HTTP/1,1\r\nHost: h\r\n\r\n", -400);
-    expect_err("GET / HTTP/a.1\r\nHost: h\r\n\r\n", -400);
-    expect_err("GET / HTTP/10.0\r\nHost: h\r\n\r\n", -400);
-    expect_err("GET / HTTP/1.1 extra\r\nHost: h\r\n\r\n", -400);
-    expect_err("GET / \r\nHost: h\r\n\r\n", -400);
-}
-
 /* ---- field lines ---- */
-
-static void test_field_syntax_errors(void **state)
-{
-    expect_err("GET / HTTP/1.1\r\nHost : h\r\n\r\n", -400);
-    expect_err("GET / HTTP/1.1\r\nHost\t: h\r\n\r\n", -400);
-    expect_err("GET / HTTP/1.1\r\nHost: h\r\nX-A : b\r\n\r\n", -400);
-    expect_err("GET / HTTP/1.1\r\nHost: h\r\n: b\r\n\r\n", -400);
-    expect_err("GET / HTTP/1.1\r\nHost: h\r\nNoColon\r\n\r\n", -400);
-    expect_err("GET / HTTP/1.1\r\nHost: h\r\nBad(Name): b\r\n\r\n", -400);
-    expect_err("GET / HTTP/1.1\r\nHost: h\r\nBad Name: b\r\n\r\n", -400);
-    expect_err("GET / HTTP/1.1\r\nHost: h\r\nN\xc3\xa4me: b\r\n\r\n", -400);
-}
 
 static void test_obs_fold(void **state)
 {
-    expect_err("GET / HTTP/1.1\r\nHost: h\r\nX-A: b\r\n c\r\n\r\n", -400);
-    expect_err("GET / HTTP/1.1\r\nHost: h\r\nX-A: b\r\n\tc\r\n\r\n", -400);
-    /* Whitespace right after the request line is the same thing (RFC 9112 §2.2). */
-    expect_err("GET / HTTP/1.1\r\n Host: h\r\n\r\n", -400);
     /* A continuation line is malformed, not one field too many. */
     sl_http_limits one = {4096, 4096, 1};
     expect_err_lim("GET / HTTP/1.1\r\nHost: h\r\n x\r\n\r\n", &one, -400);
@@ -472,10 +511,6 @@ static void test_obs_fold(void **state)
 static void test_ctl_in_value(void **state)
 {
     EXPECT_ERR_LIT("GET / HTTP/1.1\r\nHost: h\r\nX-A: a\0b\r\n\r\n", -400);
-    expect_err("GET / HTTP/1.1\r\nHost: h\r\nX-A: a\x01\r\n\r\n", -400);
-    expect_err("GET / HTTP/1.1\r\nHost: h\r\nX-A: a\x1f\r\n\r\n", -400);
-    expect_err("GET / HTTP/1.1\r\nHost: h\r\nX-A: a\x7f\r\n\r\n", -400);
-    expect_err("GET / HTTP/1.1\r\nHost: h\r\nX-A: \x0b\r\n\r\n", -400);
 }
 
 static void test_values_trimmed(void **state)
@@ -504,16 +539,7 @@ static void test_obs_text(void **state)
 
 static void test_host_required(void **state)
 {
-    expect_err("GET / HTTP/1.1\r\n\r\n", -400);
-    expect_err("GET / HTTP/1.1\r\nX-Host: h\r\n\r\n", -400);
     expect_ok("GET / HTTP/1.1\r\nHost:\r\n\r\n"); /* empty Host is legal (RFC 9112 §3.2) */
-}
-
-static void test_host_duplicate(void **state)
-{
-    expect_err("GET / HTTP/1.1\r\nHost: a\r\nHost: a\r\n\r\n", -400);
-    expect_err("GET / HTTP/1.1\r\nHost: a\r\nhOST: b\r\n\r\n", -400);
-    expect_err("GET / HTTP/1.0\r\nHost: a\r\nHost: b\r\n\r\n", -400);
 }
 
 static void test_host_values(void **state)
@@ -690,16 +716,6 @@ static void test_transfer_encoding_chunked(void **state)
     assert_true(r.chunked);
 }
 
-static void test_transfer_encoding_501(void **state)
-{
-    expect_err("POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: gzip, chunked\r\n\r\n", -501);
-    expect_err("POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: gzip;q=1, chunked\r\n\r\n", -501);
-    expect_err("POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: gzip\r\n"
-               "Transfer-Encoding: chunked\r\n\r\n",
-               -501);
-    expect_err("POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: identity,chunked\r\n\r\n", -501);
-}
-
 static void test_transfer_encoding_400(void **state)
 {
     static const char *const bad[] = {
@@ -724,14 +740,6 @@ static void test_transfer_encoding_400(void **state)
 
 static void test_transfer_encoding_with_content_length(void **state)
 {
-    expect_err(
-        "POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n",
-        -400);
-    expect_err(
-        "POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\nContent-Length: 5\r\n\r\n",
-        -400);
-    expect_err("POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 0\r\nTransfer-Encoding: gzip\r\n\r\n",
-               -400);
     /* Refused as soon as the second field line is complete, before the head ends. */
     assert_int_equal(
         parse("POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n"),
@@ -740,7 +748,6 @@ static void test_transfer_encoding_with_content_length(void **state)
 
 static void test_transfer_encoding_http10(void **state)
 {
-    expect_err("POST / HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n", -400);
     sl_http_request r;
     const char *s = "POST / HTTP/1.0\r\nTransfer-Encoding: chunked\r\n";
     assert_int_equal(parse_n(s, strlen(s), &deflim, &r), -400);
@@ -995,11 +1002,11 @@ static void test_request_reset_between_calls(void **state)
 }
 
 TU_MAIN(NULL, NULL,
+        cmocka_unit_test(test_refused_heads),
         cmocka_unit_test(test_simple_get),
         cmocka_unit_test(test_well_known_headers),
         cmocka_unit_test(test_methods),
         cmocka_unit_test(test_method_refused_status),
-        cmocka_unit_test(test_bad_methods),
         cmocka_unit_test(test_pipelined),
         cmocka_unit_test(test_pipelined_bare_lf),
         cmocka_unit_test(test_bytes_after_head_ignored),
@@ -1011,20 +1018,16 @@ TU_MAIN(NULL, NULL,
         cmocka_unit_test(test_bad_targets),
         cmocka_unit_test(test_versions),
         cmocka_unit_test(test_version_505),
-        cmocka_unit_test(test_version_malformed),
-        cmocka_unit_test(test_field_syntax_errors),
         cmocka_unit_test(test_obs_fold),
         cmocka_unit_test(test_ctl_in_value),
         cmocka_unit_test(test_values_trimmed),
         cmocka_unit_test(test_obs_text),
         cmocka_unit_test(test_host_required),
-        cmocka_unit_test(test_host_duplicate),
         cmocka_unit_test(test_host_values),
         cmocka_unit_test(test_content_length),
         cmocka_unit_test(test_content_length_invalid),
         cmocka_unit_test(test_content_length_shared),
         cmocka_unit_test(test_transfer_encoding_chunked),
-        cmocka_unit_test(test_transfer_encoding_501),
         cmocka_unit_test(test_transfer_encoding_400),
         cmocka_unit_test(test_transfer_encoding_with_content_length),
         cmocka_unit_test(test_transfer_encoding_http10),
