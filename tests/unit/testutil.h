@@ -17,6 +17,15 @@
 #define TU_EACH(c, cases)                                                                          \
     for (const __typeof__((cases)[0]) *c = (cases); c < (cases) + TU_LEN(cases); c++)
 
+/* A test input of len bytes (a literal's, NULs included) and the result it must give. */
+struct tu_case {
+    const char *in;
+    size_t len;
+    int want;
+};
+
+#define TU_CASE(lit, want) {lit, sizeof(lit) - 1, want}
+
 /* A heap copy of s[0..len) with nothing after it (no NUL), so a parser reading past len is
  * caught by ASan; the caller frees it. */
 static inline char *tu_copy(const char *s, size_t len)
