@@ -40,6 +40,13 @@ static int parse(const char *s)
     return parse_lim(s, &deflim);
 }
 
+/* s parses, in place, as one whole head into r. */
+static void parse_whole(const char *s, sl_http_request *r)
+{
+    int rc = sl_http_parse_request(s, strlen(s), &deflim, r);
+    if (rc != (int)strlen(s)) fail_msg("\"%s\": %d, want %zu", s, rc, strlen(s));
+}
+
 /* Every proper prefix gives 0 or want, and the whole input gives want (a negative status). */
 static void expect_err_n(const char *s, size_t len, const sl_http_limits *lim, int want)
 {
@@ -52,9 +59,6 @@ static void expect_err_n(const char *s, size_t len, const sl_http_limits *lim, i
     int rc = parse_n(s, len, lim, &r);
     if (rc != want) fail_msg("\"%.*s\": %d, want %d", (int)len, s, rc, want);
 }
-
-/* For literals with an embedded NUL. */
-#define EXPECT_ERR_LIT(lit, want) expect_err_n(lit, sizeof(lit) - 1, &deflim, want)
 
 static void expect_err_lim(const char *s, const sl_http_limits *lim, int want)
 {
@@ -150,7 +154,7 @@ static void test_well_known_headers(void **state)
                     "Range: bytes=5-6\r\n"
                     "\r\n";
     sl_http_request r;
-    assert_int_equal(sl_http_parse_request(s, strlen(s), &deflim, &r), (int)strlen(s));
+    parse_whole(s, &r);
     assert_int_equal(r.n_headers, 13);
     assert_true(hv_eq(r.host, "h"));
     assert_true(hv_eq(r.range, "bytes=0-1")); /* the first of two */
@@ -207,7 +211,7 @@ static void test_methods(void **state)
         char buf[128];
         snprintf(buf, sizeof buf, "%s / HTTP/1.1\r\nHost: h\r\n\r\n", cases[i].m);
         sl_http_request r;
-        assert_int_equal(sl_http_parse_request(buf, strlen(buf), &deflim, &r), (int)strlen(buf));
+        parse_whole(buf, &r);
         assert_int_equal(r.method, cases[i].e);
         assert_int_equal(r.method_len, strlen(cases[i].m));
         assert_memory_equal(r.method_str, cases[i].m, r.method_len);
@@ -257,6 +261,7 @@ static const struct tu_case refused_heads[] = {
     TU_CASE(" \r\nGET / HTTP/1.0\r\n\r\n", -400),
     TU_CASE("\r\n GET / HTTP/1.0\r\n\r\n", -400),
     /* Bad targets. */
+    TU_CASE("GET /\0 HTTP/1.1\r\nHost: h\r\n\r\n", -400),
     TU_CASE("GET  / HTTP/1.1\r\nHost: h\r\n\r\n", -400),
     TU_CASE("GET /  HTTP/1.1\r\nHost: h\r\n\r\n", -400),
     TU_CASE("GET /a b HTTP/1.1\r\nHost: h\r\n\r\n", -400),
@@ -306,6 +311,7 @@ static const struct tu_case refused_heads[] = {
     /* Whitespace right after the request line is the same thing (RFC 9112 §2.2). */
     TU_CASE("GET / HTTP/1.1\r\n Host: h\r\n\r\n", -400),
     /* Control bytes in a value. */
+    TU_CASE("GET / HTTP/1.1\r\nHost: h\r\nX-A: a\0b\r\n\r\n", -400),
     TU_CASE("GET / HTTP/1.1\r\nHost: h\r\nX-A: a\x01\r\n\r\n", -400),
     TU_CASE("GET / HTTP/1.1\r\nHost: h\r\nX-A: a\x1f\r\n\r\n", -400),
     TU_CASE("GET / HTTP/1.1\r\nHost: h\r\nX-A: a\x7f\r\n\r\n", -400),
@@ -404,7 +410,7 @@ static void test_bare_lf(void **state)
 {
     sl_http_request r;
     const char *s = "GET /p HTTP/1.1\nHost: h\nUser-Agent: ua\r\nAccept: */*\n\n";
-    assert_int_equal(sl_http_parse_request(s, strlen(s), &deflim, &r), (int)strlen(s));
+    parse_whole(s, &r);
     assert_int_equal(r.n_headers, 3);
     assert_true(hv_eq(r.user_agent, "ua"));
     assert_true(hv_eq(&r.headers[2], "*/*"));
@@ -426,7 +432,7 @@ static void test_leading_empty_lines(void **state)
 {
     sl_http_request r;
     const char *s = "\r\n\r\nGET / HTTP/1.0\r\n\r\n";
-    assert_int_equal(sl_http_parse_request(s, strlen(s), &deflim, &r), (int)strlen(s));
+    parse_whole(s, &r);
     assert_int_equal(r.head_len, strlen(s));
     assert_memory_equal(r.method_str, "GET", 3);
     expect_ok("\n\n\n\n\n\n\n\nGET / HTTP/1.0\r\n\r\n");
@@ -442,47 +448,42 @@ static void test_target_forms(void **state)
 {
     sl_http_request r;
     const char *s = "GET http://example.com:8080/p?q HTTP/1.1\r\nHost: example.com:8080\r\n\r\n";
-    assert_int_equal(sl_http_parse_request(s, strlen(s), &deflim, &r), (int)strlen(s));
+    parse_whole(s, &r);
     assert_int_equal(r.target_len, strlen("http://example.com:8080/p?q"));
     assert_memory_equal(r.target, "http://example.com:8080/p?q", r.target_len);
 
     s = "OPTIONS * HTTP/1.1\r\nHost: h\r\n\r\n";
-    assert_int_equal(sl_http_parse_request(s, strlen(s), &deflim, &r), (int)strlen(s));
+    parse_whole(s, &r);
     assert_int_equal(r.method, SL_METHOD_OPTIONS);
     assert_int_equal(r.target_len, 1);
     assert_int_equal(r.target[0], '*');
 
     s = "CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n";
-    assert_int_equal(sl_http_parse_request(s, strlen(s), &deflim, &r), (int)strlen(s));
+    parse_whole(s, &r);
     assert_int_equal(r.method, SL_METHOD_CONNECT);
     assert_memory_equal(r.target, "example.com:443", r.target_len);
 
     /* Every visible ASCII byte is accepted raw; decoding is not the parser's job. */
     s = "GET /%7E!\"#$&'()*+,-.:;<=>?@[\\]^_`{|}~ HTTP/1.1\r\nHost: h\r\n\r\n";
-    assert_int_equal(sl_http_parse_request(s, strlen(s), &deflim, &r), (int)strlen(s));
+    parse_whole(s, &r);
     assert_int_equal(r.target_len, strlen("/%7E!\"#$&'()*+,-.:;<=>?@[\\]^_`{|}~"));
-}
-
-static void test_bad_targets(void **state)
-{
-    EXPECT_ERR_LIT("GET /\0 HTTP/1.1\r\nHost: h\r\n\r\n", -400);
 }
 
 static void test_versions(void **state)
 {
     sl_http_request r;
     const char *s = "GET / HTTP/1.0\r\n\r\n";
-    assert_int_equal(sl_http_parse_request(s, strlen(s), &deflim, &r), (int)strlen(s));
+    parse_whole(s, &r);
     assert_int_equal(r.version, 10);
     assert_null(r.host); /* not required in 1.0 */
     s = "GET / HTTP/1.1\r\nHost: h\r\n\r\n";
-    assert_int_equal(sl_http_parse_request(s, strlen(s), &deflim, &r), (int)strlen(s));
+    parse_whole(s, &r);
     assert_int_equal(r.version, 11);
     s = "GET / HTTP/1.2\r\nHost: h\r\n\r\n";
-    assert_int_equal(sl_http_parse_request(s, strlen(s), &deflim, &r), (int)strlen(s));
+    parse_whole(s, &r);
     assert_int_equal(r.version, 11);
     s = "GET / HTTP/1.9\r\nHost: h\r\n\r\n";
-    assert_int_equal(sl_http_parse_request(s, strlen(s), &deflim, &r), (int)strlen(s));
+    parse_whole(s, &r);
     assert_int_equal(r.version, 11);
 }
 
@@ -502,16 +503,11 @@ static void test_obs_fold(void **state)
     expect_err_lim("GET / HTTP/1.1\r\nHost: h\r\n x\r\n\r\n", &one, -400);
 }
 
-static void test_ctl_in_value(void **state)
-{
-    EXPECT_ERR_LIT("GET / HTTP/1.1\r\nHost: h\r\nX-A: a\0b\r\n\r\n", -400);
-}
-
 static void test_values_trimmed(void **state)
 {
     sl_http_request r;
     const char *s = "GET / HTTP/1.1\r\nHost:h\r\nA: \t x \t y\t \r\nB:\r\nC:   \r\nD:z\r\n\r\n";
-    assert_int_equal(sl_http_parse_request(s, strlen(s), &deflim, &r), (int)strlen(s));
+    parse_whole(s, &r);
     assert_int_equal(r.n_headers, 5);
     assert_true(hv_eq(r.host, "h"));
     assert_true(hv_eq(&r.headers[1], "x \t y"));
@@ -525,7 +521,7 @@ static void test_obs_text(void **state)
 {
     sl_http_request r;
     const char *s = "GET / HTTP/1.1\r\nHost: h\r\nX-Name: caf\xc3\xa9 \x80\xff\r\n\r\n";
-    assert_int_equal(sl_http_parse_request(s, strlen(s), &deflim, &r), (int)strlen(s));
+    parse_whole(s, &r);
     assert_true(hv_eq(&r.headers[1], "caf\xc3\xa9 \x80\xff"));
 }
 
@@ -698,15 +694,15 @@ static void test_transfer_encoding_chunked(void **state)
 {
     sl_http_request r;
     const char *s = "POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n";
-    assert_int_equal(sl_http_parse_request(s, strlen(s), &deflim, &r), (int)strlen(s));
+    parse_whole(s, &r);
     assert_true(r.chunked);
     assert_int_equal(r.content_length, -1);
     s = "POST / HTTP/1.1\r\nHost: h\r\ntransfer-encoding:  CHUNKED \r\n\r\n";
-    assert_int_equal(sl_http_parse_request(s, strlen(s), &deflim, &r), (int)strlen(s));
+    parse_whole(s, &r);
     assert_true(r.chunked);
     /* Empty list elements are ignored (RFC 9110 §5.6.1). */
     s = "POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: , chunked ,\r\n\r\n";
-    assert_int_equal(sl_http_parse_request(s, strlen(s), &deflim, &r), (int)strlen(s));
+    parse_whole(s, &r);
     assert_true(r.chunked);
 }
 
@@ -755,17 +751,17 @@ static void test_connection_tokens(void **state)
     sl_http_request r;
     const char *s = "GET / HTTP/1.1\r\nHost: h\r\nConnection: Keep-Alive, Upgrade\r\n"
                     "Connection: ,CLOSE ,\r\n\r\n";
-    assert_int_equal(sl_http_parse_request(s, strlen(s), &deflim, &r), (int)strlen(s));
+    parse_whole(s, &r);
     assert_true(r.conn_close);
     assert_true(r.conn_keep_alive);
     assert_true(r.conn_upgrade);
     s = "GET / HTTP/1.0\r\nConnection: keep-alive\r\n\r\n";
-    assert_int_equal(sl_http_parse_request(s, strlen(s), &deflim, &r), (int)strlen(s));
+    parse_whole(s, &r);
     assert_false(r.conn_close);
     assert_true(r.conn_keep_alive);
     assert_false(r.conn_upgrade);
     s = "GET / HTTP/1.1\r\nHost: h\r\nConnection: closed, keep-alives, x-close\r\n\r\n";
-    assert_int_equal(sl_http_parse_request(s, strlen(s), &deflim, &r), (int)strlen(s));
+    parse_whole(s, &r);
     assert_false(r.conn_close || r.conn_keep_alive || r.conn_upgrade);
 }
 
@@ -906,7 +902,7 @@ static void test_field_lines_linked(void **state)
                     "x-a: 3\r\n"
                     "\r\n";
     sl_http_request r;
-    assert_int_equal(sl_http_parse_request(s, strlen(s), &deflim, &r), (int)strlen(s));
+    parse_whole(s, &r);
     const sl_http_header *h = r.if_none_match;
     assert_ptr_equal(h, &r.headers[0]);
     assert_ptr_equal(h->next, &r.headers[2]);
@@ -937,7 +933,7 @@ static void test_connection_over_lines(void **state)
 {
     sl_http_request r;
     const char *s = "GET / HTTP/1.1\r\nHost: h\r\nConnection: foo\r\nConnection: close\r\n\r\n";
-    assert_int_equal(sl_http_parse_request(s, strlen(s), &deflim, &r), (int)strlen(s));
+    parse_whole(s, &r);
     assert_true(r.conn_close);
 }
 
@@ -986,8 +982,8 @@ static void test_request_reset_between_calls(void **state)
     const char *a = "POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 3\r\nConnection: close\r\n"
                     "Range: bytes=1-2\r\n\r\n";
     const char *b = "GET / HTTP/1.0\r\n\r\n";
-    assert_int_equal(sl_http_parse_request(a, strlen(a), &deflim, &r), (int)strlen(a));
-    assert_int_equal(sl_http_parse_request(b, strlen(b), &deflim, &r), (int)strlen(b));
+    parse_whole(a, &r);
+    parse_whole(b, &r);
     assert_int_equal(r.content_length, -1);
     assert_false(r.conn_close);
     assert_null(r.host);
@@ -1009,11 +1005,9 @@ TU_MAIN(NULL, NULL,
         cmocka_unit_test(test_bare_cr),
         cmocka_unit_test(test_leading_empty_lines),
         cmocka_unit_test(test_target_forms),
-        cmocka_unit_test(test_bad_targets),
         cmocka_unit_test(test_versions),
         cmocka_unit_test(test_version_505),
         cmocka_unit_test(test_obs_fold),
-        cmocka_unit_test(test_ctl_in_value),
         cmocka_unit_test(test_values_trimmed),
         cmocka_unit_test(test_obs_text),
         cmocka_unit_test(test_host_required),

@@ -51,10 +51,6 @@ static void expect_n(parse_fn fn, const char *s, size_t len, const sl_upstream_l
     free(h);
 }
 
-/* For literals with an embedded NUL. */
-#define HTTP_ERR_LIT(lit, want)                                                                    \
-    expect_n(sl_upstream_parse_http, lit, sizeof(lit) - 1, &deflim, want)
-
 static void http_ok(const char *s)
 {
     expect_n(sl_upstream_parse_http, s, strlen(s), &deflim, (int)strlen(s));
@@ -115,7 +111,7 @@ static bool field_is(const sl_upstream_field *f, const char *name, const char *v
 
 /* Response heads the HTTP parser refuses, with the error: every proper prefix gives 0 or it. */
 static const struct tu_case refused_http[] = {
-    /* Http versions. */
+    /* Versions. */
     TU_CASE("HTTP/2.0 200 OK\r\n\r\n", -EPROTO),
     TU_CASE("HTTP/0.9 200 OK\r\n\r\n", -EPROTO),
     TU_CASE("HTTP/1 200 OK\r\n\r\n", -EPROTO),
@@ -124,11 +120,12 @@ static const struct tu_case refused_http[] = {
     TU_CASE("http/1.1 200 OK\r\n\r\n", -EPROTO),
     TU_CASE("HTTPS/1.1 200 OK\r\n\r\n", -EPROTO),
     TU_CASE("ICY 200 OK\r\n\r\n", -EPROTO),
-    /* Http reason text. */
+    /* Reason text. */
+    TU_CASE("HTTP/1.1 200 O\0K\r\n\r\n", -EPROTO),
     TU_CASE("HTTP/1.1 200 O\x01K\r\n\r\n", -EPROTO),
     TU_CASE("HTTP/1.1 200 O\x7fK\r\n\r\n", -EPROTO),
     TU_CASE("HTTP/1.1 200 OK\rX\r\n\r\n", -EPROTO),
-    /* Http status code syntax. */
+    /* Status code syntax. */
     TU_CASE("HTTP/1.1 20 OK\r\n\r\n", -EPROTO),
     TU_CASE("HTTP/1.1 2000 OK\r\n\r\n", -EPROTO),
     TU_CASE("HTTP/1.1 099 Low\r\n\r\n", -EPROTO),
@@ -141,7 +138,9 @@ static const struct tu_case refused_http[] = {
     TU_CASE("HTTP/1.1 200\tOK\r\n\r\n", -EPROTO),
     TU_CASE(" HTTP/1.1 200 OK\r\n\r\n", -EPROTO),
     TU_CASE("\r\nHTTP/1.1 200 OK\r\n\r\n", -EPROTO),
-    /* Http field errors. */
+    /* Field errors. */
+    TU_CASE("HTTP/1.1 200 OK\r\nX: a\0b\r\n\r\n", -EPROTO),
+    TU_CASE("HTTP/1.1 200 OK\r\nX\0: b\r\n\r\n", -EPROTO),
     TU_CASE("HTTP/1.1 200 OK\r\nX : y\r\n\r\n", -EPROTO),
     TU_CASE("HTTP/1.1 200 OK\r\nX\t: y\r\n\r\n", -EPROTO),
     TU_CASE("HTTP/1.1 200 OK\r\nA: 1\r\n  continued\r\n\r\n", -EPROTO),
@@ -158,7 +157,7 @@ static const struct tu_case refused_http[] = {
     TU_CASE("HTTP/1.1 200 OK\r\nX: a\x7f\r\n\r\n", -EPROTO),
     TU_CASE("HTTP/1.1 200 OK\r\nX: 1\r\n\r\r\n", -EPROTO),
     TU_CASE("HTTP/1.1 200 OK\r\nX: 1\r\n\rX", -EPROTO),
-    /* Http content length. */
+    /* Content-Length. */
     TU_CASE("HTTP/1.1 200 OK\r\nContent-Length: 9223372036854775808\r\n\r\n", -EPROTO),
     TU_CASE("HTTP/1.1 200 OK\r\nContent-Length: 99999999999999999999999\r\n\r\n", -EPROTO),
     TU_CASE("HTTP/1.1 200 OK\r\nContent-Length:\r\n\r\n", -EPROTO),
@@ -169,11 +168,11 @@ static const struct tu_case refused_http[] = {
     TU_CASE("HTTP/1.1 200 OK\r\nContent-Length: 5,\r\n\r\n", -EPROTO),
     TU_CASE("HTTP/1.1 200 OK\r\nContent-Length: ,5\r\n\r\n", -EPROTO),
     TU_CASE("HTTP/1.1 200 OK\r\nContent-Length: 5.0\r\n\r\n", -EPROTO),
-    /* Http duplicate content length. */
+    /* Content-Length twice. */
     TU_CASE("HTTP/1.1 200 OK\r\nContent-Length: 42\r\nContent-Length: 43\r\n\r\n", -EPROTO),
     TU_CASE("HTTP/1.1 200 OK\r\nContent-Length: 42, 43\r\n\r\n", -EPROTO),
     TU_CASE("HTTP/1.1 200 OK\r\nContent-Length: 0\r\nContent-Length: 1\r\n\r\n", -EPROTO),
-    /* Http transfer encoding. */
+    /* Transfer-Encoding. */
     TU_CASE("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked, chunked\r\n\r\n", -EPROTO),
     TU_CASE("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n",
             -EPROTO),
@@ -187,12 +186,12 @@ static const struct tu_case refused_http[] = {
     TU_CASE("HTTP/1.1 200 OK\r\nTransfer-Encoding: xchunked\r\n\r\n", -EPROTO),
     TU_CASE("HTTP/1.1 200 OK\r\nTransfer-Encoding:\r\n\r\n", -EPROTO),
     TU_CASE("HTTP/1.1 200 OK\r\nTransfer-Encoding: ,\r\n\r\n", -EPROTO),
-    /* Http te with cl. */
+    /* Transfer-Encoding with Content-Length. */
     TU_CASE("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nContent-Length: 5\r\n\r\n", -EPROTO),
     TU_CASE("HTTP/1.1 200 OK\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n", -EPROTO),
     TU_CASE("HTTP/1.1 304 Not Modified\r\nContent-Length: 0\r\nTransfer-Encoding: chunked\r\n\r\n",
             -EPROTO),
-    /* Http10 te. */
+    /* Transfer-Encoding on HTTP/1.0. */
     TU_CASE("HTTP/1.0 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n", -EPROTO),
 };
 
@@ -255,7 +254,6 @@ static void test_http_reason_text(void **state)
     assert_int_equal(p->h.status, 500);
     assert_true(eq(p->h.reason, p->h.reason_len, "Internal\tServer  \xc3\xa9rror"));
     parsed_free(p);
-    HTTP_ERR_LIT("HTTP/1.1 200 O\0K\r\n\r\n", -EPROTO);
 }
 
 static void test_http_status_code_syntax(void **state)
@@ -294,12 +292,6 @@ static void test_http_obs_text_value(void **state)
     assert_true(p->rc > 0);
     assert_true(field_is(&p->h.fields[0], "X", "caf\xc3\xa9 \xff"));
     parsed_free(p);
-}
-
-static void test_http_field_errors(void **state)
-{
-    HTTP_ERR_LIT("HTTP/1.1 200 OK\r\nX: a\0b\r\n\r\n", -EPROTO);
-    HTTP_ERR_LIT("HTTP/1.1 200 OK\r\nX\0: b\r\n\r\n", -EPROTO);
 }
 
 static void test_http_bytes_after_head_ignored(void **state)
@@ -555,9 +547,9 @@ static void test_interim_classification(void **state)
 
 /* CGI heads the parser refuses, with the error: every proper prefix gives 0 or it. */
 static const struct tu_case refused_cgi[] = {
-    /* Cgi lf only. */
+    /* Bare LF line ends. */
     TU_CASE("A: 1\n\rB: 2\n\n", -EPROTO),
-    /* Cgi status forms. */
+    /* Status forms. */
     TU_CASE("Status: 4044 Nope\r\n\r\n", -EPROTO),
     TU_CASE("Status: 404x\r\n\r\n", -EPROTO),
     TU_CASE("Status: abc\r\n\r\n", -EPROTO),
@@ -567,16 +559,16 @@ static const struct tu_case refused_cgi[] = {
     TU_CASE("Status: 199 Low\r\n\r\n", -EPROTO),
     TU_CASE("Status: 100 Continue\r\n\r\n", -EPROTO),
     TU_CASE("Status: 200 OK\r\nStatus: 200 OK\r\n\r\n", -EPROTO),
-    /* Cgi location with status. */
+    /* Location with status. */
     TU_CASE("Location: /a\r\nLocation: /b\r\n\r\n", -EPROTO),
-    /* Cgi needs a field. */
+    /* Needs a field. */
     TU_CASE("\r\n", -EPROTO),
     TU_CASE("\n", -EPROTO),
     TU_CASE("\r\nContent-Type: text/html\r\n\r\n", -EPROTO),
-    /* Cgi framing fields. */
+    /* Framing fields. */
     TU_CASE("Content-Length: 5\nContent-Length: 6\n\n", -EPROTO),
     TU_CASE("Content-Length: five\n\n", -EPROTO),
-    /* Cgi syntax errors. */
+    /* Syntax errors. */
     TU_CASE("HTTP/1.1 200 OK\r\n\r\n", -EPROTO), /* NPH output is not a CGI head */
     TU_CASE("Content-Type : text/html\r\n\r\n", -EPROTO),
     TU_CASE("Content-Type: text/html\r\n continued\r\n\r\n", -EPROTO),
@@ -1075,7 +1067,6 @@ TU_MAIN(NULL, NULL,
         cmocka_unit_test(test_http_lf_only),
         cmocka_unit_test(test_http_value_trimming),
         cmocka_unit_test(test_http_obs_text_value),
-        cmocka_unit_test(test_http_field_errors),
         cmocka_unit_test(test_http_bytes_after_head_ignored),
         cmocka_unit_test(test_http_content_length),
         cmocka_unit_test(test_http_duplicate_content_length),
