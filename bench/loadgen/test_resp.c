@@ -59,6 +59,13 @@ static ssize_t parse_all(struct sl_lg_resp *r, const char *msg, struct body *b)
     return feed_steps(r, msg, strlen(msg), 0, b);
 }
 
+/* msg parses into r to its last byte (the body into b, if given). */
+static void parse_whole(struct sl_lg_resp *r, const char *msg, struct body *b)
+{
+    ssize_t n = parse_all(r, msg, b);
+    if (n != (ssize_t)strlen(msg)) fail_msg("\"%s\": %zd of %zu bytes", msg, n, strlen(msg));
+}
+
 /* msg parses into the whole response r. */
 static void expect_complete(struct sl_lg_resp *r, const char *msg)
 {
@@ -82,7 +89,7 @@ static void test_content_length_single_read(void **state)
     struct sl_lg_resp r;
     struct body b = {.len = 0};
     const char *m = "HTTP/1.1 200 OK\r\nContent-Length: 5\r\nServer: x\r\n\r\nhello";
-    assert_int_equal(parse_all(&r, m, &b), (ssize_t)strlen(m));
+    parse_whole(&r, m, &b);
     assert_true(sl_lg_resp_done(&r));
     assert_int_equal(r.status, 200);
     assert_int_equal(r.version_minor, 1);
@@ -151,7 +158,7 @@ static void test_read_until_close(void **state)
     struct sl_lg_resp r;
     struct body b = {.len = 0};
     const char *m = "HTTP/1.1 200 OK\r\n\r\nsome body bytes";
-    assert_int_equal(parse_all(&r, m, &b), (ssize_t)strlen(m));
+    parse_whole(&r, m, &b);
     assert_true(sl_lg_resp_headers_done(&r));
     assert_false(sl_lg_resp_done(&r));
     assert_int_equal(r.body_bytes, 15);
@@ -180,7 +187,7 @@ static void test_chunked_bare_lf(void **state)
     struct sl_lg_resp r;
     struct body b = {.len = 0};
     const char *m = "HTTP/1.1 200 OK\nTransfer-Encoding: chunked\n\n3\nabc\n0\n\n";
-    assert_int_equal(parse_all(&r, m, &b), (ssize_t)strlen(m));
+    parse_whole(&r, m, &b);
     assert_true(sl_lg_resp_done(&r));
     assert_int_equal(r.body_bytes, 3);
 }
@@ -291,7 +298,7 @@ static void test_chunk_size_leading_zeros_ok(void **state)
     struct sl_lg_resp r;
     const char *m = "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
                     "00000000000000000000003\r\nabc\r\n0\r\n\r\n";
-    assert_int_equal(parse_all(&r, m, NULL), (ssize_t)strlen(m));
+    parse_whole(&r, m, NULL);
     assert_int_equal(r.body_bytes, 3);
 }
 
@@ -316,7 +323,7 @@ static void test_transfer_encoding_beats_content_length(void **state)
     struct sl_lg_resp r;
     const char *m = "HTTP/1.1 200 OK\r\nContent-Length: 100\r\nTransfer-Encoding: chunked\r\n\r\n"
                     "2\r\nab\r\n0\r\n\r\n";
-    assert_int_equal(parse_all(&r, m, NULL), (ssize_t)strlen(m));
+    parse_whole(&r, m, NULL);
     assert_true(sl_lg_resp_done(&r));
     assert_int_equal(r.body_bytes, 2);
     assert_int_equal(r.content_length, -1);
@@ -340,7 +347,7 @@ static void test_transfer_encoding_list_across_headers(void **state)
     const char *m =
         "HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\nTransfer-Encoding: ,CHUNKED;q=1\r\n\r\n"
         "1\r\nz\r\n0\r\n\r\n";
-    assert_int_equal(parse_all(&r, m, NULL), (ssize_t)strlen(m));
+    parse_whole(&r, m, NULL);
     assert_true(r.chunked);
     assert_int_equal(r.body_bytes, 1);
 }
@@ -365,12 +372,12 @@ static void test_long_lines(void **state)
     struct sl_lg_resp r;
     /* a long header we ignore is fine */
     char *m = padded("HTTP/1.1 200 OK\r\nX-Long: ", 'a', n, "\r\nContent-Length: 1\r\n\r\nz");
-    assert_int_equal(parse_all(&r, m, NULL), (ssize_t)strlen(m));
+    parse_whole(&r, m, NULL);
     assert_true(sl_lg_resp_done(&r));
     free(m);
     /* a long name we ignore, even without a colon in the kept prefix */
     m = padded("HTTP/1.1 200 OK\r\n", 'N', n, ": v\r\nContent-Length: 0\r\n\r\n");
-    assert_int_equal(parse_all(&r, m, NULL), (ssize_t)strlen(m));
+    parse_whole(&r, m, NULL);
     assert_true(sl_lg_resp_done(&r));
     free(m);
     /* but a header the framing depends on must fit */
@@ -379,7 +386,7 @@ static void test_long_lines(void **state)
     free(m);
     /* a long reason phrase is fine */
     m = padded("HTTP/1.1 404 ", 'r', n, "\r\nContent-Length: 0\r\n\r\n");
-    assert_int_equal(parse_all(&r, m, NULL), (ssize_t)strlen(m));
+    parse_whole(&r, m, NULL);
     assert_int_equal(r.status, 404);
     free(m);
 }
@@ -412,7 +419,7 @@ static void test_interim_responses(void **state)
     const char *m = "HTTP/1.1 100 Continue\r\nContent-Length: 99\r\n\r\n"
                     "HTTP/1.1 103 Early Hints\r\nLink: x\r\n\r\n"
                     "HTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\nq";
-    assert_int_equal(parse_all(&r, m, NULL), (ssize_t)strlen(m));
+    parse_whole(&r, m, NULL);
     assert_true(sl_lg_resp_done(&r));
     assert_int_equal(r.status, 200);
     assert_int_equal(r.body_bytes, 1);
@@ -463,7 +470,7 @@ static void test_header_bytes_counted(void **state)
     const char *head = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n";
     char m[128];
     snprintf(m, sizeof m, "%sab", head);
-    assert_int_equal(parse_all(&r, m, NULL), (ssize_t)strlen(m));
+    parse_whole(&r, m, NULL);
     assert_int_equal(r.header_bytes, strlen(head));
 }
 
