@@ -1,6 +1,6 @@
-/* What several unit tests share (header-only, so no build change): a heap copy of a test input
- * with no slack after it, and files and directories made and removed under a test's temporary
- * directory, and main(). Include it after <cmocka.h>. */
+/* What several unit tests share (header-only, so no build change): walking a table of cases, a
+ * heap copy of a test input with no slack after it, files and directories made and removed under
+ * a test's temporary directory, and main(). Include it after <cmocka.h>. */
 #ifndef SL_TESTUTIL_H
 #define SL_TESTUTIL_H
 
