@@ -806,6 +806,16 @@ static const struct opt_def opt_defs[] = {
     {"cipher", O_UNSUPPORTED, true},
 };
 
+#define STR_(x) #x
+#define STR(x) STR_(x)
+
+/* Says that option d's value v is not what it wants; returns parse_args's status for that. */
+static int bad_value(const struct opt_def *d, const char *wants, const char *v)
+{
+    fprintf(stderr, "loadgen: -%s wants %s, not '%s'\n", d->name, wants, v);
+    return 2;
+}
+
 static const struct opt_def *find_opt(const char *arg)
 {
     const char *name = arg + 1;
@@ -880,10 +890,8 @@ static int parse_args(int argc, char **argv, struct opts *o)
             o->keepalive = true;
             break;
         case O_PARALLEL:
-            if (!parse_u64(v, &u) || u < 1 || u > PARALLEL_MAX) {
-                fprintf(stderr, "loadgen: -parallel wants 1..%d, not '%s'\n", PARALLEL_MAX, v);
-                return 2;
-            }
+            if (!parse_u64(v, &u) || u < 1 || u > PARALLEL_MAX)
+                return bad_value(d, "1.." STR(PARALLEL_MAX), v);
             o->parallel = (unsigned)u;
             break;
         case O_RATE:
@@ -891,30 +899,18 @@ static int parse_args(int argc, char **argv, struct opts *o)
                             "fetches in flight)\n");
             return 2;
         case O_FETCHES:
-            if (!parse_u64(v, &u) || u < 1) {
-                fprintf(stderr, "loadgen: -fetches wants a positive integer, not '%s'\n", v);
-                return 2;
-            }
+            if (!parse_u64(v, &u) || u < 1) return bad_value(d, "a positive integer", v);
             o->fetches = u;
             break;
         case O_SECONDS:
-            if (!parse_secs(v, &o->seconds)) {
-                fprintf(stderr, "loadgen: -seconds wants a positive number, not '%s'\n", v);
-                return 2;
-            }
+            if (!parse_secs(v, &o->seconds)) return bad_value(d, "a positive number", v);
             break;
         case O_SEED:
-            if (!parse_u64(v, &o->seed)) {
-                fprintf(stderr, "loadgen: -seed wants a non-negative integer, not '%s'\n", v);
-                return 2;
-            }
+            if (!parse_u64(v, &o->seed)) return bad_value(d, "a non-negative integer", v);
             o->seed_set = true;
             break;
         case O_TIMEOUT:
-            if (!parse_secs(v, &o->timeout)) {
-                fprintf(stderr, "loadgen: -timeout wants a positive number, not '%s'\n", v);
-                return 2;
-            }
+            if (!parse_secs(v, &o->timeout)) return bad_value(d, "a positive number", v);
             break;
         case O_JSON:
             o->json = v;
@@ -929,10 +925,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
             o->sequential = true;
             break;
         case O_MIN_FETCHES:
-            if (!parse_u64(v, &u) || u < 1) {
-                fprintf(stderr, "loadgen: -min-fetches wants a positive integer, not '%s'\n", v);
-                return 2;
-            }
+            if (!parse_u64(v, &u) || u < 1) return bad_value(d, "a positive integer", v);
             o->min_fetches = u;
             break;
         default:

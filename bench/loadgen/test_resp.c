@@ -59,12 +59,37 @@ static ssize_t parse_all(struct sl_lg_resp *r, const char *msg, struct body *b)
     return feed_steps(r, msg, strlen(msg), 0, b);
 }
 
+/* msg parses into r to its last byte (the body into b, if given). */
+static void parse_whole(struct sl_lg_resp *r, const char *msg, struct body *b)
+{
+    ssize_t n = parse_all(r, msg, b);
+    if (n != (ssize_t)strlen(msg)) fail_msg("\"%s\": %zd of %zu bytes", msg, n, strlen(msg));
+}
+
+/* msg parses into the whole response r. */
+static void expect_complete(struct sl_lg_resp *r, const char *msg)
+{
+    if (parse_all(r, msg, NULL) <= 0 || !sl_lg_resp_done(r))
+        fail_msg("\"%s\": not parsed to its end", msg);
+}
+
+/* head, then n bytes of fill, then tail, in a string on the heap (the caller frees it). */
+static char *padded(const char *head, char fill, size_t n, const char *tail)
+{
+    size_t h = strlen(head);
+    char *m = xmalloc(h + n + strlen(tail) + 1);
+    memcpy(m, head, h);
+    memset(m + h, fill, n);
+    strcpy(m + h + n, tail);
+    return m;
+}
+
 static void test_content_length_single_read(void **state)
 {
     struct sl_lg_resp r;
     struct body b = {.len = 0};
     const char *m = "HTTP/1.1 200 OK\r\nContent-Length: 5\r\nServer: x\r\n\r\nhello";
-    assert_int_equal(parse_all(&r, m, &b), (ssize_t)strlen(m));
+    parse_whole(&r, m, &b);
     assert_true(sl_lg_resp_done(&r));
     assert_int_equal(r.status, 200);
     assert_int_equal(r.version_minor, 1);
@@ -110,8 +135,7 @@ static void test_every_split_point_is_equivalent(void **state)
 static void test_http10_needs_keep_alive_to_be_reusable(void **state)
 {
     struct sl_lg_resp r;
-    assert_true(parse_all(&r, "HTTP/1.0 200 OK\r\nContent-Length: 0\r\n\r\n", NULL) > 0);
-    assert_true(sl_lg_resp_done(&r));
+    expect_complete(&r, "HTTP/1.0 200 OK\r\nContent-Length: 0\r\n\r\n");
     assert_false(sl_lg_resp_reusable(&r));
     assert_true(parse_all(&r,
                           "HTTP/1.0 200 OK\r\nConnection: Keep-Alive\r\nContent-Length: 0\r\n\r\n",
@@ -134,7 +158,7 @@ static void test_read_until_close(void **state)
     struct sl_lg_resp r;
     struct body b = {.len = 0};
     const char *m = "HTTP/1.1 200 OK\r\n\r\nsome body bytes";
-    assert_int_equal(parse_all(&r, m, &b), (ssize_t)strlen(m));
+    parse_whole(&r, m, &b);
     assert_true(sl_lg_resp_headers_done(&r));
     assert_false(sl_lg_resp_done(&r));
     assert_int_equal(r.body_bytes, 15);
@@ -163,7 +187,7 @@ static void test_chunked_bare_lf(void **state)
     struct sl_lg_resp r;
     struct body b = {.len = 0};
     const char *m = "HTTP/1.1 200 OK\nTransfer-Encoding: chunked\n\n3\nabc\n0\n\n";
-    assert_int_equal(parse_all(&r, m, &b), (ssize_t)strlen(m));
+    parse_whole(&r, m, &b);
     assert_true(sl_lg_resp_done(&r));
     assert_int_equal(r.body_bytes, 3);
 }
@@ -199,12 +223,74 @@ static void expect_error(const char *m, ssize_t err)
     assert_int_equal(sl_lg_resp_feed(&r, "x", 1, NULL, NULL), -EBADMSG);
 }
 
-static void test_chunk_size_overflow(void **state)
+/* Responses the parser must refuse, with the error. */
+static const struct {
+    const char *msg;
+    ssize_t err;
+} refused[] = {
+    /* Status lines. */
+    {"HTTP/2.0 200 OK\r\n\r\n", -EBADMSG},
+    {"HTTP/1.1 20 OK\r\n\r\n", -EBADMSG},
+    {"HTTP/1.1 2000 OK\r\n\r\n", -EBADMSG},
+    {"HTTP/1.1 099 Low\r\n\r\n", -EBADMSG},
+    {"HTTP/1.1 200OK\r\n\r\n", -EBADMSG},
+    {"ICY 200 OK\r\n\r\n", -EBADMSG},
+    {"http/1.1 200 OK\r\n\r\n", -EBADMSG},
+    {"\r\nHTTP/1.1 200 OK\r\n\r\n", -EBADMSG},
+    {"HTTP/1.x 200 OK\r\n\r\n", -EBADMSG},
+    /* Field syntax. */
+    {"HTTP/1.1 200 OK\r\nContent-Length : 1\r\n\r\n", -EBADMSG},
+    {"HTTP/1.1 200 OK\r\nNo colon here\r\n\r\n", -EBADMSG},
+    {"HTTP/1.1 200 OK\r\n: empty name\r\n\r\n", -EBADMSG},
+    {"HTTP/1.1 200 OK\r\nBad\"Name: x\r\n\r\n", -EBADMSG},
+    /* A folded line (obs-fold) of a field the framing depends on. */
+    {"HTTP/1.1 200 OK\r\nContent-Length: 1\r\n 2\r\n\r\n", -EBADMSG},
+    /* Content-Length values. */
+    {"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\n", -EBADMSG},
+    {"HTTP/1.1 200 OK\r\nContent-Length: 2, 3\r\n\r\n", -EBADMSG},
+    {"HTTP/1.1 200 OK\r\nContent-Length: \r\n\r\n", -EBADMSG},
+    {"HTTP/1.1 200 OK\r\nContent-Length: -1\r\n\r\n", -EBADMSG},
+    {"HTTP/1.1 200 OK\r\nContent-Length: +1\r\n\r\n", -EBADMSG},
+    {"HTTP/1.1 200 OK\r\nContent-Length: 1 2\r\n\r\n", -EBADMSG},
+    {"HTTP/1.1 200 OK\r\nContent-Length: 0x10\r\n\r\n", -EBADMSG},
+    {"HTTP/1.1 200 OK\r\nContent-Length: 99999999999999999999999\r\n\r\n", -EBADMSG},
+    {"HTTP/1.1 200 OK\r\nContent-Length: 5\r\r\n\r\n", -EBADMSG},
+    /* chunked must be the last transfer coding, once. */
+    {"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked, gzip\r\n\r\n", -EBADMSG},
+    {"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: gzip\r\n\r\n", -EBADMSG},
+    {"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked, chunked\r\n\r\n", -EBADMSG},
+    {"HTTP/1.1 200 OK\r\nTransfer-Encoding: \r\n\r\n", -EBADMSG},
+    /* 101 is no interim response loadgen can go on after. */
+    {"HTTP/1.1 101 Switching Protocols\r\nUpgrade: x\r\n\r\n", -EBADMSG},
+    /* A chunk size that overflows. */
+    {"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n1000000000000000\r\n", -EBADMSG},
+    {"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nFFFFFFFFFFFFFFFFFFFF\r\n", -EBADMSG},
+    /* Chunk framing. */
+    /* no digits */
+    {"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n\r\n", -EBADMSG},
+    {"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n;x\r\n", -EBADMSG},
+    /* junk after the size */
+    {"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3 x\r\n", -EBADMSG},
+    {"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3g\r\n", -EBADMSG},
+    /* CR not followed by LF */
+    {"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\rabc", -EBADMSG},
+    /* payload not followed by CRLF */
+    {"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabcd\r\n", -EBADMSG},
+    {"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\rX", -EBADMSG},
+    /* last-chunk's final CR without LF */
+    {"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\rX", -EBADMSG},
+};
+
+static void test_refused(void **state)
 {
-    expect_error("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n1000000000000000\r\n",
-                 -EBADMSG);
-    expect_error("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nFFFFFFFFFFFFFFFFFFFF\r\n",
-                 -EBADMSG);
+    for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
+        struct sl_lg_resp r;
+        ssize_t got = parse_all(&r, refused[i].msg, NULL);
+        if (got != refused[i].err)
+            fail_msg("\"%s\": %zd, want %zd", refused[i].msg, got, refused[i].err);
+        /* After an error the parser stays failed. */
+        assert_int_equal(sl_lg_resp_feed(&r, "x", 1, NULL, NULL), -EBADMSG);
+    }
 }
 
 static void test_chunk_size_leading_zeros_ok(void **state)
@@ -212,47 +298,22 @@ static void test_chunk_size_leading_zeros_ok(void **state)
     struct sl_lg_resp r;
     const char *m = "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
                     "00000000000000000000003\r\nabc\r\n0\r\n\r\n";
-    assert_int_equal(parse_all(&r, m, NULL), (ssize_t)strlen(m));
+    parse_whole(&r, m, NULL);
     assert_int_equal(r.body_bytes, 3);
-}
-
-static void test_chunk_framing_errors(void **state)
-{
-    /* no digits */
-    expect_error("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n\r\n", -EBADMSG);
-    expect_error("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n;x\r\n", -EBADMSG);
-    /* junk after the size */
-    expect_error("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3 x\r\n", -EBADMSG);
-    expect_error("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3g\r\n", -EBADMSG);
-    /* CR not followed by LF */
-    expect_error("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\rabc", -EBADMSG);
-    /* payload not followed by CRLF */
-    expect_error("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabcd\r\n", -EBADMSG);
-    expect_error("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\rX", -EBADMSG);
-    /* last-chunk's final CR without LF */
-    expect_error("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\rX", -EBADMSG);
 }
 
 static void test_chunk_extension_too_long(void **state)
 {
-    size_t n = SL_LG_RESP_CHUNK_LINE_MAX + 100;
-    const char *head = "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n1;";
-    char *m = xmalloc(strlen(head) + n + 1);
-    strcpy(m, head);
-    memset(m + strlen(head), 'e', n);
-    m[strlen(head) + n] = '\0';
+    char *m = padded("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n1;", 'e',
+                     SL_LG_RESP_CHUNK_LINE_MAX + 100, "");
     expect_error(m, -EMSGSIZE);
     free(m);
 }
 
 static void test_trailer_too_long(void **state)
 {
-    size_t n = SL_LG_RESP_CHUNK_LINE_MAX + 100;
-    const char *head = "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n0\r\nX-T: ";
-    char *m = xmalloc(strlen(head) + n + 1);
-    strcpy(m, head);
-    memset(m + strlen(head), 't', n);
-    m[strlen(head) + n] = '\0';
+    char *m = padded("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n0\r\nX-T: ", 't',
+                     SL_LG_RESP_CHUNK_LINE_MAX + 100, "");
     expect_error(m, -EMSGSIZE);
     free(m);
 }
@@ -262,7 +323,7 @@ static void test_transfer_encoding_beats_content_length(void **state)
     struct sl_lg_resp r;
     const char *m = "HTTP/1.1 200 OK\r\nContent-Length: 100\r\nTransfer-Encoding: chunked\r\n\r\n"
                     "2\r\nab\r\n0\r\n\r\n";
-    assert_int_equal(parse_all(&r, m, NULL), (ssize_t)strlen(m));
+    parse_whole(&r, m, NULL);
     assert_true(sl_lg_resp_done(&r));
     assert_int_equal(r.body_bytes, 2);
     assert_int_equal(r.content_length, -1);
@@ -280,22 +341,13 @@ static void test_transfer_encoding_not_chunked_reads_to_close(void **state)
     assert_false(sl_lg_resp_reusable(&r));
 }
 
-static void test_transfer_encoding_chunked_must_be_last(void **state)
-{
-    expect_error("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked, gzip\r\n\r\n", -EBADMSG);
-    expect_error("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: gzip\r\n\r\n",
-                 -EBADMSG);
-    expect_error("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked, chunked\r\n\r\n", -EBADMSG);
-    expect_error("HTTP/1.1 200 OK\r\nTransfer-Encoding: \r\n\r\n", -EBADMSG);
-}
-
 static void test_transfer_encoding_list_across_headers(void **state)
 {
     struct sl_lg_resp r;
     const char *m =
         "HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\nTransfer-Encoding: ,CHUNKED;q=1\r\n\r\n"
         "1\r\nz\r\n0\r\n\r\n";
-    assert_int_equal(parse_all(&r, m, NULL), (ssize_t)strlen(m));
+    parse_whole(&r, m, NULL);
     assert_true(r.chunked);
     assert_int_equal(r.body_bytes, 1);
 }
@@ -303,73 +355,38 @@ static void test_transfer_encoding_list_across_headers(void **state)
 static void test_content_length_values(void **state)
 {
     struct sl_lg_resp r;
-    assert_true(parse_all(&r, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Length: 2\r\n\r\nab",
-                          NULL) > 0);
-    assert_true(sl_lg_resp_done(&r));
-    assert_true(parse_all(&r, "HTTP/1.1 200 OK\r\nContent-Length: 2 , 2\r\n\r\nab", NULL) > 0);
-    assert_true(sl_lg_resp_done(&r));
-    assert_true(parse_all(&r, "HTTP/1.1 200 OK\r\nContent-Length:\t0\t\r\n\r\n", NULL) > 0);
-    assert_true(sl_lg_resp_done(&r));
-    expect_error("HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\n", -EBADMSG);
-    expect_error("HTTP/1.1 200 OK\r\nContent-Length: 2, 3\r\n\r\n", -EBADMSG);
-    expect_error("HTTP/1.1 200 OK\r\nContent-Length: \r\n\r\n", -EBADMSG);
-    expect_error("HTTP/1.1 200 OK\r\nContent-Length: -1\r\n\r\n", -EBADMSG);
-    expect_error("HTTP/1.1 200 OK\r\nContent-Length: +1\r\n\r\n", -EBADMSG);
-    expect_error("HTTP/1.1 200 OK\r\nContent-Length: 1 2\r\n\r\n", -EBADMSG);
-    expect_error("HTTP/1.1 200 OK\r\nContent-Length: 0x10\r\n\r\n", -EBADMSG);
-    expect_error("HTTP/1.1 200 OK\r\nContent-Length: 99999999999999999999999\r\n\r\n", -EBADMSG);
-    expect_error("HTTP/1.1 200 OK\r\nContent-Length: 5\r\r\n\r\n", -EBADMSG);
-}
-
-static void test_header_syntax_errors(void **state)
-{
-    expect_error("HTTP/1.1 200 OK\r\nContent-Length : 1\r\n\r\n", -EBADMSG);
-    expect_error("HTTP/1.1 200 OK\r\nNo colon here\r\n\r\n", -EBADMSG);
-    expect_error("HTTP/1.1 200 OK\r\n: empty name\r\n\r\n", -EBADMSG);
-    expect_error("HTTP/1.1 200 OK\r\nBad\"Name: x\r\n\r\n", -EBADMSG);
+    expect_complete(&r, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Length: 2\r\n\r\nab");
+    expect_complete(&r, "HTTP/1.1 200 OK\r\nContent-Length: 2 , 2\r\n\r\nab");
+    expect_complete(&r, "HTTP/1.1 200 OK\r\nContent-Length:\t0\t\r\n\r\n");
 }
 
 static void test_obs_fold(void **state)
 {
     struct sl_lg_resp r;
-    assert_true(parse_all(&r,
-                          "HTTP/1.1 200 OK\r\nX-A: 1\r\n  continued\r\nContent-Length: 0\r\n\r\n",
-                          NULL) > 0);
-    assert_true(sl_lg_resp_done(&r));
-    expect_error("HTTP/1.1 200 OK\r\nContent-Length: 1\r\n 2\r\n\r\n", -EBADMSG);
+    expect_complete(&r, "HTTP/1.1 200 OK\r\nX-A: 1\r\n continued\r\nContent-Length: 0\r\n\r\n");
 }
 
 static void test_long_lines(void **state)
 {
     size_t n = SL_LG_RESP_LINE_MAX * 3;
-    char *m = xmalloc(n + 200);
-    /* a long header we ignore is fine */
-    strcpy(m, "HTTP/1.1 200 OK\r\nX-Long: ");
-    size_t o = strlen(m);
-    memset(m + o, 'a', n);
-    strcpy(m + o + n, "\r\nContent-Length: 1\r\n\r\nz");
     struct sl_lg_resp r;
-    assert_int_equal(parse_all(&r, m, NULL), (ssize_t)strlen(m));
+    /* a long header we ignore is fine */
+    char *m = padded("HTTP/1.1 200 OK\r\nX-Long: ", 'a', n, "\r\nContent-Length: 1\r\n\r\nz");
+    parse_whole(&r, m, NULL);
     assert_true(sl_lg_resp_done(&r));
+    free(m);
     /* a long name we ignore, even without a colon in the kept prefix */
-    strcpy(m, "HTTP/1.1 200 OK\r\n");
-    o = strlen(m);
-    memset(m + o, 'N', n);
-    strcpy(m + o + n, ": v\r\nContent-Length: 0\r\n\r\n");
-    assert_int_equal(parse_all(&r, m, NULL), (ssize_t)strlen(m));
+    m = padded("HTTP/1.1 200 OK\r\n", 'N', n, ": v\r\nContent-Length: 0\r\n\r\n");
+    parse_whole(&r, m, NULL);
     assert_true(sl_lg_resp_done(&r));
+    free(m);
     /* but a header the framing depends on must fit */
-    strcpy(m, "HTTP/1.1 200 OK\r\nConnection: ");
-    o = strlen(m);
-    memset(m + o, 'c', n);
-    strcpy(m + o + n, "\r\n\r\n");
+    m = padded("HTTP/1.1 200 OK\r\nConnection: ", 'c', n, "\r\n\r\n");
     expect_error(m, -EMSGSIZE);
+    free(m);
     /* a long reason phrase is fine */
-    strcpy(m, "HTTP/1.1 404 ");
-    o = strlen(m);
-    memset(m + o, 'r', n);
-    strcpy(m + o + n, "\r\nContent-Length: 0\r\n\r\n");
-    assert_int_equal(parse_all(&r, m, NULL), (ssize_t)strlen(m));
+    m = padded("HTTP/1.1 404 ", 'r', n, "\r\nContent-Length: 0\r\n\r\n");
+    parse_whole(&r, m, NULL);
     assert_int_equal(r.status, 404);
     free(m);
 }
@@ -389,24 +406,10 @@ static void test_header_section_limit(void **state)
     free(m);
 }
 
-static void test_status_line_errors(void **state)
-{
-    expect_error("HTTP/2.0 200 OK\r\n\r\n", -EBADMSG);
-    expect_error("HTTP/1.1 20 OK\r\n\r\n", -EBADMSG);
-    expect_error("HTTP/1.1 2000 OK\r\n\r\n", -EBADMSG);
-    expect_error("HTTP/1.1 099 Low\r\n\r\n", -EBADMSG);
-    expect_error("HTTP/1.1 200OK\r\n\r\n", -EBADMSG);
-    expect_error("ICY 200 OK\r\n\r\n", -EBADMSG);
-    expect_error("http/1.1 200 OK\r\n\r\n", -EBADMSG);
-    expect_error("\r\nHTTP/1.1 200 OK\r\n\r\n", -EBADMSG);
-    expect_error("HTTP/1.x 200 OK\r\n\r\n", -EBADMSG);
-}
-
 static void test_status_without_reason(void **state)
 {
     struct sl_lg_resp r;
-    assert_true(parse_all(&r, "HTTP/1.1 503\r\nContent-Length: 0\r\n\r\n", NULL) > 0);
-    assert_true(sl_lg_resp_done(&r));
+    expect_complete(&r, "HTTP/1.1 503\r\nContent-Length: 0\r\n\r\n");
     assert_int_equal(r.status, 503);
 }
 
@@ -416,11 +419,10 @@ static void test_interim_responses(void **state)
     const char *m = "HTTP/1.1 100 Continue\r\nContent-Length: 99\r\n\r\n"
                     "HTTP/1.1 103 Early Hints\r\nLink: x\r\n\r\n"
                     "HTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\nq";
-    assert_int_equal(parse_all(&r, m, NULL), (ssize_t)strlen(m));
+    parse_whole(&r, m, NULL);
     assert_true(sl_lg_resp_done(&r));
     assert_int_equal(r.status, 200);
     assert_int_equal(r.body_bytes, 1);
-    expect_error("HTTP/1.1 101 Switching Protocols\r\nUpgrade: x\r\n\r\n", -EBADMSG);
 }
 
 static void test_bodiless_statuses(void **state)
@@ -431,10 +433,8 @@ static void test_bodiless_statuses(void **state)
     assert_true(sl_lg_resp_done(&r));
     assert_int_equal(r.body_bytes, 0);
     assert_true(sl_lg_resp_reusable(&r));
-    assert_true(parse_all(&r, "HTTP/1.1 204 No Content\r\n\r\n", NULL) > 0);
-    assert_true(sl_lg_resp_done(&r));
-    assert_true(parse_all(&r, "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n", NULL) > 0);
-    assert_true(sl_lg_resp_done(&r));
+    expect_complete(&r, "HTTP/1.1 204 No Content\r\n\r\n");
+    expect_complete(&r, "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n");
 }
 
 static void test_eof_results(void **state)
@@ -470,7 +470,7 @@ static void test_header_bytes_counted(void **state)
     const char *head = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n";
     char m[128];
     snprintf(m, sizeof m, "%sab", head);
-    assert_int_equal(parse_all(&r, m, NULL), (ssize_t)strlen(m));
+    parse_whole(&r, m, NULL);
     assert_int_equal(r.header_bytes, strlen(head));
 }
 
@@ -584,21 +584,17 @@ int main(void)
         cmocka_unit_test(test_chunked_body_and_surplus),
         cmocka_unit_test(test_chunked_bare_lf),
         cmocka_unit_test(test_chunked_checksum_matches_payload),
-        cmocka_unit_test(test_chunk_size_overflow),
+        cmocka_unit_test(test_refused),
         cmocka_unit_test(test_chunk_size_leading_zeros_ok),
-        cmocka_unit_test(test_chunk_framing_errors),
         cmocka_unit_test(test_chunk_extension_too_long),
         cmocka_unit_test(test_trailer_too_long),
         cmocka_unit_test(test_transfer_encoding_beats_content_length),
         cmocka_unit_test(test_transfer_encoding_not_chunked_reads_to_close),
-        cmocka_unit_test(test_transfer_encoding_chunked_must_be_last),
         cmocka_unit_test(test_transfer_encoding_list_across_headers),
         cmocka_unit_test(test_content_length_values),
-        cmocka_unit_test(test_header_syntax_errors),
         cmocka_unit_test(test_obs_fold),
         cmocka_unit_test(test_long_lines),
         cmocka_unit_test(test_header_section_limit),
-        cmocka_unit_test(test_status_line_errors),
         cmocka_unit_test(test_status_without_reason),
         cmocka_unit_test(test_interim_responses),
         cmocka_unit_test(test_bodiless_statuses),

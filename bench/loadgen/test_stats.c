@@ -26,8 +26,7 @@ static char *render_text(const struct sl_lg_stats *s)
 
 static void test_percentiles_nearest_rank(void **state)
 {
-    struct sl_lg_stats s;
-    memset(&s, 0, sizeof s);
+    struct sl_lg_stats s = {0};
     /* Insert 100..1 so finish() has to sort. */
     for (uint64_t v = 100; v >= 1; v--)
         assert_int_equal(sl_lg_stats_add_latency(&s, v), 0);
@@ -46,8 +45,7 @@ static void test_percentiles_nearest_rank(void **state)
 
 static void test_percentiles_small_and_empty(void **state)
 {
-    struct sl_lg_stats s;
-    memset(&s, 0, sizeof s);
+    struct sl_lg_stats s = {0};
     sl_lg_stats_finish(&s);
     assert_int_equal(sl_lg_stats_percentile(&s, 50), 0);
     assert_int_equal(sl_lg_stats_add_latency(&s, 7), 0);
@@ -60,8 +58,7 @@ static void test_percentiles_small_and_empty(void **state)
 
 static void test_latency_array_grows(void **state)
 {
-    struct sl_lg_stats s;
-    memset(&s, 0, sizeof s);
+    struct sl_lg_stats s = {0};
     for (uint64_t i = 0; i < 200000; i++)
         assert_int_equal(sl_lg_stats_add_latency(&s, i % 1000), 0);
     assert_int_equal(s.lat_n, 200000);
@@ -89,20 +86,14 @@ static void test_minmax(void **state)
 /* The article's own numbers must come out in http_load's exact format. */
 static void test_text_report_http_load_format(void **state)
 {
-    struct sl_lg_stats s;
-    memset(&s, 0, sizeof s);
-    s.fetches = 10000;
-    s.started = 10000;
-    s.max_parallel = 100;
-    s.bytes = 1024000000;
-    s.elapsed_s = 137.5508; /* the article printed it rounded to 137.551 */
-    s.connect =
-        (struct sl_lg_minmax){.n = 2, .sum_us = 2 * 66908.8, .min_us = 223, .max_us = 197157};
-    s.first_response =
-        (struct sl_lg_minmax){.n = 1, .sum_us = 226181, .min_us = 2098, .max_us = 6066960};
-    s.status[200] = 10000;
-    s.sys.send = 10000;
-    s.sys.recv = 15000;
+    struct sl_lg_stats s = {
+        .fetches = 10000, .started = 10000, .max_parallel = 100, .bytes = 1024000000,
+        .elapsed_s = 137.5508, /* the article printed it rounded to 137.551 */
+        .connect = {.n = 2, .sum_us = 2 * 66908.8, .min_us = 223, .max_us = 197157},
+        .first_response = {.n = 1, .sum_us = 226181, .min_us = 2098, .max_us = 6066960},
+        .status[200] = 10000,
+        .sys = {.send = 10000, .recv = 15000},
+    };
     for (int i = 0; i < 4; i++)
         assert_int_equal(sl_lg_stats_add_latency(&s, 1000u * (unsigned)(i + 1)), 0);
     sl_lg_stats_finish(&s);
@@ -125,16 +116,11 @@ static void test_text_report_http_load_format(void **state)
 
 static void test_text_report_errors(void **state)
 {
-    struct sl_lg_stats s;
-    memset(&s, 0, sizeof s);
-    s.elapsed_s = 1;
-    s.errors[SL_LG_ERR_TIMEOUT] = 3;
-    s.errors[SL_LG_ERR_BAD_BYTES] = 2;
-    s.errors[SL_LG_ERR_BAD_CHECKSUM] = 1;
-    s.errors[SL_LG_ERR_CONNECT] = 4;
-    s.errors[SL_LG_ERR_CUT] = 5;
-    s.errors[SL_LG_ERR_BAD_RESPONSE] = 6;
-    s.status[404] = 0;
+    struct sl_lg_stats s = {
+        .elapsed_s = 1,
+        .errors = {[SL_LG_ERR_TIMEOUT] = 3, [SL_LG_ERR_BAD_BYTES] = 2, [SL_LG_ERR_BAD_CHECKSUM] = 1,
+                   [SL_LG_ERR_CONNECT] = 4, [SL_LG_ERR_CUT] = 5, [SL_LG_ERR_BAD_RESPONSE] = 6},
+    };
     sl_lg_stats_finish(&s);
     char *out = render_text(&s);
     assert_non_null(
@@ -149,15 +135,12 @@ static void test_text_report_errors(void **state)
 
 static void test_json_report(void **state)
 {
-    struct sl_lg_stats s;
-    memset(&s, 0, sizeof s);
-    s.started = 12;
-    s.fetches = 10;
-    s.bytes = 1000;
-    s.elapsed_s = 2;
-    s.status[200] = 9;
-    s.status[404] = 1;
-    s.errors[SL_LG_ERR_TIMEOUT] = 2;
+    struct sl_lg_stats s = {
+        .started = 12, .fetches = 10, .bytes = 1000, .elapsed_s = 2,
+        .status = {[200] = 9, [404] = 1},
+        .errors[SL_LG_ERR_TIMEOUT] = 2,
+        .sys = {.send = 10, .recv = 11, .discard = 7, .epoll_wait = 2},
+    };
     assert_int_equal(sl_lg_stats_add_latency(&s, 1500), 0);
     sl_lg_stats_finish(&s);
     struct sl_lg_run_info info = {.parallel = 4,
@@ -170,10 +153,6 @@ static void test_json_report(void **state)
                                   .cpu_user_s = 0.25,
                                   .cpu_sys_s = 1.5,
                                   .urls = 3};
-    s.sys.send = 10;
-    s.sys.recv = 11;
-    s.sys.discard = 7;
-    s.sys.epoll_wait = 2;
     char *buf = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&buf, &len);

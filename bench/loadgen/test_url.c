@@ -74,13 +74,69 @@ static void test_parse_defaults_and_target_forms(void **state)
     assert_string_equal(parts.path, "/%20x");
 }
 
-static void test_refuses_other_schemes(void **state)
+/* URLs the list refuses, with the error and a word the message must hold (or NULL). */
+static const struct {
+    const char *url;
+    int err;
+    const char *says;
+} refused[] = {
+    /* Other schemes. */
+    {"https://127.0.0.1/", -EINVAL, "https"},
+    {"ftp://127.0.0.1/", -EINVAL, NULL},
+    {"127.0.0.1/x", -EINVAL, NULL},
+    {"", -EINVAL, NULL},
+    /* IPv4 addresses other than loopback. */
+    {"http://128.0.0.1/", -EPERM, "loopback"},
+    {"http://10.0.0.1/", -EPERM, "loopback"},
+    {"http://192.168.1.1:8080/x", -EPERM, "loopback"},
+    {"http://0.0.0.0/", -EPERM, "loopback"},
+    {"http://255.255.255.255/", -EPERM, "loopback"},
+    {"http://126.255.255.255/", -EPERM, "loopback"},
+    /* Other names, refused without resolving them. */
+    {"http://example.com/", -EPERM, NULL},
+    {"http://localhost.example.com/", -EPERM, NULL},
+    {"http://notlocalhost/", -EPERM, NULL},
+    {"http://localhostx/", -EPERM, NULL},
+    {"http://127.1/", -EPERM, NULL},
+    {"http://2130706433/", -EPERM, NULL},
+    {"http://xlocalhost/", -EPERM, NULL},
+    {"http://exa mple/", -EINVAL, NULL},
+    {"http://bad%host/", -EINVAL, NULL},
+    /* IPv6 addresses other than loopback, and bad IP literals. */
+    {"http://[::2]/", -EPERM, NULL},
+    {"http://[fe80::1]/", -EPERM, NULL},
+    {"http://[::ffff:10.0.0.1]/", -EPERM, NULL},
+    {"http://[::1/", -EINVAL, NULL},
+    {"http://[::1]x/", -EINVAL, NULL},
+    {"http://[]/", -EINVAL, NULL},
+    {"http://[zz]/", -EINVAL, NULL},
+    /* Bad ports. */
+    {"http://127.0.0.1:/", -EINVAL, NULL},
+    {"http://127.0.0.1:0/", -EINVAL, NULL},
+    {"http://127.0.0.1:65536/", -EINVAL, NULL},
+    {"http://127.0.0.1:8o/", -EINVAL, NULL},
+    {"http://127.0.0.1:123456/", -EINVAL, NULL},
+    {"http://127.0.0.1:-1/", -EINVAL, NULL},
+    /* Bad authorities. */
+    {"http://user@127.0.0.1/", -EINVAL, NULL},
+    {"http:///x", -EINVAL, NULL},
+    {"http://:80/", -EINVAL, NULL},
+    /* Paths that would not make a clean request line. */
+    {"http://127.0.0.1/a b", -EINVAL, NULL},
+    {"http://127.0.0.1/a\tb", -EINVAL, NULL},
+    {"http://127.0.0.1/a\r\nX-Injected: 1", -EINVAL, NULL},
+    {"http://127.0.0.1/\x7f", -EINVAL, NULL},
+    {"http://127.0.0.1/caf\xc3\xa9", -EINVAL, NULL},
+};
+
+static void test_refused(void **state)
 {
-    assert_int_equal(parse("https://127.0.0.1/"), -EINVAL);
-    assert_non_null(strstr(err, "https"));
-    assert_int_equal(parse("ftp://127.0.0.1/"), -EINVAL);
-    assert_int_equal(parse("127.0.0.1/x"), -EINVAL);
-    assert_int_equal(parse(""), -EINVAL);
+    for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
+        int rc = parse(refused[i].url);
+        if (rc != refused[i].err || (refused[i].says && !strstr(err, refused[i].says)))
+            fail_msg("\"%s\": %d (%s), want %d%s%s", refused[i].url, rc, err, refused[i].err,
+                     refused[i].says ? " saying " : "", refused[i].says ? refused[i].says : "");
+    }
 }
 
 static void test_loopback_ipv4(void **state)
@@ -89,17 +145,6 @@ static void test_loopback_ipv4(void **state)
     assert_int_equal(parse("http://127.255.255.254/"), 0);
     assert_int_equal(v4_addr(), 0x7ffffffe);
     assert_int_equal(parse("http://127.1.2.3:9/"), 0);
-}
-
-static void test_refuses_non_loopback_ipv4(void **state)
-{
-    const char *bad[] = {"http://128.0.0.1/",         "http://10.0.0.1/",
-                         "http://192.168.1.1:8080/x", "http://0.0.0.0/",
-                         "http://255.255.255.255/",   "http://126.255.255.255/"};
-    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        assert_int_equal(parse(bad[i]), -EPERM);
-        assert_non_null(strstr(err, "loopback"));
-    }
 }
 
 static void test_localhost_names(void **state)
@@ -115,18 +160,6 @@ static void test_localhost_names(void **state)
     assert_int_equal(addr_port(), 8080);
 }
 
-static void test_refuses_other_names_without_resolving(void **state)
-{
-    const char *bad[] = {"http://example.com/",  "http://localhost.example.com/",
-                         "http://notlocalhost/", "http://localhostx/",
-                         "http://127.1/",        "http://2130706433/",
-                         "http://xlocalhost/"};
-    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
-        assert_int_equal(parse(bad[i]), -EPERM);
-    assert_int_equal(parse("http://exa mple/"), -EINVAL);
-    assert_int_equal(parse("http://bad%host/"), -EINVAL);
-}
-
 static void test_ipv6(void **state)
 {
     assert_int_equal(parse("http://[::1]:8080/x"), 0);
@@ -136,40 +169,12 @@ static void test_ipv6(void **state)
     assert_int_equal(ntohs(a6->sin6_port), 8080);
     assert_true(IN6_IS_ADDR_LOOPBACK(&a6->sin6_addr));
     assert_int_equal(parse("http://[::ffff:127.0.0.2]/"), 0);
-    assert_int_equal(parse("http://[::2]/"), -EPERM);
-    assert_int_equal(parse("http://[fe80::1]/"), -EPERM);
-    assert_int_equal(parse("http://[::ffff:10.0.0.1]/"), -EPERM);
-    assert_int_equal(parse("http://[::1/"), -EINVAL);
-    assert_int_equal(parse("http://[::1]x/"), -EINVAL);
-    assert_int_equal(parse("http://[]/"), -EINVAL);
-    assert_int_equal(parse("http://[zz]/"), -EINVAL);
 }
 
-static void test_bad_ports(void **state)
+static void test_highest_port(void **state)
 {
-    const char *bad[] = {"http://127.0.0.1:/",       "http://127.0.0.1:0/",
-                         "http://127.0.0.1:65536/",  "http://127.0.0.1:8o/",
-                         "http://127.0.0.1:123456/", "http://127.0.0.1:-1/"};
-    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
-        assert_int_equal(parse(bad[i]), -EINVAL);
     assert_int_equal(parse("http://127.0.0.1:65535/"), 0);
     assert_int_equal(parts.port, 65535);
-}
-
-static void test_bad_authority(void **state)
-{
-    assert_int_equal(parse("http://user@127.0.0.1/"), -EINVAL);
-    assert_int_equal(parse("http:///x"), -EINVAL);
-    assert_int_equal(parse("http://:80/"), -EINVAL);
-}
-
-static void test_path_must_be_clean(void **state)
-{
-    assert_int_equal(parse("http://127.0.0.1/a b"), -EINVAL);
-    assert_int_equal(parse("http://127.0.0.1/a\tb"), -EINVAL);
-    assert_int_equal(parse("http://127.0.0.1/a\r\nX-Injected: 1"), -EINVAL);
-    assert_int_equal(parse("http://127.0.0.1/\x7f"), -EINVAL);
-    assert_int_equal(parse("http://127.0.0.1/caf\xc3\xa9"), -EINVAL);
 }
 
 static void test_too_long(void **state)
@@ -265,15 +270,11 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_parse_basic),
         cmocka_unit_test(test_parse_defaults_and_target_forms),
-        cmocka_unit_test(test_refuses_other_schemes),
+        cmocka_unit_test(test_refused),
         cmocka_unit_test(test_loopback_ipv4),
-        cmocka_unit_test(test_refuses_non_loopback_ipv4),
         cmocka_unit_test(test_localhost_names),
-        cmocka_unit_test(test_refuses_other_names_without_resolving),
         cmocka_unit_test(test_ipv6),
-        cmocka_unit_test(test_bad_ports),
-        cmocka_unit_test(test_bad_authority),
-        cmocka_unit_test(test_path_must_be_clean),
+        cmocka_unit_test(test_highest_port),
         cmocka_unit_test(test_too_long),
         cmocka_unit_test(test_request_bytes),
         cmocka_unit_test(test_load_file),

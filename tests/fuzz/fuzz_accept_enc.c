@@ -14,8 +14,6 @@
 #define FUZZ_NAME "fuzz_accept_enc"
 #include "fuzz_util.h"
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     const char *v = (const char *)data;

@@ -13,8 +13,6 @@
 
 #include "config_parse.h"
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
 static void count_assign(const sl_cblock *b, const sl_cassign *a, void *ud)
 {
     size_t *n = ud;

@@ -23,8 +23,6 @@
 #define FUZZ_NAME "fuzz_fcgi"
 #include "fuzz_util.h"
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
 /* Mostly small fragments, sometimes large ones. */
 static size_t frag_size(uint32_t *s)
 {

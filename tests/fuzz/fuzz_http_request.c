@@ -18,18 +18,6 @@
 #define FUZZ_NAME "fuzz_http_request"
 #include "fuzz_util.h"
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-static int inside(const char *p, size_t n, const char *buf, size_t len)
-{
-    return p && p >= buf && n <= len && (size_t)(p - buf) <= len - n;
-}
-
-static int is_ows(char c)
-{
-    return c == ' ' || c == '\t';
-}
-
 static void check_head(const sl_http_request *r, const char *buf, size_t len, int rc,
                        size_t max_headers)
 {

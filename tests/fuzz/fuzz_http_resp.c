@@ -25,18 +25,6 @@
 #define FUZZ_NAME "fuzz_http_resp"
 #include "fuzz_util.h"
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-static bool inside(const char *p, size_t n, const char *buf, size_t len)
-{
-    return p && p >= buf && n <= len && (size_t)(p - buf) <= len - n;
-}
-
-static bool is_ows(char c)
-{
-    return c == ' ' || c == '\t';
-}
-
 typedef int (*parse_fn)(const char *, size_t, const sl_upstream_limits *, sl_upstream_head *);
 
 static sl_upstream_head head, head2;

@@ -16,8 +16,6 @@
 #define FUZZ_NAME "fuzz_range"
 #include "fuzz_util.h"
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (size < 9) return 0;

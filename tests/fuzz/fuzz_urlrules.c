@@ -15,8 +15,6 @@
 #include "path.h"
 #include "urlrules.h"
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (size > 4096) return 0; /* a head is at most 8 KiB; regex blow-ups are PCRE2's limits */

@@ -15,6 +15,7 @@ import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import test_core  # noqa: E402
+from sltest import stop_at_end  # noqa: E402
 from test_core import Server, read_response  # noqa: E402
 
 ROW = re.compile(rb'<tr(?: class="d")?><td class="n"><a href="([^"]*)">([^<]*)</a>/?</td>'
@@ -43,35 +44,33 @@ class DirListing(unittest.TestCase):
             os.close(os.open(os.path.join(big, "entry-%06d-with-a-longer-name.dat" % i),
                              os.O_CREAT | os.O_WRONLY, 0o644))
         srv.start()
-        try:
-            done = {}
+        stop_at_end(self, srv)
+        done = {}
 
-            def listing():
-                done["t0"] = time.monotonic()
-                done["resp"] = get(srv, b"/big/", timeout=300)
-                done["t1"] = time.monotonic()
-            t = threading.Thread(target=listing)
-            t.start()
-            served = []
-            while t.is_alive():
-                st, h, body = get(srv, b"/small.txt")
-                self.assertEqual((st, body), (200, b"small\n"))
-                served.append(time.monotonic())
-            t.join()
-            st, h, body = done["resp"]
-            self.assertEqual(st, 200)
-            self.assertEqual(int(h["content-length"]), len(body))
-            r = rows(body)
-            self.assertEqual(len(r), n)
-            names = [x[1] for x in r]
-            self.assertEqual(names, sorted(names))
-            self.assertEqual(r[0][0], b"entry-000000-with-a-longer-name.dat")
-            self.assertEqual(r[0][3], b"0.0K")
-            # Files were answered while the listing was being made: it never held the loop.
-            during = [x for x in served if done["t0"] < x < done["t1"]]
-            self.assertGreater(len(during), 0, "no file served while the listing was made")
-        finally:
-            self.assertEqual(srv.stop(), 0)
+        def listing():
+            done["t0"] = time.monotonic()
+            done["resp"] = get(srv, b"/big/", timeout=300)
+            done["t1"] = time.monotonic()
+        t = threading.Thread(target=listing)
+        t.start()
+        served = []
+        while t.is_alive():
+            st, h, body = get(srv, b"/small.txt")
+            self.assertEqual((st, body), (200, b"small\n"))
+            served.append(time.monotonic())
+        t.join()
+        st, h, body = done["resp"]
+        self.assertEqual(st, 200)
+        self.assertEqual(int(h["content-length"]), len(body))
+        r = rows(body)
+        self.assertEqual(len(r), n)
+        names = [x[1] for x in r]
+        self.assertEqual(names, sorted(names))
+        self.assertEqual(r[0][0], b"entry-000000-with-a-longer-name.dat")
+        self.assertEqual(r[0][3], b"0.0K")
+        # Files were answered while the listing was being made: it never held the loop.
+        during = [x for x in served if done["t0"] < x < done["t1"]]
+        self.assertGreater(len(during), 0, "no file served while the listing was made")
 
     def test_sort_columns_dotfiles_and_escaping(self):
         files = {"b.txt": b"x" * 3000, "a.txt": b"x" * 50, "c.txt": b"x" * 200000,
@@ -83,27 +82,25 @@ class DirListing(unittest.TestCase):
         os.utime(os.path.join(srv.root, "c.txt"), (2000000000, 2000000000))
         open(os.path.join(srv.root, "d", ".seen"), "w").close()
         srv.start()
-        try:
-            st, h, body = get(srv, b"/")
-            self.assertEqual((st, h["content-type"]), (200, "text/html"))
-            names = [x[1] for x in rows(body)]
-            self.assertEqual(names, [b"d", b"%41?#.txt", b"a.txt", b"b.txt", b"c.txt",
-                                     b"q&quot;&lt;&amp;&gt;&#39;.txt"])
-            hrefs = {x[1]: x[0] for x in rows(body)}
-            self.assertEqual(hrefs[b"%41?#.txt"], b"%2541%3F%23.txt")  # not a query, not a fragment
-            self.assertEqual(hrefs[b"q&quot;&lt;&amp;&gt;&#39;.txt"], b"q%22%3C%26%3E%27.txt")
-            self.assertNotIn(b".dot", body)
-            sizes = {x[1]: x[3] for x in rows(body)}
-            self.assertEqual((sizes[b"a.txt"], sizes[b"b.txt"], sizes[b"c.txt"]),
-                             (b"0.1K", b"2.9K", b"195.3K"))
-            by_size = [x[1] for x in rows(get(srv, b"/?C=S;O=D")[2])]
-            self.assertEqual(by_size[:3], [b"d", b"c.txt", b"b.txt"])  # directories first still
-            by_time = [x[1] for x in rows(get(srv, b"/?C=M&O=A")[2])]
-            self.assertEqual(by_time[1], b"a.txt")
-            self.assertEqual(by_time[-1], b"c.txt")
-            self.assertIn(b".seen", get(srv, b"/d/")[2])
-        finally:
-            self.assertEqual(srv.stop(), 0)
+        stop_at_end(self, srv)
+        st, h, body = get(srv, b"/")
+        self.assertEqual((st, h["content-type"]), (200, "text/html"))
+        names = [x[1] for x in rows(body)]
+        self.assertEqual(names, [b"d", b"%41?#.txt", b"a.txt", b"b.txt", b"c.txt",
+                                 b"q&quot;&lt;&amp;&gt;&#39;.txt"])
+        hrefs = {x[1]: x[0] for x in rows(body)}
+        self.assertEqual(hrefs[b"%41?#.txt"], b"%2541%3F%23.txt")  # not a query, not a fragment
+        self.assertEqual(hrefs[b"q&quot;&lt;&amp;&gt;&#39;.txt"], b"q%22%3C%26%3E%27.txt")
+        self.assertNotIn(b".dot", body)
+        sizes = {x[1]: x[3] for x in rows(body)}
+        self.assertEqual((sizes[b"a.txt"], sizes[b"b.txt"], sizes[b"c.txt"]),
+                         (b"0.1K", b"2.9K", b"195.3K"))
+        by_size = [x[1] for x in rows(get(srv, b"/?C=S;O=D")[2])]
+        self.assertEqual(by_size[:3], [b"d", b"c.txt", b"b.txt"])  # directories first still
+        by_time = [x[1] for x in rows(get(srv, b"/?C=M&O=A")[2])]
+        self.assertEqual(by_time[1], b"a.txt")
+        self.assertEqual(by_time[-1], b"c.txt")
+        self.assertIn(b".seen", get(srv, b"/d/")[2])
 
     def test_listings_wait_their_turn_then_are_refused(self):
         # Half the stat threads list at once (here one), 256 more listings wait, any further
@@ -115,26 +112,24 @@ class DirListing(unittest.TestCase):
         for i in range(5000):
             os.close(os.open(os.path.join(many, "f%05d" % i), os.O_CREAT | os.O_WRONLY, 0o644))
         srv.start()
-        try:
-            socks = []
-            for _ in range(330):
-                s = socket.create_connection(("127.0.0.1", srv.port), timeout=300)
-                s.sendall(b"GET /many/ HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
-                socks.append(s)
-            self.assertEqual(get(srv, b"/a.txt")[2], b"a")  # files go on meanwhile
-            answers = []
-            for s in socks:
-                st, h, body, _ = read_response(s)
-                answers.append((st, h.get("retry-after")))
-                s.close()
-            self.assertEqual({a for a in answers if a[0] != 200}, {(503, "2")})
-            self.assertGreaterEqual(sum(a[0] == 200 for a in answers), 257)
-            st = json.loads(get(srv, b"/st?json")[2])["dirlisting"][0]
-            self.assertEqual((st["name"], st["running"], st["waiting"]), ("listings", 0, 0))
-            self.assertEqual(st["done"], sum(a[0] == 200 for a in answers))
-            self.assertEqual(st["refused"], sum(a[0] == 503 for a in answers))
-        finally:
-            self.assertEqual(srv.stop(), 0)
+        stop_at_end(self, srv)
+        socks = []
+        for _ in range(330):
+            s = socket.create_connection(("127.0.0.1", srv.port), timeout=300)
+            s.sendall(b"GET /many/ HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
+            socks.append(s)
+        self.assertEqual(get(srv, b"/a.txt")[2], b"a")  # files go on meanwhile
+        answers = []
+        for s in socks:
+            st, h, body, _ = read_response(s)
+            answers.append((st, h.get("retry-after")))
+            s.close()
+        self.assertEqual({a for a in answers if a[0] != 200}, {(503, "2")})
+        self.assertGreaterEqual(sum(a[0] == 200 for a in answers), 257)
+        st = json.loads(get(srv, b"/st?json")[2])["dirlisting"][0]
+        self.assertEqual((st["name"], st["running"], st["waiting"]), ("listings", 0, 0))
+        self.assertEqual(st["done"], sum(a[0] == 200 for a in answers))
+        self.assertEqual(st["refused"], sum(a[0] == 503 for a in answers))
 
     def test_clients_that_leave_and_refused_paths(self):
         srv = Server('dir-listing.activate = "enable"\nserver.follow-symlink = "disable"\n',
@@ -145,18 +140,16 @@ class DirListing(unittest.TestCase):
             os.close(os.open(os.path.join(big, "f%05d" % i), os.O_CREAT | os.O_WRONLY, 0o644))
         os.symlink("d", os.path.join(srv.root, "link"))
         srv.start()
-        try:
-            for _ in range(10):
-                s = socket.create_connection(("127.0.0.1", srv.port))
-                s.sendall(b"GET /many/ HTTP/1.1\r\nHost: t\r\n\r\n")
-                s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
-                s.close()
-            self.assertEqual(get(srv, b"/link/")[0], 403)  # a symlink, not followed
-            self.assertEqual(get(srv, b"/nothere/")[0], 404)
-            self.assertEqual(get(srv, b"/d/")[0], 200)
-            self.assertEqual(get(srv, b"/d/a.txt")[2], b"a")
-        finally:
-            self.assertEqual(srv.stop(), 0)
+        stop_at_end(self, srv)
+        for _ in range(10):
+            s = socket.create_connection(("127.0.0.1", srv.port))
+            s.sendall(b"GET /many/ HTTP/1.1\r\nHost: t\r\n\r\n")
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
+            s.close()
+        self.assertEqual(get(srv, b"/link/")[0], 403)  # a symlink, not followed
+        self.assertEqual(get(srv, b"/nothere/")[0], 404)
+        self.assertEqual(get(srv, b"/d/")[0], 200)
+        self.assertEqual(get(srv, b"/d/a.txt")[2], b"a")
 
 
 if __name__ == "__main__":

@@ -13,6 +13,7 @@ import unittest
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import test_core  # noqa: E402
 from test_core import Server, read_response  # noqa: E402
+from sltest import wait_for  # noqa: E402
 
 BIG = 64 * 1024 * 1024
 
@@ -45,15 +46,6 @@ def ask(srv, target):
         return st, h, b, rest == b""
 
 
-def until(pred, timeout=5):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        if pred():
-            return True
-        time.sleep(0.05)
-    return pred()
-
-
 class Evasive(unittest.TestCase):
     def run_server(self, conf):
         srv = Server('server.modules = ( "mod_evasive", "mod_staticfile" )\n' + conf,
@@ -77,7 +69,7 @@ class Evasive(unittest.TestCase):
             for s in held:
                 s.close()
         # Finished (closed) requests no longer count.
-        self.assertTrue(until(lambda: ask(srv, b"/a.txt")[0] == 200))
+        self.assertTrue(wait_for(lambda: ask(srv, b"/a.txt")[0] == 200, 5))
         srv._stop()
         with open(srv.log) as f:
             log = f.read()

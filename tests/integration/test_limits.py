@@ -14,6 +14,7 @@ import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import test_core  # noqa: E402
+from sltest import stop_at_end  # noqa: E402
 from test_core import Server, free_port, read_response, request, wait_closed  # noqa: E402
 
 
@@ -127,79 +128,71 @@ class Faults(unittest.TestCase):
                      'debug.timing-file = "/dev/full"\n'
                      f'$HTTP["url"] =~ "^/px/" {{ proxy-core.backends = ( "127.0.0.1:{dead}" ) }}\n',
                      {"a.txt": b"A"}).start()
-        try:
-            for _ in range(20):
-                self.assertEqual(request(srv, b"GET /px/x HTTP/1.1\r\nHost: t\r\n\r\n")[0], 503)
-                self.assertEqual(request(srv, b"GET /a.txt HTTP/1.1\r\nHost: t\r\n\r\n")[2], b"A")
-            srv.proc.send_signal(1)  # SIGHUP: reopening /dev/full works, writes still fail
+        stop_at_end(self, srv)
+        for _ in range(20):
+            self.assertEqual(request(srv, b"GET /px/x HTTP/1.1\r\nHost: t\r\n\r\n")[0], 503)
             self.assertEqual(request(srv, b"GET /a.txt HTTP/1.1\r\nHost: t\r\n\r\n")[2], b"A")
-        finally:
-            self.assertEqual(srv.stop(), 0)
+        srv.proc.send_signal(1)  # SIGHUP: reopening /dev/full works, writes still fail
+        self.assertEqual(request(srv, b"GET /a.txt HTTP/1.1\r\nHost: t\r\n\r\n")[2], b"A")
 
     def test_signals_during_transfers_interrupt_nothing(self):
         # SIGHUP (log reopen) arriving while large files stream: system calls interrupted by the
         # signal are retried, no response is cut short or corrupted.
         data = os.urandom(16 << 20)
         srv = Server("", {"big.bin": data}).start()
-        try:
-            socks = []
-            for _ in range(4):
-                s = srv.connect()
-                s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 65536)
-                s.sendall(b"GET /big.bin HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
-                socks.append(s)
-            bufs = [b""] * len(socks)
-            for k in range(200):
-                if k % 4 == 0:
-                    srv.proc.send_signal(signal.SIGHUP)
-                for i, s in enumerate(socks):
-                    s.settimeout(5)
-                    try:
-                        bufs[i] += s.recv(1 << 16)
-                    except socket.timeout:
-                        pass
+        stop_at_end(self, srv)
+        socks = []
+        for _ in range(4):
+            s = srv.connect()
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 65536)
+            s.sendall(b"GET /big.bin HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
+            socks.append(s)
+        bufs = [b""] * len(socks)
+        for k in range(200):
+            if k % 4 == 0:
+                srv.proc.send_signal(signal.SIGHUP)
             for i, s in enumerate(socks):
-                s.settimeout(10)
-                while True:
-                    d = s.recv(1 << 20)
-                    if not d:
-                        break
-                    bufs[i] += d
-                s.close()
-                self.assertEqual(bufs[i].partition(b"\r\n\r\n")[2], data)
-        finally:
-            self.assertEqual(srv.stop(), 0)
+                s.settimeout(5)
+                try:
+                    bufs[i] += s.recv(1 << 16)
+                except socket.timeout:
+                    pass
+        for i, s in enumerate(socks):
+            s.settimeout(10)
+            while True:
+                d = s.recv(1 << 20)
+                if not d:
+                    break
+                bufs[i] += d
+            s.close()
+            self.assertEqual(bufs[i].partition(b"\r\n\r\n")[2], data)
 
     def test_file_deleted_while_sent(self):
         # Unlinking a file does not change what an open descriptor reads: the client gets the
         # whole original file, and the next request for it gets 404.
         data = os.urandom(8 << 20)
         srv = Server("", {"gone.bin": data}).start()
-        try:
-            s = srv.connect()
-            s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 65536)
-            s.sendall(b"GET /gone.bin HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
-            got = s.recv(200000)
-            os.unlink(os.path.join(srv.root, "gone.bin"))
-            got += wait_closed(s, timeout=10)
-            s.close()
-            self.assertEqual(got.partition(b"\r\n\r\n")[2], data)
-            self.assertEqual(request(srv, b"GET /gone.bin HTTP/1.1\r\nHost: t\r\n\r\n")[0], 404)
-        finally:
-            self.assertEqual(srv.stop(), 0)
+        stop_at_end(self, srv)
+        s = srv.connect()
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 65536)
+        s.sendall(b"GET /gone.bin HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
+        got = s.recv(200000)
+        os.unlink(os.path.join(srv.root, "gone.bin"))
+        got += wait_closed(s, timeout=10)
+        s.close()
+        self.assertEqual(got.partition(b"\r\n\r\n")[2], data)
+        self.assertEqual(request(srv, b"GET /gone.bin HTTP/1.1\r\nHost: t\r\n\r\n")[0], 404)
 
     def test_sigpipe_from_clients_that_vanish(self):
         srv = Server("", {"big.bin": os.urandom(8 << 20)}).start()
-        try:
-            for _ in range(20):
-                s = srv.connect()
-                s.sendall(b"GET /big.bin HTTP/1.1\r\nHost: t\r\n\r\n")
-                s.recv(1000)
-                s.close()  # the server's next write hits a closed socket (EPIPE, no SIGPIPE)
-            st, h, b = request(srv, b"GET /big.bin HTTP/1.1\r\nHost: t\r\n\r\n")
-            self.assertEqual((st, len(b)), (200, 8 << 20))
-        finally:
-            self.assertEqual(srv.stop(), 0)
+        stop_at_end(self, srv)
+        for _ in range(20):
+            s = srv.connect()
+            s.sendall(b"GET /big.bin HTTP/1.1\r\nHost: t\r\n\r\n")
+            s.recv(1000)
+            s.close()  # the server's next write hits a closed socket (EPIPE, no SIGPIPE)
+        st, h, b = request(srv, b"GET /big.bin HTTP/1.1\r\nHost: t\r\n\r\n")
+        self.assertEqual((st, len(b)), (200, 8 << 20))
 
 
 class Smuggling(unittest.TestCase):
@@ -248,38 +241,36 @@ class ResourcesReturn(unittest.TestCase):
         dead = free_port()
         srv = Server(f'$HTTP["url"] =~ "^/px/" {{ proxy-core.backends = ( "127.0.0.1:{dead}" ) }}\n',
                      {"a.txt": b"A", "big.bin": os.urandom(8 << 20)}).start()
-        try:
-            def faults():
-                for _ in range(30):
-                    s = srv.connect()  # reset mid-file
-                    s.sendall(b"GET /big.bin HTTP/1.1\r\nHost: t\r\n\r\n")
-                    s.recv(10000)
-                    s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
-                    s.close()
-                    request(srv, b"GET /px/x HTTP/1.1\r\nHost: t\r\n\r\n")  # dead backend
-                    request(srv, b"GARBAGE\r\n\r\n")                          # malformed
-                    s = srv.connect()                                          # half a head
-                    s.sendall(b"GET /a.txt HTTP/1.1\r\n")
-                    s.close()
-            faults()  # warm up allocator pools and buffer free lists
-            self.assertEqual(request(srv, b"GET /a.txt HTTP/1.1\r\nHost: t\r\n\r\n")[2], b"A")
-            time.sleep(0.3)
-            fd0, rss0 = fds(srv.proc.pid), rss_kib(srv.proc.pid)
-            for _ in range(3):
-                faults()
-            self.assertEqual(request(srv, b"GET /big.bin HTTP/1.1\r\nHost: t\r\n\r\n")[0], 200)
-            deadline = time.time() + 5
-            while fds(srv.proc.pid) > fd0 and time.time() < deadline:
-                time.sleep(0.05)
-            self.assertLessEqual(fds(srv.proc.pid), fd0)
-            # 360 more faulty requests must not leave their memory behind (allowing allocator
-            # noise of 1 MiB; a leak of even 4 KiB each would be 1.4 MiB).
-            with open(f"/proc/{srv.proc.pid}/maps") as m:
-                sanitized = "libasan" in m.read()
-            if not sanitized:  # ASan quarantines freed memory; LeakSanitizer checks leaks there
-                self.assertLess(rss_kib(srv.proc.pid) - rss0, 1024)
-        finally:
-            self.assertEqual(srv.stop(), 0)
+        stop_at_end(self, srv)
+        def faults():
+            for _ in range(30):
+                s = srv.connect()  # reset mid-file
+                s.sendall(b"GET /big.bin HTTP/1.1\r\nHost: t\r\n\r\n")
+                s.recv(10000)
+                s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
+                s.close()
+                request(srv, b"GET /px/x HTTP/1.1\r\nHost: t\r\n\r\n")  # dead backend
+                request(srv, b"GARBAGE\r\n\r\n")                          # malformed
+                s = srv.connect()                                          # half a head
+                s.sendall(b"GET /a.txt HTTP/1.1\r\n")
+                s.close()
+        faults()  # warm up allocator pools and buffer free lists
+        self.assertEqual(request(srv, b"GET /a.txt HTTP/1.1\r\nHost: t\r\n\r\n")[2], b"A")
+        time.sleep(0.3)
+        fd0, rss0 = fds(srv.proc.pid), rss_kib(srv.proc.pid)
+        for _ in range(3):
+            faults()
+        self.assertEqual(request(srv, b"GET /big.bin HTTP/1.1\r\nHost: t\r\n\r\n")[0], 200)
+        deadline = time.time() + 5
+        while fds(srv.proc.pid) > fd0 and time.time() < deadline:
+            time.sleep(0.05)
+        self.assertLessEqual(fds(srv.proc.pid), fd0)
+        # 360 more faulty requests must not leave their memory behind (allowing allocator
+        # noise of 1 MiB; a leak of even 4 KiB each would be 1.4 MiB).
+        with open(f"/proc/{srv.proc.pid}/maps") as m:
+            sanitized = "libasan" in m.read()
+        if not sanitized:  # ASan quarantines freed memory; LeakSanitizer checks leaks there
+            self.assertLess(rss_kib(srv.proc.pid) - rss0, 1024)
 
 
 class IdleKeepAlive(unittest.TestCase):

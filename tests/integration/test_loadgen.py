@@ -220,6 +220,16 @@ class LoadgenCase(unittest.TestCase):
             self.check_consistent(res)
         return res
 
+    def run_one(self, path, parallel, *args):
+        """loadgen on the test server's path with -parallel (and args); it must exit 0."""
+        res = self.run_loadgen([self.srv.url(path)], *args, "-parallel", str(parallel))
+        self.assertEqual(res.rc, 0, res.err)
+        return res
+
+    def fetch(self, path, parallel, fetches, *args):
+        """The same for a number of fetches."""
+        return self.run_one(path, parallel, "-fetches", str(fetches), *args)
+
     def check_consistent(self, res):
         """Invariants every completed run must satisfy, text and JSON agreeing."""
         j, t = res.json, res.text
@@ -276,15 +286,13 @@ class TestFetching(LoadgenCase):
         self.assertEqual(j["settings"]["urls"], 3)
 
     def test_fetches_fewer_than_parallel(self):
-        res = self.run_loadgen([self.srv.url("/ok/10/x")], "-parallel", "10", "-fetches", "3")
-        self.assertEqual(res.rc, 0, res.err)
+        res = self.fetch("/ok/10/x", 10, 3)
         self.assertEqual(res.json["fetches"], 3)
         self.assertEqual(res.json["max_parallel"], 3)
         self.assertEqual(self.srv.hits["/ok/10/x"], 3)
 
     def test_short_body_is_bad_byte_count(self):
-        res = self.run_loadgen([self.srv.url("/short")], "-parallel", "3", "-fetches", "9")
-        self.assertEqual(res.rc, 0, res.err)
+        res = self.fetch("/short", 3, 9)
         self.assertEqual(res.json["fetches"], 0)
         self.assertEqual(res.json["fetches_started"], 9)
         self.assert_errors(res, bad_byte_count=9)
@@ -293,24 +301,20 @@ class TestFetching(LoadgenCase):
         self.assertIn("after 400 of 1000 body bytes", res.err)
 
     def test_surplus_bytes_are_bad_byte_count(self):
-        res = self.run_loadgen([self.srv.url("/surplus")], "-parallel", "2", "-fetches", "6")
-        self.assertEqual(res.rc, 0, res.err)
+        res = self.fetch("/surplus", 2, 6)
         self.assert_errors(res, bad_byte_count=6)
         self.assertIn("10 bytes after the end of the response", res.err)
 
     def test_varying_length_is_bad_byte_count(self):
-        res = self.run_loadgen([self.srv.url("/varylen")], "-parallel", "1", "-fetches", "5")
-        self.assertEqual(res.rc, 0, res.err)
+        res = self.fetch("/varylen", 1, 5)
         self.assertEqual(res.json["fetches"], 1)
         self.assert_errors(res, bad_byte_count=4)
         self.assertIn("byte count wrong", res.err)
 
     def test_hang_is_timeout(self):
         t0 = time.monotonic()
-        res = self.run_loadgen([self.srv.url("/hang")], "-parallel", "3", "-fetches", "3",
-                               "-timeout", "1")
+        res = self.fetch("/hang", 3, 3, "-timeout", "1")
         took = time.monotonic() - t0
-        self.assertEqual(res.rc, 0, res.err)
         self.assertEqual(res.json["fetches"], 0)
         self.assert_errors(res, timed_out=3)
         self.assertIn("\n3 timeouts\n", res.out)
@@ -318,14 +322,12 @@ class TestFetching(LoadgenCase):
         self.assertLess(took, 10)
 
     def test_varying_content_is_bad_checksum(self):
-        res = self.run_loadgen([self.srv.url("/vary")], "-checksum", "-parallel", "2",
-                               "-fetches", "10")
-        self.assertEqual(res.rc, 0, res.err)
+        res = self.fetch("/vary", 2, 10, "-checksum")
         self.assertEqual(res.json["fetches"], 1)  # the first body is the reference
         self.assert_errors(res, bad_checksum=9)
         self.assertIn("\n9 bad checksums\n", res.out)
         # without -checksum the same responses are all fine
-        res = self.run_loadgen([self.srv.url("/vary")], "-parallel", "2", "-fetches", "10")
+        res = self.fetch("/vary", 2, 10)
         self.assertEqual(res.json["fetches"], 10)
         self.assert_errors(res)
 
@@ -348,11 +350,10 @@ class TestFetching(LoadgenCase):
         self.assertIn("Connection refused", res.err)
 
     def test_malformed_and_empty_responses_are_bad_response(self):
-        res = self.run_loadgen([self.srv.url("/garbage")], "-parallel", "2", "-fetches", "4")
-        self.assertEqual(res.rc, 0, res.err)
+        res = self.fetch("/garbage", 2, 4)
         self.assert_errors(res, bad_response=4)
         self.assertIn("malformed response", res.err)
-        res = self.run_loadgen([self.srv.url("/reset")], "-parallel", "2", "-fetches", "4")
+        res = self.fetch("/reset", 2, 4)
         self.assert_errors(res, bad_response=4)
         self.assertIn("before the end of the headers", res.err)
 
@@ -366,9 +367,7 @@ class TestFetching(LoadgenCase):
         self.assertEqual(res.json["bytes"], 3000 * hits["/chunked/3000"] + 1500 * hits["/close/1500"])
 
     def test_large_bodies(self):
-        res = self.run_loadgen([self.srv.url("/ok/3000000/big")], "-checksum", "-parallel", "2",
-                               "-fetches", "6")
-        self.assertEqual(res.rc, 0, res.err)
+        res = self.fetch("/ok/3000000/big", 2, 6, "-checksum")
         self.assertEqual(res.json["bytes"], 6 * 3000000)
         self.assert_errors(res)
 
@@ -433,8 +432,7 @@ class TestBodyModes(LoadgenCase):
                 self.assertIn("after 200000 of 500000 body bytes", res.err)
 
     def test_surplus_after_large_body_is_bad_byte_count(self):
-        res = self.run_loadgen([self.srv.url("/surplusbig")], "-parallel", "2", "-fetches", "4")
-        self.assertEqual(res.rc, 0, res.err)
+        res = self.fetch("/surplusbig", 2, 4)
         self.assert_errors(res, bad_byte_count=4)
         self.assertEqual(res.json["bytes_all"], 4 * 300000)
         self.assertIn("10 bytes after the end of the response", res.err)
@@ -454,22 +452,19 @@ class TestOrderAndLength(LoadgenCase):
         self.assertEqual(sorted(self.srv.sequence), sorted(f"/ok/10/s{i}" for i in range(7)))
 
     def test_min_fetches_outlasts_seconds(self):
-        res = self.run_loadgen([self.srv.url("/delay/0.3/10")], "-parallel", "1", "-seconds",
-                               "0.2", "-min-fetches", "3", "-timeout", "5")
-        self.assertEqual(res.rc, 0, res.err)
+        res = self.run_one("/delay/0.3/10", 1, "-seconds", "0.2", "-min-fetches", "3",
+                           "-timeout", "5")
         self.assertEqual(res.json["fetches_started"], 3)
         self.assertEqual(res.json["fetches"], 3)
         self.assertEqual(res.json["settings"]["min_fetches"], 3)
         self.assertGreaterEqual(res.json["elapsed_s"], 0.9)
         # without it, -seconds alone ends the run after the first fetch
-        res = self.run_loadgen([self.srv.url("/delay/0.3/10")], "-parallel", "1", "-seconds",
-                               "0.2", "-timeout", "5")
+        res = self.run_one("/delay/0.3/10", 1, "-seconds", "0.2", "-timeout", "5")
         self.assertEqual(res.json["fetches_started"], 1)
 
     def test_min_fetches_does_not_stop_a_long_run_early(self):
-        res = self.run_loadgen([self.srv.url("/delay/0.2/10")], "-parallel", "2", "-seconds",
-                               "1", "-min-fetches", "1", "-timeout", "5")
-        self.assertEqual(res.rc, 0, res.err)
+        res = self.run_one("/delay/0.2/10", 2, "-seconds", "1", "-min-fetches", "1",
+                           "-timeout", "5")
         self.assertGreaterEqual(res.json["fetches_started"], 8)
         self.assertGreaterEqual(res.json["elapsed_s"], 1.0)
 
@@ -487,9 +482,7 @@ class TestKeepalive(LoadgenCase):
         self.assertEqual(res.json["keepalive_retries"], 0)
 
     def test_closed_keepalive_connection_is_retried(self):
-        res = self.run_loadgen([self.srv.url("/drop/256")], "-keepalive", "-parallel", "2",
-                               "-fetches", "20")
-        self.assertEqual(res.rc, 0, res.err)
+        res = self.fetch("/drop/256", 2, 20, "-keepalive")
         self.assertEqual(res.json["fetches"], 20)
         self.assert_errors(res)
         self.assertEqual(res.json["keepalive_retries"], 18)
@@ -497,8 +490,7 @@ class TestKeepalive(LoadgenCase):
         self.assertEqual(self.srv.hits["/drop/256"], 20)
 
     def test_close_delimited_response_is_not_reused(self):
-        res = self.run_loadgen([self.srv.url("/close/100")], "-keepalive", "-parallel", "1",
-                               "-fetches", "5")
+        res = self.fetch("/close/100", 1, 5, "-keepalive")
         self.assertEqual(res.json["fetches"], 5)
         self.assertEqual(self.srv.connections, 5)
         self.assertEqual(res.json["keepalive_retries"], 0)

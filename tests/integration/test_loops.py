@@ -17,6 +17,7 @@ import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import test_core  # noqa: E402
+from sltest import stop_at_end  # noqa: E402
 from test_core import Server, read_response, request, evict  # noqa: E402
 
 
@@ -99,16 +100,14 @@ class Loops(unittest.TestCase):
         srv = Server('server.max-worker = 3\nserver.network-backend = "gthread-aio"\n'
                      'server.max-read-threads = 1\nserver.max-stat-threads = 1\n'
                      'server.network-backend-block-size = 65536\n', files).start()
-        try:
-            for name in files:
-                evict(os.path.join(srv.root, name))
-            paths = [b"/" + n.encode() for n in files] * 4
-            res = fetch_many(srv, paths, 24)
-            for p, st, body in res:
-                self.assertEqual(st, 200, p)
-                self.assertEqual(body, files[p[1:].decode()], p)
-        finally:
-            self.assertEqual(srv.stop(), 0)
+        stop_at_end(self, srv)
+        for name in files:
+            evict(os.path.join(srv.root, name))
+        paths = [b"/" + n.encode() for n in files] * 4
+        res = fetch_many(srv, paths, 24)
+        for p, st, body in res:
+            self.assertEqual(st, 200, p)
+            self.assertEqual(body, files[p[1:].decode()], p)
 
     def test_sigterm_lets_every_loop_finish(self):
         big = os.urandom(8 << 20)
@@ -133,54 +132,48 @@ class Loops(unittest.TestCase):
     def test_max_connections_is_for_the_process(self):
         srv = Server("server.max-worker = 3\nserver.max-connections = 4\n"
                      "server.max-keep-alive-idle = 30\n", {"a.txt": b"A"}).start()
-        try:
-            held = []
-            for _ in range(4):  # four kept-alive connections, on whichever loops
-                s = srv.connect()
-                s.sendall(b"GET /a.txt HTTP/1.1\r\nHost: t\r\n\r\n")
-                self.assertEqual(read_response(s)[0], 200)
-                held.append(s)
-            waiting = []
-            for _ in range(3):  # every further one waits in a backlog, whatever its loop
-                s = srv.connect()
-                s.sendall(b"GET /a.txt HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
-                s.settimeout(0.5)
-                with self.assertRaises(socket.timeout):
-                    s.recv(10)
-                waiting.append(s)
-            for s in held:  # slots free: the waiting ones are answered, on any loop
-                s.close()
-            for s in waiting:
-                s.settimeout(10)
-                self.assertEqual(read_response(s)[0], 200)
-                s.close()
-        finally:
-            self.assertEqual(srv.stop(), 0)
+        stop_at_end(self, srv)
+        held = []
+        for _ in range(4):  # four kept-alive connections, on whichever loops
+            s = srv.connect()
+            s.sendall(b"GET /a.txt HTTP/1.1\r\nHost: t\r\n\r\n")
+            self.assertEqual(read_response(s)[0], 200)
+            held.append(s)
+        waiting = []
+        for _ in range(3):  # every further one waits in a backlog, whatever its loop
+            s = srv.connect()
+            s.sendall(b"GET /a.txt HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
+            s.settimeout(0.5)
+            with self.assertRaises(socket.timeout):
+                s.recv(10)
+            waiting.append(s)
+        for s in held:  # slots free: the waiting ones are answered, on any loop
+            s.close()
+        for s in waiting:
+            s.settimeout(10)
+            self.assertEqual(read_response(s)[0], 200)
+            s.close()
 
     def test_a_second_server_on_the_same_port_is_refused(self):
         # SO_REUSEPORT would let a second process share the port and take half the traffic.
         srv = Server("server.max-worker = 2\n", {"a.txt": b"A"}).start()
-        try:
-            r = subprocess.run([os.path.join(test_core.BUILD, "app", "seekless"), "-D", "-f",
-                                srv.conf], capture_output=True, text=True, timeout=10)
-            self.assertEqual(r.returncode, 1)
-            self.assertIn("Address already in use", r.stderr)
-        finally:
-            self.assertEqual(srv.stop(), 0)
+        stop_at_end(self, srv)
+        r = subprocess.run([os.path.join(test_core.BUILD, "app", "seekless"), "-D", "-f",
+                            srv.conf], capture_output=True, text=True, timeout=10)
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("Address already in use", r.stderr)
 
     def test_one_shared_listening_socket(self):
         srv = Server('server.max-worker = 3\nserver.reuse-port = "disable"\n'
                      'status.status-url = "/st"\n', {"a.txt": b"A"}).start()
-        try:
-            res = fetch_many(srv, [b"/a.txt"] * 200, 8)
-            self.assertEqual([r for r in res if r[1] != 200], [])
-            self.assertEqual(get_json(srv)["requests"], 200)
-            fds = [os.readlink(f"/proc/{srv.proc.pid}/fd/{f}")
-                   for f in os.listdir(f"/proc/{srv.proc.pid}/fd")]
-            listening = [f for f in fds if f.startswith("socket:")]
-            self.assertGreaterEqual(len(listening), 1)
-        finally:
-            self.assertEqual(srv.stop(), 0)
+        stop_at_end(self, srv)
+        res = fetch_many(srv, [b"/a.txt"] * 200, 8)
+        self.assertEqual([r for r in res if r[1] != 200], [])
+        self.assertEqual(get_json(srv)["requests"], 200)
+        fds = [os.readlink(f"/proc/{srv.proc.pid}/fd/{f}")
+               for f in os.listdir(f"/proc/{srv.proc.pid}/fd")]
+        listening = [f for f in fds if f.startswith("socket:")]
+        self.assertGreaterEqual(len(listening), 1)
 
 
 if __name__ == "__main__":

@@ -84,14 +84,18 @@ class DefaultConfig(unittest.TestCase):
 
 
 class Notify(unittest.TestCase):
-    def test_ready_when_serving_and_stopping_on_sigterm(self):
-        d = tempfile.mkdtemp(prefix="sl_notify_")
+    def setUp(self):
+        """A temp dir with an empty root/ and a config of its own serving it on a free port."""
+        self.dir = d = tempfile.mkdtemp(prefix="sl_notify_")
         self.addCleanup(shutil.rmtree, d, True)
         os.mkdir(os.path.join(d, "root"))
-        port = free_port()
-        conf = os.path.join(d, "seekless.conf")
-        with open(conf, "w") as f:
-            f.write(f'server.document-root = "root"\nserver.bind = "127.0.0.1"\nserver.port = {port}\n')
+        self.port = free_port()
+        self.conf = os.path.join(d, "seekless.conf")
+        with open(self.conf, "w") as f:
+            f.write(f'server.document-root = "root"\nserver.bind = "127.0.0.1"\nserver.port = {self.port}\n')
+
+    def test_ready_when_serving_and_stopping_on_sigterm(self):
+        d, port, conf = self.dir, self.port, self.conf
         sock_path = os.path.join(d, "notify")
         s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
         self.addCleanup(s.close)
@@ -115,13 +119,7 @@ class Notify(unittest.TestCase):
 
     def test_nothing_sent_without_notify_socket(self):
         # The usual case outside systemd: no NOTIFY_SOCKET, no error logged about it.
-        d = tempfile.mkdtemp(prefix="sl_notify_")
-        self.addCleanup(shutil.rmtree, d, True)
-        os.mkdir(os.path.join(d, "root"))
-        port = free_port()
-        conf = os.path.join(d, "seekless.conf")
-        with open(conf, "w") as f:
-            f.write(f'server.document-root = "root"\nserver.bind = "127.0.0.1"\nserver.port = {port}\n')
+        port, conf = self.port, self.conf
         env = {k: v for k, v in os.environ.items() if k != "NOTIFY_SOCKET"}
         p = subprocess.Popen([seekless_bin(), "-D", "-f", conf], env=env, stderr=subprocess.PIPE, text=True)
         for _ in range(100):

@@ -21,39 +21,14 @@ import unittest
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import test_core  # noqa: E402
 from test_core import Server, request  # noqa: E402
+from sltest import alive, read_text, wait_for  # noqa: E402
 
 ROOT = os.geteuid() == 0
-WRAPPED = bool(os.environ.get("SEEKLESS_WRAPPER"))
 USER, GROUP = "nobody", "nogroup"
 
 
 def ids():
     return pwd.getpwnam(USER).pw_uid, grp.getgrnam(GROUP).gr_gid
-
-
-def wait_for(pred, timeout=30 if WRAPPED else 10):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        if pred():
-            return True
-        time.sleep(0.05)
-    return pred()
-
-
-def read_text(path):
-    try:
-        with open(path, errors="replace") as f:
-            return f.read()
-    except OSError:
-        return ""
-
-
-def alive(pid):
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
 
 
 def open_to_all(srv):

@@ -13,6 +13,7 @@ import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import test_core  # noqa: E402
+from sltest import stop_at_end  # noqa: E402
 from test_core import Server, read_response, request  # noqa: E402
 
 FILES = {"a.txt": b"A\n", "x/f.txt": b"xf\n", "y/f.txt": b"yf\n", "cold/d/here.txt": b"here\n",
@@ -39,22 +40,20 @@ class Rewrite(unittest.TestCase):
                      'url.rewrite-once = ( "^/bad" => "no-slash", "^/long/(.*)" => "/$1$1$1$1",'
                      ' "^/nul" => "/a%%00b", "^/ok" => "/a.txt" )\n'
                      'url.rewrite-repeat = ( "^/forever" => "/forever" )\n', FILES).start()
-        try:
-            s = srv.connect()
-            self.assertEqual(get(srv, b"/ok", conn=s), (200, b"A\n"))
-            self.assertEqual(get(srv, b"/bad")[0], 500)
-            self.assertEqual(get(srv, b"/forever")[0], 500)
-            self.assertEqual(get(srv, b"/long/" + b"z" * 2100)[0], 500)  # over 8 KiB
-            self.assertEqual(get(srv, b"/nul")[0], 400)  # the new target is refused like a sent one
-            # A kept connection opened before goes on being served.
-            self.assertEqual(get(srv, b"/ok", conn=s), (200, b"A\n"))
-            s.close()
-            log = log_of(srv)
-            self.assertIn("mod_rewrite: the result is not a path (does not begin with '/'): /bad", log)
-            self.assertIn("GET /forever: came back more than 100 times (rewrite rules in a loop?)", log)
-            self.assertIn("mod_rewrite: the result is too long: /long/zzz", log)
-        finally:
-            self.assertEqual(srv.stop(), 0)
+        stop_at_end(self, srv)
+        s = srv.connect()
+        self.assertEqual(get(srv, b"/ok", conn=s), (200, b"A\n"))
+        self.assertEqual(get(srv, b"/bad")[0], 500)
+        self.assertEqual(get(srv, b"/forever")[0], 500)
+        self.assertEqual(get(srv, b"/long/" + b"z" * 2100)[0], 500)  # over 8 KiB
+        self.assertEqual(get(srv, b"/nul")[0], 400)  # the new target is refused like a sent one
+        # A kept connection opened before goes on being served.
+        self.assertEqual(get(srv, b"/ok", conn=s), (200, b"A\n"))
+        s.close()
+        log = log_of(srv)
+        self.assertIn("mod_rewrite: the result is not a path (does not begin with '/'): /bad", log)
+        self.assertIn("GET /forever: came back more than 100 times (rewrite rules in a loop?)", log)
+        self.assertIn("mod_rewrite: the result is too long: /long/zzz", log)
 
     def test_conditions_see_the_new_target_and_blocks_replace_rules(self):
         srv = Server('server.modules = ( "mod_rewrite", "mod_staticfile" )\n'
@@ -64,42 +63,38 @@ class Rewrite(unittest.TestCase):
                      '}\n'
                      '$HTTP["url"] =~ "^/x/" { url.access-deny = ( "f.txt" ) }\n'
                      '$HTTP["querystring"] == "k=v" { url.access-deny = ( ) }\n', FILES).start()
-        try:
-            # /a/f.txt becomes /x/f.txt, which the /x/ block denies.
-            self.assertEqual(get(srv, b"/a/f.txt")[0], 403)
-            # The query the rule wrote is what the querystring condition sees.
-            self.assertEqual(get(srv, b"/q"), (200, b"xf\n"))
-            # Host "other": its block's url.rewrite-repeat replaces the top level's rules.
-            self.assertEqual(get(srv, b"/b/f.txt", host=b"other"), (200, b"yf\n"))
-            self.assertEqual(get(srv, b"/a/f.txt", host=b"other")[0], 404)
-            self.assertEqual(get(srv, b"/b/f.txt")[0], 404)
-        finally:
-            self.assertEqual(srv.stop(), 0)
+        stop_at_end(self, srv)
+        # /a/f.txt becomes /x/f.txt, which the /x/ block denies.
+        self.assertEqual(get(srv, b"/a/f.txt")[0], 403)
+        # The query the rule wrote is what the querystring condition sees.
+        self.assertEqual(get(srv, b"/q"), (200, b"xf\n"))
+        # Host "other": its block's url.rewrite-repeat replaces the top level's rules.
+        self.assertEqual(get(srv, b"/b/f.txt", host=b"other"), (200, b"yf\n"))
+        self.assertEqual(get(srv, b"/a/f.txt", host=b"other")[0], 404)
+        self.assertEqual(get(srv, b"/b/f.txt")[0], 404)
 
     def test_not_file_lookup_of_cold_paths_on_a_stat_thread(self):
         srv = Server('server.modules = ( "mod_rewrite", "mod_status", "mod_staticfile" )\n'
                      'status.status-url = "/st"\nserver.max-stat-threads = 2\n'
                      'url.rewrite-if-not-file = ( "^/cold/" => "/fallback.txt" )\n', FILES).start()
-        try:
-            def completed():
-                st, body = get(srv, b"/st?json")
-                pools = {p["name"]: p for p in json.loads(body)["pools"]}
-                return pools["stat"]["completed"]
-            before = completed()
-            for target, want in ((b"/cold/d/here.txt", b"here\n"), (b"/cold/d/gone.txt", b"fallback\n"),
-                                 (b"/cold/d/", b"fallback\n")):
-                # Dentries and inodes dropped (2: not the page cache): the lookup cannot be
-                # answered from memory, so it goes to a thread instead of blocking the loop.
-                os.sync()
-                with open("/proc/sys/vm/drop_caches", "w") as f:
-                    f.write("2")
-                self.assertEqual(get(srv, target), (200, want), target)
-            self.assertGreaterEqual(completed() - before, 3)
-            # Warm: answered on the loop, the same way.
-            self.assertEqual(get(srv, b"/cold/d/gone.txt"), (200, b"fallback\n"))
-            self.assertEqual(get(srv, b"/cold/d/here.txt"), (200, b"here\n"))
-        finally:
-            self.assertEqual(srv.stop(), 0)
+        stop_at_end(self, srv)
+        def completed():
+            st, body = get(srv, b"/st?json")
+            pools = {p["name"]: p for p in json.loads(body)["pools"]}
+            return pools["stat"]["completed"]
+        before = completed()
+        for target, want in ((b"/cold/d/here.txt", b"here\n"), (b"/cold/d/gone.txt", b"fallback\n"),
+                             (b"/cold/d/", b"fallback\n")):
+            # Dentries and inodes dropped (2: not the page cache): the lookup cannot be
+            # answered from memory, so it goes to a thread instead of blocking the loop.
+            os.sync()
+            with open("/proc/sys/vm/drop_caches", "w") as f:
+                f.write("2")
+            self.assertEqual(get(srv, target), (200, want), target)
+        self.assertGreaterEqual(completed() - before, 3)
+        # Warm: answered on the loop, the same way.
+        self.assertEqual(get(srv, b"/cold/d/gone.txt"), (200, b"fallback\n"))
+        self.assertEqual(get(srv, b"/cold/d/here.txt"), (200, b"here\n"))
 
     def test_client_gone_while_the_lookup_is_out(self):
         # The connection closes while its if-not-file lookup is on a thread: nothing is written
@@ -107,18 +102,16 @@ class Rewrite(unittest.TestCase):
         srv = Server('server.modules = ( "mod_rewrite", "mod_staticfile" )\n'
                      'server.max-stat-threads = 1\n'
                      'url.rewrite-if-not-file = ( "^/cold/" => "/fallback.txt" )\n', FILES).start()
-        try:
-            for i in range(20):
-                os.sync()
-                with open("/proc/sys/vm/drop_caches", "w") as f:
-                    f.write("2")
-                s = srv.connect()
-                s.sendall(b"GET /cold/d/gone%d.txt HTTP/1.1\r\nHost: t\r\n\r\n" % i)
-                s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
-                s.close()
-            self.assertEqual(get(srv, b"/cold/d/x"), (200, b"fallback\n"))
-        finally:
-            self.assertEqual(srv.stop(), 0)
+        stop_at_end(self, srv)
+        for i in range(20):
+            os.sync()
+            with open("/proc/sys/vm/drop_caches", "w") as f:
+                f.write("2")
+            s = srv.connect()
+            s.sendall(b"GET /cold/d/gone%d.txt HTTP/1.1\r\nHost: t\r\n\r\n" % i)
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
+            s.close()
+        self.assertEqual(get(srv, b"/cold/d/x"), (200, b"fallback\n"))
 
 
 if __name__ == "__main__":

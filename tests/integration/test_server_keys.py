@@ -11,6 +11,7 @@ import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import test_core  # noqa: E402
+from sltest import stop_at_end  # noqa: E402
 from test_core import Server, request  # noqa: E402
 
 
@@ -56,13 +57,11 @@ class ServerKeys(unittest.TestCase):
     def test_max_fds_is_the_soft_limit(self):
         srv = Server("server.max-fds = 300\n", {"a.txt": b"a"})
         srv.start()
-        try:
-            soft, hard = limits(srv.proc.pid)
-            self.assertEqual(soft, 300)
-            self.assertGreaterEqual(hard, 300)
-            self.assertEqual(request(srv, b"GET /a.txt HTTP/1.0\r\n\r\n")[0], 200)
-        finally:
-            self.assertEqual(srv.stop(), 0)
+        stop_at_end(self, srv)
+        soft, hard = limits(srv.proc.pid)
+        self.assertEqual(soft, 300)
+        self.assertGreaterEqual(hard, 300)
+        self.assertEqual(request(srv, b"GET /a.txt HTTP/1.0\r\n\r\n")[0], 200)
 
     def test_max_fds_above_the_hard_limit(self):
         # Not root: above the hard limit is a start-up error. Root raises it (lighttpd too).

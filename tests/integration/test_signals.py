@@ -14,34 +14,16 @@ import os
 import signal
 import sys
 import threading
-import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import test_core  # noqa: E402
 from test_core import Server, read_response, request  # noqa: E402
+from sltest import WRAPPED, read_text, wait_for  # noqa: E402
 
 BIG = os.urandom(10 * 1024 * 1024 + 17)
 LOAD = os.urandom(2 * 1024 * 1024 + 5)
 FILES = {"big.bin": BIG, "load.bin": LOAD, "a.txt": b"A"}
-WRAPPED = bool(os.environ.get("SEEKLESS_WRAPPER"))  # under valgrind: everything is slower
-
-
-def wait_for(pred, timeout=30 if WRAPPED else 10):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        if pred():
-            return True
-        time.sleep(0.05)
-    return pred()
-
-
-def read_text(path):
-    try:
-        with open(path, errors="replace") as f:
-            return f.read()
-    except OSError:
-        return ""
 
 
 class Load:

@@ -7,7 +7,6 @@ stderr stream (cgi-fcgi copies it to its stderr), that bodies never contain the 
 (50 parallel clients against -C 4), clients that vanish mid-request, and that SIGTERM ends the
 process promptly. Every process started is killed by PID in tearDown.
 """
-import argparse
 import os
 import re
 import shutil
@@ -21,28 +20,14 @@ import threading
 import time
 import unittest
 
-BUILD = "build"
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import test_core  # noqa: E402
+from sltest import alive, wait_for  # noqa: E402
+from test_core import free_port  # noqa: E402
 
 
 def accel_bin():
-    return os.path.join(BUILD, "fcgi_stat_accel", "fcgi-stat-accel")
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    p = s.getsockname()[1]
-    s.close()
-    return p
-
-
-def alive(pid):
-    """True if pid exists and is not a zombie (spawned children are not ours to reap)."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
+    return os.path.join(test_core.BUILD, "fcgi_stat_accel", "fcgi-stat-accel")
 
 
 def wait_connectable(addr, timeout=5):
@@ -311,19 +296,13 @@ class TestDeployments(Base):
         for pid in pids:
             self.assertTrue(alive(pid))
             os.kill(pid, signal.SIGTERM)
-        deadline = time.time() + 2
-        while time.time() < deadline and any(alive(p) for p in pids):
-            time.sleep(0.02)
-        self.assertFalse(any(alive(p) for p in pids))
+        self.assertTrue(wait_for(lambda: not any(alive(p) for p in pids), 2))
 
     def test_sigterm_ends_within_2s(self):
         addr, pids = self.spawn_tcp()
         self.assert_ok(query(addr, self.path("a.txt"), self.root), self.path("a.txt"))
         os.kill(pids[0], signal.SIGTERM)
-        deadline = time.time() + 2
-        while time.time() < deadline and alive(pids[0]):
-            time.sleep(0.02)
-        self.assertFalse(alive(pids[0]))
+        self.assertTrue(wait_for(lambda: not alive(pids[0]), 2))
 
     def test_lighttpd_header_and_root_option(self):
         addr, _ = self.spawn_tcp(args=["--lighttpd-header", "--root", self.root, "--readahead", "0"])
@@ -376,22 +355,13 @@ class TestDeployments(Base):
 
 
 def main():
-    global BUILD
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--build", default="build")
-    args, rest = ap.parse_known_args()
-    BUILD = os.path.abspath(args.build)
     missing = [t for t in ("spawn-fcgi", "cgi-fcgi") if not shutil.which(t)]
-    loader = unittest.defaultTestLoader
-    suite = loader.loadTestsFromModule(sys.modules[__name__])
     if missing:
+        suite = unittest.defaultTestLoader.loadTestsFromModule(sys.modules[__name__])
         print("missing tools: " + ", ".join(missing))
         print(f"0 passed, 0 failed, {suite.countTestCases()} skipped")
         sys.exit(0)
-    res = unittest.TextTestRunner(verbosity=2).run(suite)
-    failed = len(res.failures) + len(res.errors)
-    print(f"{res.testsRun - failed - len(res.skipped)} passed, {failed} failed, {len(res.skipped)} skipped")
-    sys.exit(1 if failed else 0)
+    test_core.main()
 
 
 if __name__ == "__main__":

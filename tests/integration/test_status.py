@@ -13,6 +13,7 @@ import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import test_core  # noqa: E402
+from sltest import stop_at_end  # noqa: E402
 from test_core import Server, free_port, read_response, request, wait_closed  # noqa: E402
 from test_proxy import FakeBackend  # noqa: E402
 
@@ -51,58 +52,56 @@ class Status(unittest.TestCase):
                      '$HTTP["url"] == "/open-status" { status.status-url = "/open-status"\n'
                      '  status.allow-networks = ( "127.0.0.0/8" ) }\n',
                      {"a.txt": b"x" * 1000, "b.txt": b"y" * 10}).start()
-        try:
-            want = {"2xx": 0, "3xx": 0, "4xx": 0, "5xx": 0}
-            body_bytes = 0
-            for _ in range(5):
-                st, h, b = get(srv, b"/a.txt")
-                self.assertEqual(st, 200)
-                want["2xx"] += 1
-            st, h, b = get(srv, b"/a.txt", b"If-None-Match: " + h["etag"].encode() + b"\r\n")
-            self.assertEqual(st, 304)
-            want["3xx"] += 1
-            for _ in range(3):
-                self.assertEqual(get(srv, b"/missing")[0], 404)
-                want["4xx"] += 1
-            for _ in range(2):
-                self.assertEqual(get(srv, b"/dead/x")[0], 503)
-                want["5xx"] += 1
-            self.assertEqual(get(srv, b"/locked-status")[0], 403)
-            want["4xx"] += 1
-            self.assertEqual(get(srv, b"/open-status")[0], 200)
+        stop_at_end(self, srv)
+        want = {"2xx": 0, "3xx": 0, "4xx": 0, "5xx": 0}
+        body_bytes = 0
+        for _ in range(5):
+            st, h, b = get(srv, b"/a.txt")
+            self.assertEqual(st, 200)
             want["2xx"] += 1
-            n = sum(want.values())
-            st, h, b = get(srv, b"/server-status?json")
-            self.assertEqual((st, h["content-type"]), (200, "application/json"))
-            j = json.loads(b)
-            self.assertEqual(j["requests"], n)  # this request is still being answered
-            self.assertEqual(j["responses"], dict(want, **{"1xx": 0}))
-            self.assertGreater(j["bytes"], 5 * 1000)
-            self.assertEqual(j["connections"]["total"], 1)
-            self.assertEqual(j["connections"]["writing"], 1)
-            self.assertEqual(j["network_backend"], "hybrid")
-            self.assertEqual({p["name"] for p in j["pools"]}, {"stat", "read"})
-            self.assertEqual(sum(l["requests"] for l in j["loops"]), n)
-            be = [x for x in j["backends"] if x["name"] == f"127.0.0.1:{dead}"]
-            self.assertEqual(len(be), 1)
-            self.assertGreaterEqual(be[0]["failures"], 1)
-            self.assertTrue(be[0]["disabled"])
-            st, h, b = get(srv, b"/server-status?format=prometheus")
-            self.assertEqual(st, 200)
-            metrics = {}
-            for line in b.decode().splitlines():
-                if line and not line.startswith("#"):
-                    k, _, v = line.rpartition(" ")
-                    metrics[k] = float(v)
-            self.assertEqual(metrics["seekless_requests_total"], n + 1)
-            self.assertEqual(metrics['seekless_responses_total{class="5xx"}'], 2)
-            self.assertEqual(metrics[f'seekless_backend_disabled{{backend="127.0.0.1:{dead}"}}'], 1)
-            st, h, b = get(srv, b"/server-status")
-            self.assertEqual(st, 200)
-            self.assertIn(b"requests %d," % (n + 2), b)
-            self.assertIn(b"backend 127.0.0.1:%d" % dead, b)
-        finally:
-            self.assertEqual(srv.stop(), 0)
+        st, h, b = get(srv, b"/a.txt", b"If-None-Match: " + h["etag"].encode() + b"\r\n")
+        self.assertEqual(st, 304)
+        want["3xx"] += 1
+        for _ in range(3):
+            self.assertEqual(get(srv, b"/missing")[0], 404)
+            want["4xx"] += 1
+        for _ in range(2):
+            self.assertEqual(get(srv, b"/dead/x")[0], 503)
+            want["5xx"] += 1
+        self.assertEqual(get(srv, b"/locked-status")[0], 403)
+        want["4xx"] += 1
+        self.assertEqual(get(srv, b"/open-status")[0], 200)
+        want["2xx"] += 1
+        n = sum(want.values())
+        st, h, b = get(srv, b"/server-status?json")
+        self.assertEqual((st, h["content-type"]), (200, "application/json"))
+        j = json.loads(b)
+        self.assertEqual(j["requests"], n)  # this request is still being answered
+        self.assertEqual(j["responses"], dict(want, **{"1xx": 0}))
+        self.assertGreater(j["bytes"], 5 * 1000)
+        self.assertEqual(j["connections"]["total"], 1)
+        self.assertEqual(j["connections"]["writing"], 1)
+        self.assertEqual(j["network_backend"], "hybrid")
+        self.assertEqual({p["name"] for p in j["pools"]}, {"stat", "read"})
+        self.assertEqual(sum(l["requests"] for l in j["loops"]), n)
+        be = [x for x in j["backends"] if x["name"] == f"127.0.0.1:{dead}"]
+        self.assertEqual(len(be), 1)
+        self.assertGreaterEqual(be[0]["failures"], 1)
+        self.assertTrue(be[0]["disabled"])
+        st, h, b = get(srv, b"/server-status?format=prometheus")
+        self.assertEqual(st, 200)
+        metrics = {}
+        for line in b.decode().splitlines():
+            if line and not line.startswith("#"):
+                k, _, v = line.rpartition(" ")
+                metrics[k] = float(v)
+        self.assertEqual(metrics["seekless_requests_total"], n + 1)
+        self.assertEqual(metrics['seekless_responses_total{class="5xx"}'], 2)
+        self.assertEqual(metrics[f'seekless_backend_disabled{{backend="127.0.0.1:{dead}"}}'], 1)
+        st, h, b = get(srv, b"/server-status")
+        self.assertEqual(st, 200)
+        self.assertIn(b"requests %d," % (n + 2), b)
+        self.assertIn(b"backend 127.0.0.1:%d" % dead, b)
 
 
     def test_an_answer_cut_short_counts_as_the_logs_have_it(self):
@@ -226,37 +225,35 @@ class AccessLog(unittest.TestCase):
                      {"a.txt": b"x" * 100})
         log = with_access_log(srv)
         srv.start()
-        try:
-            s = srv.connect()
-            s.sendall(b"GET /a.txt HTTP/1.1\r\nHost: t\r\nUser-Agent: ua\"1\r\n\r\n"
-                      b"GET /nope?q=1 HTTP/1.1\r\nHost: t\r\n\r\n")
-            rest = b""
-            st, h, b, rest = test_core.read_response(s, rest)
-            st2, h2, b2, rest = test_core.read_response(s, rest)
-            s.close()
-            lines = self.wait_lines(log, 2)
-            f = lines[0].split(" ")
-            self.assertEqual(f[0], "127.0.0.1")
-            self.assertEqual(" ".join(f[1:4]), '"GET /a.txt HTTP/1.1"')
-            self.assertEqual((f[4], f[5]), ("200", "100"))
-            self.assertGreater(int(f[6]), 100)                  # %O: head + body
-            self.assertEqual(f[7], 'ua\\"1')                   # escaped quote
-            self.assertEqual(f[8], "0")                         # first request on the connection
-            self.assertGreaterEqual(int(f[9]), 0)
-            g = lines[1].split(" ")
-            self.assertEqual((" ".join(g[1:4]), g[4], g[7], g[8]),
-                             ('"GET /nope?q=1 HTTP/1.1"', "404", "-", "1"))
-            os.rename(log, log + ".1")  # logrotate, then SIGHUP
-            srv.proc.send_signal(signal.SIGHUP)
-            deadline = time.time() + 5
-            while not os.path.exists(log) and time.time() < deadline:
-                time.sleep(0.05)
-            self.assertEqual(get(srv, b"/a.txt")[0], 200)
-            self.assertEqual(len(self.wait_lines(log, 1)), 1)
-            with open(log + ".1") as fh:
-                self.assertEqual(len(fh.read().splitlines()), 2)
-        finally:
-            self.assertEqual(srv.stop(), 0)
+        stop_at_end(self, srv)
+        s = srv.connect()
+        s.sendall(b"GET /a.txt HTTP/1.1\r\nHost: t\r\nUser-Agent: ua\"1\r\n\r\n"
+                  b"GET /nope?q=1 HTTP/1.1\r\nHost: t\r\n\r\n")
+        rest = b""
+        st, h, b, rest = test_core.read_response(s, rest)
+        st2, h2, b2, rest = test_core.read_response(s, rest)
+        s.close()
+        lines = self.wait_lines(log, 2)
+        f = lines[0].split(" ")
+        self.assertEqual(f[0], "127.0.0.1")
+        self.assertEqual(" ".join(f[1:4]), '"GET /a.txt HTTP/1.1"')
+        self.assertEqual((f[4], f[5]), ("200", "100"))
+        self.assertGreater(int(f[6]), 100)                  # %O: head + body
+        self.assertEqual(f[7], 'ua\\"1')                   # escaped quote
+        self.assertEqual(f[8], "0")                         # first request on the connection
+        self.assertGreaterEqual(int(f[9]), 0)
+        g = lines[1].split(" ")
+        self.assertEqual((" ".join(g[1:4]), g[4], g[7], g[8]),
+                         ('"GET /nope?q=1 HTTP/1.1"', "404", "-", "1"))
+        os.rename(log, log + ".1")  # logrotate, then SIGHUP
+        srv.proc.send_signal(signal.SIGHUP)
+        deadline = time.time() + 5
+        while not os.path.exists(log) and time.time() < deadline:
+            time.sleep(0.05)
+        self.assertEqual(get(srv, b"/a.txt")[0], 200)
+        self.assertEqual(len(self.wait_lines(log, 1)), 1)
+        with open(log + ".1") as fh:
+            self.assertEqual(len(fh.read().splitlines()), 2)
 
     def test_with_the_timing_trace(self):
         # debug.log-timing opened its file by closing the access log and freeing its format:

@@ -13,6 +13,8 @@
 
 #include <cmocka.h>
 
+#include "testutil.h"
+
 #include "accesslog.h"
 
 /* A header table for the lookup callbacks; len 0 means strlen(value). */
@@ -386,9 +388,7 @@ static void test_unknown_directives_are_refused(void **state)
     assert_int_equal(sl_accesslog_compile(NULL, &f, tiny, sizeof tiny), -EINVAL);
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
+TU_MAIN(NULL, NULL,
         cmocka_unit_test(test_default_format_end_to_end),
         cmocka_unit_test(test_remote_identity_and_user),
         cmocka_unit_test(test_clf_time_uses_local_offset),
@@ -402,7 +402,4 @@ int main(void)
         cmocka_unit_test(test_client_bytes_cannot_forge_lines),
         cmocka_unit_test(test_truncation_at_every_size),
         cmocka_unit_test(test_render_defensive_arguments),
-        cmocka_unit_test(test_unknown_directives_are_refused),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+        cmocka_unit_test(test_unknown_directives_are_refused))

@@ -13,16 +13,48 @@
 
 #include <cmocka.h>
 
+#include "testutil.h"
+
 #include "chunk.h"
 
-static int tmp_file(const char *data, size_t n)
+/* A connected, non-blocking socket pair (sv[0] is written to), a file (file, or -1) and a queue,
+ * made before each test and closed and cleared after it. */
+struct fx {
+    int sv[2];
+    int file;
+    sl_chunkq q;
+};
+
+static int fx_open(void **state)
+{
+    struct fx *f = calloc(1, sizeof *f);
+    if (!f || socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, f->sv) != 0)
+        return -1;
+    f->file = -1;
+    *state = f;
+    return 0;
+}
+
+static int fx_close(void **state)
+{
+    struct fx *f = *state;
+    sl_chunkq_clear(&f->q);
+    if (f->file >= 0) close(f->file);
+    for (int i = 0; i < 2; i++)
+        if (f->sv[i] >= 0) close(f->sv[i]);
+    free(f);
+    return 0;
+}
+
+/* The fixture's file, holding data[0..n). */
+static int tmp_file(struct fx *f, const char *data, size_t n)
 {
     char path[] = "/tmp/sl_chunk_XXXXXX";
-    int fd = mkstemp(path);
-    assert_true(fd >= 0);
+    f->file = mkstemp(path);
+    assert_true(f->file >= 0);
     unlink(path);
-    assert_int_equal(write(fd, data, n), (ssize_t)n);
-    return fd;
+    assert_int_equal(write(f->file, data, n), (ssize_t)n);
+    return f->file;
 }
 
 static size_t drain(int fd, char *buf, size_t cap)
@@ -35,24 +67,19 @@ static size_t drain(int fd, char *buf, size_t cap)
 
 static void test_mem_and_file_in_order(void **state)
 {
-    int sv[2];
-    assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, sv), 0);
-    int f = tmp_file("0123456789", 10);
-    sl_chunkq q = {0};
-    assert_int_equal(sl_chunkq_append_mem(&q, "head:", 5), 0);
-    assert_int_equal(sl_chunkq_append_file(&q, f, 2, 5), 0);
-    assert_int_equal(sl_chunkq_printf(&q, ":%d", 42), 0);
-    assert_int_equal(sl_chunkq_length(&q), 5 + 5 + 3);
+    struct fx *f = *state;
+    int fd = tmp_file(f, "0123456789", 10);
+    assert_int_equal(sl_chunkq_append_mem(&f->q, "head:", 5), 0);
+    assert_int_equal(sl_chunkq_append_file(&f->q, fd, 2, 5), 0);
+    assert_int_equal(sl_chunkq_printf(&f->q, ":%d", 42), 0);
+    assert_int_equal(sl_chunkq_length(&f->q), 5 + 5 + 3);
     uint64_t sent = 0;
-    assert_int_equal(sl_chunkq_write(&q, sv[0], 1 << 20, &sent), 0);
+    assert_int_equal(sl_chunkq_write(&f->q, f->sv[0], 1 << 20, &sent), 0);
     assert_int_equal(sent, 13);
-    assert_null(q.head);
+    assert_null(f->q.head);
     char buf[64] = {0};
-    assert_int_equal(drain(sv[1], buf, sizeof buf), 13);
+    assert_int_equal(drain(f->sv[1], buf, sizeof buf), 13);
     assert_string_equal(buf, "head:23456:42");
-    close(f);
-    close(sv[0]);
-    close(sv[1]);
 }
 
 static void test_zero_length_file_chunk_is_skipped(void **state)
@@ -64,83 +91,59 @@ static void test_zero_length_file_chunk_is_skipped(void **state)
 
 static void test_budget_stops_early(void **state)
 {
-    int sv[2];
-    assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, sv), 0);
+    struct fx *f = *state;
     static char data[8192];
     memset(data, 'x', sizeof data);
-    int f = tmp_file(data, sizeof data);
-    sl_chunkq q = {0};
-    sl_chunkq_append_file(&q, f, 0, sizeof data);
+    sl_chunkq_append_file(&f->q, tmp_file(f, data, sizeof data), 0, sizeof data);
     uint64_t sent = 0;
-    assert_int_equal(sl_chunkq_write(&q, sv[0], 1000, &sent), 1);
+    assert_int_equal(sl_chunkq_write(&f->q, f->sv[0], 1000, &sent), 1);
     assert_int_equal(sent, 1000);
-    assert_int_equal(sl_chunkq_length(&q), sizeof data - 1000);
-    sl_chunkq_clear(&q);
-    close(f);
-    close(sv[0]);
-    close(sv[1]);
+    assert_int_equal(sl_chunkq_length(&f->q), sizeof data - 1000);
 }
 
 static void test_truncated_file_reports_enodata(void **state)
 {
-    int sv[2];
-    assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, sv), 0);
-    int f = tmp_file("abcdef", 6);
-    sl_chunkq q = {0};
-    sl_chunkq_append_file(&q, f, 0, 6);
-    assert_int_equal(ftruncate(f, 3), 0);
+    struct fx *f = *state;
+    sl_chunkq_append_file(&f->q, tmp_file(f, "abcdef", 6), 0, 6);
+    assert_int_equal(ftruncate(f->file, 3), 0);
     uint64_t sent = 0;
-    assert_int_equal(sl_chunkq_write(&q, sv[0], 1 << 20, &sent), -ENODATA);
+    assert_int_equal(sl_chunkq_write(&f->q, f->sv[0], 1 << 20, &sent), -ENODATA);
     assert_int_equal(sent, 3);
-    sl_chunkq_clear(&q);
-    close(f);
-    close(sv[0]);
-    close(sv[1]);
 }
 
 static void test_would_block_returns_one(void **state)
 {
-    int sv[2];
-    assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, sv), 0);
+    struct fx *f = *state;
     int small = 4096;
-    setsockopt(sv[0], SOL_SOCKET, SO_SNDBUF, &small, sizeof small);
+    setsockopt(f->sv[0], SOL_SOCKET, SO_SNDBUF, &small, sizeof small);
     size_t big = 4 << 20;
     char *data = calloc(1, big);
     assert_non_null(data);
-    sl_chunkq q = {0};
-    assert_int_equal(sl_chunkq_append_mem(&q, data, big), 0);
+    assert_int_equal(sl_chunkq_append_mem(&f->q, data, big), 0);
     uint64_t sent = 0;
-    assert_int_equal(sl_chunkq_write(&q, sv[0], big, &sent), 1);
+    assert_int_equal(sl_chunkq_write(&f->q, f->sv[0], big, &sent), 1);
     assert_true(sent < big);
-    assert_int_equal(sl_chunkq_length(&q), big - sent);
-    sl_chunkq_clear(&q);
+    assert_int_equal(sl_chunkq_length(&f->q), big - sent);
     free(data);
-    close(sv[0]);
-    close(sv[1]);
 }
 
 static void test_peer_closed_is_an_error(void **state)
 {
-    int sv[2];
-    assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, sv), 0);
-    close(sv[1]);
-    sl_chunkq q = {0};
-    sl_chunkq_append_mem(&q, "x", 1);
+    struct fx *f = *state;
+    close(f->sv[1]);
+    f->sv[1] = -1;
+    sl_chunkq_append_mem(&f->q, "x", 1);
     uint64_t sent = 0;
-    assert_int_equal(sl_chunkq_write(&q, sv[0], 100, &sent), -EPIPE);
-    sl_chunkq_clear(&q);
-    close(sv[0]);
+    assert_int_equal(sl_chunkq_write(&f->q, f->sv[0], 100, &sent), -EPIPE);
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_mem_and_file_in_order),
+/* A test given a fresh fixture as its state. */
+#define FX_TEST(test) cmocka_unit_test_setup_teardown(test, fx_open, fx_close)
+
+TU_MAIN(NULL, NULL,
+        FX_TEST(test_mem_and_file_in_order),
         cmocka_unit_test(test_zero_length_file_chunk_is_skipped),
-        cmocka_unit_test(test_budget_stops_early),
-        cmocka_unit_test(test_truncated_file_reports_enodata),
-        cmocka_unit_test(test_would_block_returns_one),
-        cmocka_unit_test(test_peer_closed_is_an_error),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+        FX_TEST(test_budget_stops_early),
+        FX_TEST(test_truncated_file_reports_enodata),
+        FX_TEST(test_would_block_returns_one),
+        FX_TEST(test_peer_closed_is_an_error))

@@ -10,6 +10,8 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include "testutil.h"
+
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -49,7 +51,7 @@ static void parse_err(const char *text, const char *want)
         sl_config_tree_free(t);
         fail_msg("parse succeeded; expected error: %s", want);
     }
-    assert_string_equal(errbuf, want);
+    if (strcmp(errbuf, want)) fail_msg("error \"%s\" for:\n%s\nwant \"%s\"", errbuf, text, want);
 }
 
 /* Parse must fail with a message starting with prefix. */
@@ -164,28 +166,9 @@ static void make_tmpdir(void)
     assert_non_null(mkdtemp(tmpdir));
 }
 
-static void write_file(const char *rel, const char *content)
-{
-    char path[512];
-    snprintf(path, sizeof path, "%s/%s", tmpdir, rel);
-    FILE *f = fopen(path, "w");
-    assert_non_null(f);
-    assert_int_equal(fwrite(content, 1, strlen(content), f), strlen(content));
-    assert_int_equal(fclose(f), 0);
-}
-
-static void make_subdir(const char *rel)
-{
-    char path[512];
-    snprintf(path, sizeof path, "%s/%s", tmpdir, rel);
-    assert_int_equal(mkdir(path, 0700), 0);
-}
-
 static void rm_tmpdir(void)
 {
-    char cmd[512];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
-    assert_int_equal(system(cmd), 0);
+    assert_int_equal(tu_rmtree(tmpdir), 0);
 }
 
 static sl_config_tree *parse_file_in_tmp(const char *rel)
@@ -208,6 +191,168 @@ static const char article_conf[] =
     "$SERVER[\"socket\"] == \":1025\" { $HTTP[\"url\"] =~ \"^/seek-bound/\" { "
     "proxy-core.protocol = \"fastcgi\" proxy-core.backends = ( \"127.0.0.1:1029\" ) "
     "proxy-core.allow-x-sendfile = \"enable\" proxy-core.max-pool-size = 20 } }\n";
+
+/* Configs that do not parse, and the whole message each gives. */
+static const struct {
+    const char *text, *error;
+} parse_errors[] = {
+    /* Invalid key names. */
+    {"a..b = 1\n", "test.conf:1: invalid name 'a..b'"},
+    {"\n a. = 1\n", "test.conf:2: invalid name 'a.'"},
+    {"var. = 1\n", "test.conf:1: invalid name 'var.'"},
+    {".a = 1\n", "test.conf:1: unexpected character '.'"},
+    {"é = 1\n", "test.conf:1: unexpected byte 0xc3"},
+    /* Semicolon refused. */
+    {"a = 1;\n",
+     "test.conf:1: unexpected ';': statements are separated by whitespace or newlines, not ';'"},
+    {"a = 1\n;b = 2\n",
+     "test.conf:2: unexpected ';': statements are separated by whitespace or newlines, not ';'"},
+    /* String spanning lines. */
+    {"a = \"one\ntwo\"\nb = \n", "test.conf:4: expected a value, got end of file"},
+    /* Unterminated string. */
+    {"a = 1\nb = \"abc\nc = 2\n", "test.conf:2: unterminated string"},
+    {"a = \"abc\\\"", "test.conf:1: unterminated string"},
+    {"a = \"abc\\", "test.conf:1: unterminated string"},
+    {"a = \"", "test.conf:1: unterminated string"},
+    /* Integer overflow. */
+    {"a = 1\nb = 9223372036854775808\n", "test.conf:2: integer out of range: 9223372036854775808"},
+    {"b = -9223372036854775809\n", "test.conf:1: integer out of range: -9223372036854775809"},
+    {"b = 99999999999999999999999999999999999999999999999999\n",
+     "test.conf:1: integer out of range: 9999999999999999999999999999999999999999..."},
+    {"a = 9223372036854775807 + 1\n", "test.conf:1: integer overflow: 9223372036854775807 + 1"},
+    {"a = -9223372036854775807 + -2\n", "test.conf:1: integer overflow: -9223372036854775807 + -2"},
+    /* Invalid integers. */
+    {"a = 12abc\n", "test.conf:1: invalid integer '12abc'"},
+    {"a = 1.5\n", "test.conf:1: invalid integer '1.5'"},
+    {"a = -\n", "test.conf:1: unexpected character '-'"},
+    {"a = +1\n", "test.conf:1: expected a value, got '+'"},
+    /* Array errors. */
+    {"a = ( \"x\" => 1,\n \"x\" => 2 )\n", "test.conf:2: duplicate array key \"x\""},
+    {"a = ( 1 => 2 )\n", "test.conf:1: array key must be a string, not integer"},
+    {"a = ( \"a\" \"b\" )\n", "test.conf:1: expected ',' or ')' in array, got string \"b\""},
+    {"a = ( \"a\",\n\n", "test.conf:3: expected a value, got end of file"},
+    {"a = ( \"a\"\n\n", "test.conf:3: unterminated array (opened on line 1)"},
+    {"a = ( , )\n", "test.conf:1: expected a value, got ','"},
+    {"a = ( \"k\" => )\n", "test.conf:1: expected a value, got ')'"},
+    {"a = )\n", "test.conf:1: expected a value, got ')'"},
+    /* Plus type mismatch. */
+    {"b = ( \"a\" ) + \"x\"\n", "test.conf:1: type mismatch: array + string"},
+    {"b = \"x\" + ()\n", "test.conf:1: type mismatch: string + array"},
+    {"b = ( \"k\" => 1 ) + ( \"k\" => 2 )\n",
+     "test.conf:1: duplicate array key \"k\" when joining arrays"},
+    {"b = \"a\" +\n", "test.conf:2: expected a value, got end of file"},
+    /* Duplicate key. */
+    {"a = 1\nb = 2\n\na = 3\n", "test.conf:4: duplicate config key 'a'; use := to override"},
+    {"$HTTP[\"url\"] == \"/\" {\n a = 1\n a = 2\n}\n",
+     "test.conf:3: duplicate config key 'a'; use := to override"},
+    {"a = 1\na += 1\na = 3\n", "test.conf:3: duplicate config key 'a'; use := to override"},
+    /* Append type mismatch. */
+    {"a = \"s\"\na += ( \"x\" )\n", "test.conf:2: type mismatch: string += array"},
+    {"a = ( \"x\" )\na += 1\n", "test.conf:2: type mismatch: array += integer"},
+    {"a = ( \"k\" => 1 )\na += ( \"k\" => 1 )\n",
+     "test.conf:2: duplicate array key \"k\" when joining arrays"},
+    /* Variable errors. */
+    {"a = var.nope\n", "test.conf:1: unknown variable 'var.nope'"},
+    {"x = var.v\nvar.v = 1\n", "test.conf:1: unknown variable 'var.v'"},
+    {"var.v = 1\nvar.v = 2\n", "test.conf:2: duplicate variable 'var.v'; use := to override"},
+    /* Key references. */
+    {"a = b\n",
+     "test.conf:1: unknown variable or key 'b' (a key must be set before it is used)"},
+    {"$HTTP[\"url\"] == \"/\" { a = 1 }\nb = a\n",
+     "test.conf:2: unknown variable or key 'a' (a key must be set before it is used)"},
+    {"$HTTP[\"url\"] == \"/\" { a = 1 } else { b = a }\n",
+     "test.conf:1: unknown variable or key 'a' (a key must be set before it is used)"},
+    /* Env. */
+    {"a = 1\nb = env.SL_TEST_CFG_UNSET\n",
+     "test.conf:2: environment variable 'SL_TEST_CFG_UNSET' is not set"},
+    {"env.SL_TEST_CFG_ENV = \"x\"\n",
+     "test.conf:1: cannot assign to environment variable 'env.SL_TEST_CFG_ENV'"},
+    /* Condition value expression. */
+    {"$HTTP[\"host\"] == 5 { }\n",
+     "test.conf:1: condition value must be a string, not integer"},
+    {"$HTTP[\"host\"] ==\n ( \"a\" ) { }\n",
+     "test.conf:2: condition value must be a string, not array"},
+    /* Unsupported condition. */
+    {"$PHYSICAL[\"path\"] =~ \"x\" { }\n",
+     "test.conf:1: unsupported condition $PHYSICAL[\"path\"]"},
+    {"$SERVER[\"url\"] == \"x\" { }\n", "test.conf:1: unsupported condition $SERVER[\"url\"]"},
+    {"$REQUEST_HEADER[\"Bad Name\"] == \"x\" { }\n",
+     "test.conf:1: $REQUEST_HEADER[\"Bad Name\"]: not a header field name"},
+    {"$REQUEST_HEADER[\"\"] == \"x\" { }\n",
+     "test.conf:1: $REQUEST_HEADER[\"\"]: not a header field name"},
+    {"$SERVER[\"socket\"] =^ \":8\" { }\n",
+     "test.conf:1: $SERVER[\"socket\"] only supports == and !="},
+    {"$HTTP[\"host\"] =$ \".Example.org\" { }\n",
+     "test.conf:1: $HTTP[\"host\"] =$ \".Example.org\" can never match: hosts are "
+     "compared in lower case"},
+    /* Socket regex refused. */
+    {"\n$SERVER[\"socket\"] =~ \":80\" { }\n",
+     "test.conf:2: $SERVER[\"socket\"] only supports == and !="},
+    {"$SERVER[\"socket\"] !~ \":80\" { }\n",
+     "test.conf:1: $SERVER[\"socket\"] only supports == and !="},
+    /* Condition syntax errors. */
+    {"$HTTP \"url\"\n", "test.conf:1: expected '[' after '$HTTP', got string \"url\""},
+    {"$HTTP[url] == \"/\" { }\n", "test.conf:1: expected a quoted name in $HTTP[...], got 'url'"},
+    {"$HTTP[\"url\" == \"/\" { }\n", "test.conf:1: expected ']', got '=='"},
+    {"$HTTP[\"url\"] = \"/\" { }\n",
+     "test.conf:1: expected '==', '!=', '=~', '!~', '=^' or '=$' in condition, got '='"},
+    {"$HTTP[\"url\"] == \"/\"\na = 1\n", "test.conf:2: expected '{' after condition, got 'a'"},
+    {"$ HTTP\n", "test.conf:1: expected a name after '$'"},
+    {"$HTTP[\"url\"] == \"/\" ",
+     "test.conf:1: expected '{' after condition, got end of file"},
+    /* Missing brace. */
+    {"a = 1\n$HTTP[\"url\"] == \"/\" {\n  b = 2\n\n",
+     "test.conf:2: missing '}': this block is still open at end of file"},
+    {"$HTTP[\"url\"] == \"/\" {\n $HTTP[\"host\"] == \"h\" {\n }\n",
+     "test.conf:1: missing '}': this block is still open at end of file"},
+    {"$HTTP[\"url\"] == \"/\" { } else {\n\n",
+     "test.conf:1: missing '}': this block is still open at end of file"},
+    /* Unexpected brace. */
+    {"a = 1\n}\n", "test.conf:2: unexpected '}' (no block is open)"},
+    {"$HTTP[\"url\"] == \"/\" { }\n}\n", "test.conf:2: unexpected '}' (no block is open)"},
+    {"{ a = 1 }\n", "test.conf:1: unexpected '{'; expected a key, a condition, 'include' or '}'"},
+    /* Stray tokens. */
+    {"server.port = 80 80\n",
+     "test.conf:1: unexpected integer 80; expected a key, a condition, 'include' or '}'"},
+    {"a = 1\n\"x\"\n",
+     "test.conf:2: unexpected string \"x\"; expected a key, a condition, 'include' or '}'"},
+    {"a = 1 )\n", "test.conf:1: unexpected ')'; expected a key, a condition, 'include' or '}'"},
+    {"a = 1 b\n", "test.conf:1: expected '=', '+=' or ':=' after 'b', got end of file"},
+    {"a b = 1\n", "test.conf:1: expected '=', '+=' or ':=' after 'a', got 'b'"},
+    {"= 1\n", "test.conf:1: unexpected '='; expected a key, a condition, 'include' or '}'"},
+    {"a = = 1\n", "test.conf:1: expected a value, got '='"},
+    {"a == 1\n", "test.conf:1: expected '=', '+=' or ':=' after 'a', got '=='"},
+    {"a = 1 => 2\n", "test.conf:1: unexpected '=>'; expected a key, a condition, 'include' or '}'"},
+    {"a = 1 :\n", "test.conf:1: unexpected character ':'"},
+    {"a = 1 !\n", "test.conf:1: unexpected character '!'"},
+    {"a = 1 @\n", "test.conf:1: unexpected character '@'"},
+    /* Else errors. */
+    {"else { }\n", "test.conf:1: 'else' without a condition block right before it"},
+    {"$HTTP[\"url\"] == \"/\" { }\na = 1\nelse { }\n",
+     "test.conf:3: 'else' without a condition block right before it"},
+    {"$HTTP[\"url\"] == \"/\" { } else { } else { }\n",
+     "test.conf:1: 'else' cannot follow a plain 'else { }' block"},
+    {"$HTTP[\"url\"] == \"/\" { } else a = 1\n",
+     "test.conf:1: expected '{' or a condition after 'else', got 'a'"},
+    {"$HTTP[\"url\"] == \"/\" {\n else { }\n}\n",
+     "test.conf:2: 'else' without a condition block right before it"},
+    /* Include shell not in a string. */
+    /* A config given as text (tests, the fuzzer) runs nothing. */
+    {"a = 1\ninclude_shell \"cat /etc/passwd\"\n",
+     "test.conf:2: include_shell is not allowed here (only in a config file)"},
+    {"include_shell 5\n", "test.conf:1: include_shell needs a string, not integer"},
+    /* Include without basedir. */
+    {"\ninclude \"x.conf\"\n",
+     "test.conf:2: include is not allowed here (no base directory to resolve it against)"},
+    {"include \"/etc/x.conf\"\n",
+     "test.conf:1: include is not allowed here (no base directory to resolve it against)"},
+    {"include 5\n", "test.conf:1: include needs a string, not integer"},
+};
+
+static void test_parse_errors(void **state)
+{
+    TU_EACH(c, parse_errors) parse_err(c->text, c->error);
+}
 
 static void test_article_config(void **state)
 {
@@ -288,15 +433,6 @@ static void test_key_names(void **state)
     sl_config_tree_free(t);
 }
 
-static void test_invalid_key_names(void **state)
-{
-    parse_err("a..b = 1\n", "test.conf:1: invalid name 'a..b'");
-    parse_err("\n a. = 1\n", "test.conf:2: invalid name 'a.'");
-    parse_err("var. = 1\n", "test.conf:1: invalid name 'var.'");
-    parse_err(".a = 1\n", "test.conf:1: unexpected character '.'");
-    parse_err("é = 1\n", "test.conf:1: unexpected byte 0xc3");
-}
-
 static void test_comments_and_whitespace(void **state)
 {
     sl_config_tree *t = parse_ok("# header\r\n"
@@ -317,14 +453,6 @@ static void test_comments_and_whitespace(void **state)
     assert_int_equal(find(t->root, "f")->line, 8);
     assert_int_equal(find(t->root, "e")->line, 7);
     sl_config_tree_free(t);
-}
-
-static void test_semicolon_refused(void **state)
-{
-    parse_err("a = 1;\n", "test.conf:1: unexpected ';': statements are separated by whitespace "
-                          "or newlines, not ';'");
-    parse_err("a = 1\n;b = 2\n", "test.conf:2: unexpected ';': statements are separated by "
-                                 "whitespace or newlines, not ';'");
 }
 
 static void test_string_escapes(void **state)
@@ -363,15 +491,6 @@ static void test_string_spanning_lines(void **state)
     assert_str_val(val(t->root, "a"), "one\ntwo");
     assert_int_equal(find(t->root, "b")->line, 3);
     sl_config_tree_free(t);
-    parse_err("a = \"one\ntwo\"\nb = \n", "test.conf:4: expected a value, got end of file");
-}
-
-static void test_unterminated_string(void **state)
-{
-    parse_err("a = 1\nb = \"abc\nc = 2\n", "test.conf:2: unterminated string");
-    parse_err("a = \"abc\\\"", "test.conf:1: unterminated string");
-    parse_err("a = \"abc\\", "test.conf:1: unterminated string");
-    parse_err("a = \"", "test.conf:1: unterminated string");
 }
 
 static void test_nul_bytes(void **state)
@@ -416,28 +535,6 @@ static void test_integers(void **state)
     assert_int_val(val(t->root, "d"), LLONG_MIN);
     assert_int_val(val(t->root, "e"), 7);
     sl_config_tree_free(t);
-}
-
-static void test_integer_overflow(void **state)
-{
-    parse_err("a = 1\nb = 9223372036854775808\n",
-              "test.conf:2: integer out of range: 9223372036854775808");
-    parse_err("b = -9223372036854775809\n",
-              "test.conf:1: integer out of range: -9223372036854775809");
-    parse_err("b = 99999999999999999999999999999999999999999999999999\n",
-              "test.conf:1: integer out of range: 9999999999999999999999999999999999999999...");
-    parse_err("a = 9223372036854775807 + 1\n",
-              "test.conf:1: integer overflow: 9223372036854775807 + 1");
-    parse_err("a = -9223372036854775807 + -2\n",
-              "test.conf:1: integer overflow: -9223372036854775807 + -2");
-}
-
-static void test_invalid_integers(void **state)
-{
-    parse_err("a = 12abc\n", "test.conf:1: invalid integer '12abc'");
-    parse_err("a = 1.5\n", "test.conf:1: invalid integer '1.5'");
-    parse_err("a = -\n", "test.conf:1: unexpected character '-'");
-    parse_err("a = +1\n", "test.conf:1: expected a value, got '+'");
 }
 
 /* ---------------------------------------------------------------------------------------- */
@@ -497,19 +594,6 @@ static void test_large_array(void **state)
     sl_config_tree_free(t);
 }
 
-static void test_array_errors(void **state)
-{
-    parse_err("a = ( \"x\" => 1,\n \"x\" => 2 )\n", "test.conf:2: duplicate array key \"x\"");
-    parse_err("a = ( 1 => 2 )\n", "test.conf:1: array key must be a string, not integer");
-    parse_err("a = ( \"a\" \"b\" )\n",
-              "test.conf:1: expected ',' or ')' in array, got string \"b\"");
-    parse_err("a = ( \"a\",\n\n", "test.conf:3: expected a value, got end of file");
-    parse_err("a = ( \"a\"\n\n", "test.conf:3: unterminated array (opened on line 1)");
-    parse_err("a = ( , )\n", "test.conf:1: expected a value, got ','");
-    parse_err("a = ( \"k\" => )\n", "test.conf:1: expected a value, got ')'");
-    parse_err("a = )\n", "test.conf:1: expected a value, got ')'");
-}
-
 static void test_array_depth_limit(void **state)
 {
     char text[512];
@@ -546,15 +630,6 @@ static void test_plus_operator(void **state)
     sl_config_tree_free(t);
 }
 
-static void test_plus_type_mismatch(void **state)
-{
-    parse_err("b = ( \"a\" ) + \"x\"\n", "test.conf:1: type mismatch: array + string");
-    parse_err("b = \"x\" + ()\n", "test.conf:1: type mismatch: string + array");
-    parse_err("b = ( \"k\" => 1 ) + ( \"k\" => 2 )\n",
-              "test.conf:1: duplicate array key \"k\" when joining arrays");
-    parse_err("b = \"a\" +\n", "test.conf:2: expected a value, got end of file");
-}
-
 static void test_force_override(void **state)
 {
     sl_config_tree *t = parse_ok("a = 1\nb = 2\na := \"x\"\nc := 3\n");
@@ -569,16 +644,6 @@ static void test_force_override(void **state)
     assert_int_equal(t->root->n_assigns, 1);
     assert_strlist(val(t->root, "a"), "3", "4", NULL);
     sl_config_tree_free(t);
-}
-
-static void test_duplicate_key(void **state)
-{
-    parse_err("a = 1\nb = 2\n\na = 3\n",
-              "test.conf:4: duplicate config key 'a'; use := to override");
-    parse_err("$HTTP[\"url\"] == \"/\" {\n a = 1\n a = 2\n}\n",
-              "test.conf:3: duplicate config key 'a'; use := to override");
-    parse_err("a = 1\na += 1\na = 3\n",
-              "test.conf:3: duplicate config key 'a'; use := to override");
 }
 
 static void test_same_key_in_different_blocks(void **state)
@@ -644,14 +709,6 @@ static void test_append_from_enclosing_block(void **state)
     sl_config_tree_free(t);
 }
 
-static void test_append_type_mismatch(void **state)
-{
-    parse_err("a = \"s\"\na += ( \"x\" )\n", "test.conf:2: type mismatch: string += array");
-    parse_err("a = ( \"x\" )\na += 1\n", "test.conf:2: type mismatch: array += integer");
-    parse_err("a = ( \"k\" => 1 )\na += ( \"k\" => 1 )\n",
-              "test.conf:2: duplicate array key \"k\" when joining arrays");
-}
-
 /* ---------------------------------------------------------------------------------------- */
 /* Variables, references, environment                                                       */
 
@@ -689,14 +746,6 @@ static void test_variable_visible_after_block(void **state)
     sl_config_tree_free(t);
 }
 
-static void test_variable_errors(void **state)
-{
-    parse_err("a = var.nope\n", "test.conf:1: unknown variable 'var.nope'");
-    parse_err("x = var.v\nvar.v = 1\n", "test.conf:1: unknown variable 'var.v'");
-    parse_err("var.v = 1\nvar.v = 2\n",
-              "test.conf:2: duplicate variable 'var.v'; use := to override");
-}
-
 static void test_key_references(void **state)
 {
     sl_config_tree *t = parse_ok("server.document-root = \"/srv\"\n"
@@ -711,12 +760,6 @@ static void test_key_references(void **state)
     assert_str_val(val(h, "inner"), "/h/y");
     assert_str_val(val(h, "outer"), "/srv/x");
     sl_config_tree_free(t);
-    parse_err("a = b\n", "test.conf:1: unknown variable or key 'b' (a key must be set before it "
-                         "is used)");
-    parse_err("$HTTP[\"url\"] == \"/\" { a = 1 }\nb = a\n",
-              "test.conf:2: unknown variable or key 'a' (a key must be set before it is used)");
-    parse_err("$HTTP[\"url\"] == \"/\" { a = 1 } else { b = a }\n",
-              "test.conf:1: unknown variable or key 'a' (a key must be set before it is used)");
 }
 
 static void test_env(void **state)
@@ -728,10 +771,6 @@ static void test_env(void **state)
     assert_str_val(val(t->root, "a"), "/from/env/x");
     assert_string_equal(t->root->children[0]->pattern, "/from/env");
     sl_config_tree_free(t);
-    parse_err("a = 1\nb = env.SL_TEST_CFG_UNSET\n",
-              "test.conf:2: environment variable 'SL_TEST_CFG_UNSET' is not set");
-    parse_err("env.SL_TEST_CFG_ENV = \"x\"\n",
-              "test.conf:1: cannot assign to environment variable 'env.SL_TEST_CFG_ENV'");
     unsetenv("SL_TEST_CFG_ENV");
 }
 
@@ -860,31 +899,14 @@ static void test_condition_value_expression(void **state)
                                  "$HTTP[\"host\"] == var.h + \".org\" { a = 1 }\n");
     assert_string_equal(t->root->children[0]->pattern, "example.org");
     sl_config_tree_free(t);
-    parse_err("$HTTP[\"host\"] == 5 { }\n", "test.conf:1: condition value must be a string, not "
-                                            "integer");
-    parse_err("$HTTP[\"host\"] ==\n ( \"a\" ) { }\n",
-              "test.conf:2: condition value must be a string, not array");
 }
 
 static void test_unsupported_condition(void **state)
 {
     parse_err("a = 1\n$HTTP[\"remote\"] == \"10.0.0.1\" { }\n",
               "test.conf:2: unsupported condition $HTTP[\"remote\"]" KNOWN_FIELDS);
-    parse_err("$PHYSICAL[\"path\"] =~ \"x\" { }\n",
-              "test.conf:1: unsupported condition $PHYSICAL[\"path\"]");
-    parse_err("$SERVER[\"url\"] == \"x\" { }\n",
-              "test.conf:1: unsupported condition $SERVER[\"url\"]");
     parse_err("$HTTP[\"URL\"] == \"x\" { }\n",
               "test.conf:1: unsupported condition $HTTP[\"URL\"]" KNOWN_FIELDS);
-    parse_err("$REQUEST_HEADER[\"Bad Name\"] == \"x\" { }\n",
-              "test.conf:1: $REQUEST_HEADER[\"Bad Name\"]: not a header field name");
-    parse_err("$REQUEST_HEADER[\"\"] == \"x\" { }\n",
-              "test.conf:1: $REQUEST_HEADER[\"\"]: not a header field name");
-    parse_err("$SERVER[\"socket\"] =^ \":8\" { }\n",
-              "test.conf:1: $SERVER[\"socket\"] only supports == and !=");
-    parse_err("$HTTP[\"host\"] =$ \".Example.org\" { }\n",
-              "test.conf:1: $HTTP[\"host\"] =$ \".Example.org\" can never match: hosts are "
-              "compared in lower case");
 }
 
 /* A header's value for the tests: the cookie has a group to capture, X-Api-Key is absent. */
@@ -984,14 +1006,6 @@ static void test_remoteip_refused(void **state)
     sl_config_tree_free(t);
 }
 
-static void test_socket_regex_refused(void **state)
-{
-    parse_err("\n$SERVER[\"socket\"] =~ \":80\" { }\n",
-              "test.conf:2: $SERVER[\"socket\"] only supports == and !=");
-    parse_err("$SERVER[\"socket\"] !~ \":80\" { }\n",
-              "test.conf:1: $SERVER[\"socket\"] only supports == and !=");
-}
-
 static void test_bad_regex(void **state)
 {
     parse_err_prefix("a = 1\n\n$HTTP[\"url\"] =~ \"^/(unclosed\" { }\n",
@@ -1001,60 +1015,6 @@ static void test_bad_regex(void **state)
     /* The offset from PCRE2 is part of the message. */
     parse_err_prefix("$HTTP[\"url\"] =~ \"[a\" { }\n", "test.conf:1: bad regex \"[a\": ");
     assert_non_null(strstr(errbuf, "at offset 2"));
-}
-
-static void test_condition_syntax_errors(void **state)
-{
-    parse_err("$HTTP \"url\"\n", "test.conf:1: expected '[' after '$HTTP', got string \"url\"");
-    parse_err("$HTTP[url] == \"/\" { }\n",
-              "test.conf:1: expected a quoted name in $HTTP[...], got 'url'");
-    parse_err("$HTTP[\"url\" == \"/\" { }\n", "test.conf:1: expected ']', got '=='");
-    parse_err("$HTTP[\"url\"] = \"/\" { }\n",
-              "test.conf:1: expected '==', '!=', '=~', '!~', '=^' or '=$' in condition, got '='");
-    parse_err("$HTTP[\"url\"] == \"/\"\na = 1\n",
-              "test.conf:2: expected '{' after condition, got 'a'");
-    parse_err("$ HTTP\n", "test.conf:1: expected a name after '$'");
-    parse_err("$HTTP[\"url\"] == \"/\" ", "test.conf:1: expected '{' after condition, got end "
-                                           "of file");
-}
-
-static void test_missing_brace(void **state)
-{
-    parse_err("a = 1\n$HTTP[\"url\"] == \"/\" {\n  b = 2\n\n",
-              "test.conf:2: missing '}': this block is still open at end of file");
-    parse_err("$HTTP[\"url\"] == \"/\" {\n $HTTP[\"host\"] == \"h\" {\n }\n",
-              "test.conf:1: missing '}': this block is still open at end of file");
-    parse_err("$HTTP[\"url\"] == \"/\" { } else {\n\n",
-              "test.conf:1: missing '}': this block is still open at end of file");
-}
-
-static void test_unexpected_brace(void **state)
-{
-    parse_err("a = 1\n}\n", "test.conf:2: unexpected '}' (no block is open)");
-    parse_err("$HTTP[\"url\"] == \"/\" { }\n}\n", "test.conf:2: unexpected '}' (no block is open)");
-    parse_err("{ a = 1 }\n",
-              "test.conf:1: unexpected '{'; expected a key, a condition, 'include' or '}'");
-}
-
-static void test_stray_tokens(void **state)
-{
-    parse_err("server.port = 80 80\n",
-              "test.conf:1: unexpected integer 80; expected a key, a condition, 'include' or '}'");
-    parse_err("a = 1\n\"x\"\n", "test.conf:2: unexpected string \"x\"; expected a key, a "
-                                "condition, 'include' or '}'");
-    parse_err("a = 1 )\n",
-              "test.conf:1: unexpected ')'; expected a key, a condition, 'include' or '}'");
-    parse_err("a = 1 b\n", "test.conf:1: expected '=', '+=' or ':=' after 'b', got end of file");
-    parse_err("a b = 1\n", "test.conf:1: expected '=', '+=' or ':=' after 'a', got 'b'");
-    parse_err("= 1\n",
-              "test.conf:1: unexpected '='; expected a key, a condition, 'include' or '}'");
-    parse_err("a = = 1\n", "test.conf:1: expected a value, got '='");
-    parse_err("a == 1\n", "test.conf:1: expected '=', '+=' or ':=' after 'a', got '=='");
-    parse_err("a = 1 => 2\n",
-              "test.conf:1: unexpected '=>'; expected a key, a condition, 'include' or '}'");
-    parse_err("a = 1 :\n", "test.conf:1: unexpected character ':'");
-    parse_err("a = 1 !\n", "test.conf:1: unexpected character '!'");
-    parse_err("a = 1 @\n", "test.conf:1: unexpected character '@'");
 }
 
 /* ---------------------------------------------------------------------------------------- */
@@ -1198,17 +1158,8 @@ static void test_eval_first_match_wins(void **state)
 
 static void test_else_errors(void **state)
 {
-    parse_err("else { }\n", "test.conf:1: 'else' without a condition block right before it");
-    parse_err("$HTTP[\"url\"] == \"/\" { }\na = 1\nelse { }\n",
-              "test.conf:3: 'else' without a condition block right before it");
-    parse_err("$HTTP[\"url\"] == \"/\" { } else { } else { }\n",
-              "test.conf:1: 'else' cannot follow a plain 'else { }' block");
-    parse_err("$HTTP[\"url\"] == \"/\" { } else a = 1\n",
-              "test.conf:1: expected '{' or a condition after 'else', got 'a'");
     parse_err("$HTTP[\"url\"] == \"/\" { } else $HTTP[\"ip\"] == \"\" { }\n",
               "test.conf:1: unsupported condition $HTTP[\"ip\"]" KNOWN_FIELDS);
-    parse_err("$HTTP[\"url\"] == \"/\" {\n else { }\n}\n",
-              "test.conf:2: 'else' without a condition block right before it");
 }
 
 static void test_block_depth_limit(void **state)
@@ -1414,27 +1365,19 @@ static void test_string_and_integer_join(void **state)
     sl_config_tree_free(t);
 }
 
-static void test_include_shell_not_in_a_string(void **state)
-{
-    /* A config given as text (tests, the fuzzer) runs nothing. */
-    parse_err("a = 1\ninclude_shell \"cat /etc/passwd\"\n",
-              "test.conf:2: include_shell is not allowed here (only in a config file)");
-    parse_err("include_shell 5\n", "test.conf:1: include_shell needs a string, not integer");
-}
-
 /* include_shell runs the command with /bin/sh in the including file's directory and parses its
  * output in place, as lighttpd does (Debian's lighttpd.conf builds its MIME table this way). */
 static void test_include_shell_output_is_config(void **state)
 {
     make_tmpdir();
-    make_subdir("sub");
-    write_file("main.conf", "a = 1\n"
+    tu_mkdir(tmpdir, "sub", 0700);
+    tu_put(tmpdir, "main.conf", "a = 1\n"
                             "include \"sub/one.conf\"\n"
                             "include_shell \"printf 'c = 3\\\\nvar.v = \\\"w\\\"\\\\n'\"\n"
                             "d = var.v + \"!\"\n");
     /* In sub/: the command runs there, so it reads sub/local.conf. */
-    write_file("sub/one.conf", "include_shell \"cat local.conf\"\n");
-    write_file("sub/local.conf", "b = 2\n");
+    tu_put(tmpdir, "sub/one.conf", "include_shell \"cat local.conf\"\n");
+    tu_put(tmpdir, "sub/local.conf", "b = 2\n");
     sl_config_tree *t = parse_file_in_tmp("main.conf");
     if (!t) fail_msg("%s", errbuf);
     assert_int_val(val(t->root, "a"), 1);
@@ -1451,38 +1394,27 @@ static void test_include_shell_failures(void **state)
 {
     make_tmpdir();
     char want[1024];
-    write_file("exit.conf", "a = 1\ninclude_shell \"echo 'b = 2'; exit 3\"\n");
+    tu_put(tmpdir, "exit.conf", "a = 1\ninclude_shell \"echo 'b = 2'; exit 3\"\n");
     assert_null(parse_file_in_tmp("exit.conf"));
     snprintf(want, sizeof want,
              "%s/exit.conf:2: include_shell \"echo 'b = 2'; exit 3\": it exited with status 3", tmpdir);
     assert_string_equal(errbuf, want);
-    write_file("sig.conf", "include_shell \"kill -9 $$\"\n");
+    tu_put(tmpdir, "sig.conf", "include_shell \"kill -9 $$\"\n");
     assert_null(parse_file_in_tmp("sig.conf"));
     snprintf(want, sizeof want, "%s/sig.conf:1: include_shell \"kill -9 $$\": it was killed by signal 9",
              tmpdir);
     assert_string_equal(errbuf, want);
     /* An error in the output is the output's, with its line. */
-    write_file("bad.conf", "include_shell \"printf 'x = 1\\\\ny = = 2\\\\n'\"\n");
+    tu_put(tmpdir, "bad.conf", "include_shell \"printf 'x = 1\\\\ny = = 2\\\\n'\"\n");
     assert_null(parse_file_in_tmp("bad.conf"));
     assert_non_null(strstr(errbuf, "include_shell \"printf 'x = 1\\ny = = 2\\n'\":2: "));
     rm_tmpdir();
 }
 
-static void test_include_without_basedir(void **state)
-{
-    parse_err("\ninclude \"x.conf\"\n",
-              "test.conf:2: include is not allowed here (no base directory to resolve it "
-              "against)");
-    parse_err("include \"/etc/x.conf\"\n",
-              "test.conf:1: include is not allowed here (no base directory to resolve it "
-              "against)");
-    parse_err("include 5\n", "test.conf:1: include needs a string, not integer");
-}
-
 static void test_parse_file_basic(void **state)
 {
     make_tmpdir();
-    write_file("main.conf", "a = 1\n# c\nb = \"x\"\n");
+    tu_put(tmpdir, "main.conf", "a = 1\n# c\nb = \"x\"\n");
     sl_config_tree *t = parse_file_in_tmp("main.conf");
     assert_non_null(t);
     char want[1024];
@@ -1492,7 +1424,7 @@ static void test_parse_file_basic(void **state)
     assert_int_equal(find(t->root, "b")->line, 3);
     sl_config_tree_free(t);
 
-    write_file("bad.conf", "a = 1\n\nb = \"x\n");
+    tu_put(tmpdir, "bad.conf", "a = 1\n\nb = \"x\n");
     assert_null(parse_file_in_tmp("bad.conf"));
     snprintf(want, sizeof want, "%s/bad.conf:3: unterminated string", tmpdir);
     assert_string_equal(errbuf, want);
@@ -1511,14 +1443,14 @@ static void test_parse_file_basic(void **state)
 static void test_include_relative(void **state)
 {
     make_tmpdir();
-    make_subdir("sub");
-    write_file("main.conf", "var.x = \"v\"\n"
+    tu_mkdir(tmpdir, "sub", 0700);
+    tu_put(tmpdir, "main.conf", "var.x = \"v\"\n"
                             "a = 1\n"
                             "include \"sub/one.conf\"\n"
                             "c = b + \"!\"\n");
     /* Relative to sub/, not to the top file or the working directory. */
-    write_file("sub/one.conf", "b = var.x + \"1\"\ninclude \"two.conf\"\n");
-    write_file("sub/two.conf", "\n\nd = 4\nvar.y = 5\n");
+    tu_put(tmpdir, "sub/one.conf", "b = var.x + \"1\"\ninclude \"two.conf\"\n");
+    tu_put(tmpdir, "sub/two.conf", "\n\nd = 4\nvar.y = 5\n");
     sl_config_tree *t = parse_file_in_tmp("main.conf");
     if (!t) fail_msg("%s", errbuf);
     assert_int_equal(t->root->n_assigns, 4);
@@ -1540,8 +1472,8 @@ static void test_include_relative_to_cwd_name(void **state)
 {
     /* A top file named without a directory resolves includes against the working directory. */
     make_tmpdir();
-    write_file("top.conf", "include \"inc.conf\"\n");
-    write_file("inc.conf", "x = 1\n");
+    tu_put(tmpdir, "top.conf", "include \"inc.conf\"\n");
+    tu_put(tmpdir, "inc.conf", "x = 1\n");
     char cwd[PATH_MAX];
     assert_non_null(getcwd(cwd, sizeof cwd));
     assert_int_equal(chdir(tmpdir), 0);
@@ -1556,7 +1488,7 @@ static void test_include_relative_to_cwd_name(void **state)
 static void test_include_string_basedir(void **state)
 {
     make_tmpdir();
-    write_file("inc.conf", "x = 1\n");
+    tu_put(tmpdir, "inc.conf", "x = 1\n");
     const char *text = "include \"inc.conf\"\n";
     sl_config_tree *t =
         sl_config_parse_string(text, strlen(text), "str", tmpdir, errbuf, sizeof errbuf);
@@ -1576,15 +1508,15 @@ static void test_include_string_basedir(void **state)
 static void test_include_glob(void **state)
 {
     make_tmpdir();
-    make_subdir("conf.d");
-    write_file("main.conf", "m = ( \"base\" )\n"
+    tu_mkdir(tmpdir, "conf.d", 0700);
+    tu_put(tmpdir, "main.conf", "m = ( \"base\" )\n"
                             "include \"conf.d/*.conf\"\n"
                             "include \"empty.d/*.conf\"\n"
                             "include \"conf.d/nothing-*.conf\"\n");
-    write_file("conf.d/20-b.conf", "m += \"b\"\n");
-    write_file("conf.d/10-a.conf", "m += \"a\"\n");
-    write_file("conf.d/30-c.conf", "m += \"c\"\n");
-    write_file("conf.d/ignored.txt", "this is not = config ;\n");
+    tu_put(tmpdir, "conf.d/20-b.conf", "m += \"b\"\n");
+    tu_put(tmpdir, "conf.d/10-a.conf", "m += \"a\"\n");
+    tu_put(tmpdir, "conf.d/30-c.conf", "m += \"c\"\n");
+    tu_put(tmpdir, "conf.d/ignored.txt", "this is not = config ;\n");
     sl_config_tree *t = parse_file_in_tmp("main.conf");
     if (!t) fail_msg("%s", errbuf);
     /* glob(3) sorts: files are read in name order. */
@@ -1600,11 +1532,11 @@ static void test_include_glob_dir_with_metachars(void **state)
 {
     /* Glob characters in the including file's directory are literal, not a pattern. */
     make_tmpdir();
-    make_subdir("a[1]");
-    make_subdir("a1");
-    write_file("a[1]/main.conf", "include \"*.inc\"\n");
-    write_file("a[1]/x.inc", "from = \"bracket\"\n");
-    write_file("a1/x.inc", "from = \"a1\"\n");
+    tu_mkdir(tmpdir, "a[1]", 0700);
+    tu_mkdir(tmpdir, "a1", 0700);
+    tu_put(tmpdir, "a[1]/main.conf", "include \"*.inc\"\n");
+    tu_put(tmpdir, "a[1]/x.inc", "from = \"bracket\"\n");
+    tu_put(tmpdir, "a1/x.inc", "from = \"a1\"\n");
     sl_config_tree *t = parse_file_in_tmp("a[1]/main.conf");
     if (!t) fail_msg("%s", errbuf);
     assert_str_val(val(t->root, "from"), "bracket");
@@ -1615,14 +1547,14 @@ static void test_include_glob_dir_with_metachars(void **state)
 static void test_include_missing(void **state)
 {
     make_tmpdir();
-    write_file("main.conf", "a = 1\n\ninclude \"nope.conf\"\n");
+    tu_put(tmpdir, "main.conf", "a = 1\n\ninclude \"nope.conf\"\n");
     assert_null(parse_file_in_tmp("main.conf"));
     char want[1024];
     snprintf(want, sizeof want,
              "%s/main.conf:3: cannot include \"%s/nope.conf\": No such file or directory", tmpdir,
              tmpdir);
     assert_string_equal(errbuf, want);
-    write_file("empty.conf", "include \"\"\n");
+    tu_put(tmpdir, "empty.conf", "include \"\"\n");
     assert_null(parse_file_in_tmp("empty.conf"));
     snprintf(want, sizeof want, "%s/empty.conf:1: include of an empty path", tmpdir);
     assert_string_equal(errbuf, want);
@@ -1632,8 +1564,8 @@ static void test_include_missing(void **state)
 static void test_include_error_location(void **state)
 {
     make_tmpdir();
-    write_file("main.conf", "a = 1\ninclude \"inc.conf\"\n");
-    write_file("inc.conf", "b = 2\nc = 3\n$HTTP[\"remoteip\"] == \"x\" { }\n");
+    tu_put(tmpdir, "main.conf", "a = 1\ninclude \"inc.conf\"\n");
+    tu_put(tmpdir, "inc.conf", "b = 2\nc = 3\n$HTTP[\"remoteip\"] == \"x\" { }\n");
     /* A bad network is a meaning error: reported at its line, the block read on. */
     assert_null(parse_file_in_tmp("main.conf"));
     char want[1024];
@@ -1647,7 +1579,7 @@ static void test_include_error_location(void **state)
 static void test_include_self_depth_limit(void **state)
 {
     make_tmpdir();
-    write_file("self.conf", "include \"self.conf\"\n");
+    tu_put(tmpdir, "self.conf", "include \"self.conf\"\n");
     assert_null(parse_file_in_tmp("self.conf"));
     char want[1024];
     snprintf(want, sizeof want,
@@ -1665,15 +1597,15 @@ static void test_include_depth_exact(void **state)
     for (int i = 0; i < 17; i++) {
         snprintf(name, sizeof name, "f%d.conf", i);
         snprintf(body, sizeof body, "include \"f%d.conf\"\n", i + 1);
-        write_file(name, body);
+        tu_put(tmpdir, name, body);
     }
-    write_file("f17.conf", "leaf = 17\n");
-    write_file("f16.conf", "leaf = 16\n");
+    tu_put(tmpdir, "f17.conf", "leaf = 17\n");
+    tu_put(tmpdir, "f16.conf", "leaf = 16\n");
     sl_config_tree *t = parse_file_in_tmp("f0.conf");
     if (!t) fail_msg("%s", errbuf);
     assert_int_val(val(t->root, "leaf"), 16);
     sl_config_tree_free(t);
-    write_file("f16.conf", "include \"f17.conf\"\n");
+    tu_put(tmpdir, "f16.conf", "include \"f17.conf\"\n");
     assert_null(parse_file_in_tmp("f0.conf"));
     assert_non_null(strstr(errbuf, "/f16.conf:1: include nesting too deep"));
     rm_tmpdir();
@@ -1687,14 +1619,14 @@ static void test_include_fanout_limit(void **state)
     for (int i = 0; i < 10; i++) {
         snprintf(name, sizeof name, "t%d.conf", i);
         snprintf(body, sizeof body, "include \"t%d.conf\"\ninclude \"t%d.conf\"\n", i + 1, i + 1);
-        write_file(name, body);
+        tu_put(tmpdir, name, body);
     }
-    write_file("t10.conf", "# leaf\n");
+    tu_put(tmpdir, "t10.conf", "# leaf\n");
     assert_null(parse_file_in_tmp("t0.conf"));
     if (!strstr(errbuf, "/t1.conf:1: too many included files (more than 1024)"))
         fail_msg("%s", errbuf);
     /* A file including itself twice hits the depth limit first. */
-    write_file("twice.conf", "include \"twice.conf\"\ninclude \"twice.conf\"\n");
+    tu_put(tmpdir, "twice.conf", "include \"twice.conf\"\ninclude \"twice.conf\"\n");
     assert_null(parse_file_in_tmp("twice.conf"));
     assert_non_null(strstr(errbuf, "/twice.conf:1: include nesting too deep"));
     rm_tmpdir();
@@ -1703,11 +1635,11 @@ static void test_include_fanout_limit(void **state)
 static void test_include_inside_block(void **state)
 {
     make_tmpdir();
-    write_file("main.conf", "$HTTP[\"url\"] =~ \"^/x\" {\n"
+    tu_put(tmpdir, "main.conf", "$HTTP[\"url\"] =~ \"^/x\" {\n"
                             "  include \"inner.conf\"\n"
                             "  after = 1\n"
                             "}\n");
-    write_file("inner.conf",
+    tu_put(tmpdir, "inner.conf",
                "in = \"yes\"\n$HTTP[\"host\"] == \"h\" { deeper = 1 } else { e = 1 }\n");
     sl_config_tree *t = parse_file_in_tmp("main.conf");
     if (!t) fail_msg("%s", errbuf);
@@ -1728,23 +1660,23 @@ static void test_include_unbalanced(void **state)
     make_tmpdir();
     char want[1024];
     /* A '}' in an included file cannot close a block of the including file. */
-    write_file("main.conf", "$HTTP[\"url\"] =~ \"^/x\" {\n  include \"close.conf\"\n");
-    write_file("close.conf", "a = 1\n}\n");
+    tu_put(tmpdir, "main.conf", "$HTTP[\"url\"] =~ \"^/x\" {\n  include \"close.conf\"\n");
+    tu_put(tmpdir, "close.conf", "a = 1\n}\n");
     assert_null(parse_file_in_tmp("main.conf"));
     snprintf(want, sizeof want, "%s/close.conf:2: unexpected '}' (no block is open)\n"
              "%s/main.conf:1: missing '}': this block is still open at end of file", tmpdir,
              tmpdir);
     assert_string_equal(errbuf, want);
     /* A block opened in an included file must close there. */
-    write_file("main.conf", "include \"open.conf\"\n}\n");
-    write_file("open.conf", "\n$HTTP[\"url\"] =~ \"^/x\" {\n");
+    tu_put(tmpdir, "main.conf", "include \"open.conf\"\n}\n");
+    tu_put(tmpdir, "open.conf", "\n$HTTP[\"url\"] =~ \"^/x\" {\n");
     assert_null(parse_file_in_tmp("main.conf"));
     snprintf(want, sizeof want, "%s/open.conf:2: missing '}': this block is still open at end of "
              "file\n%s/main.conf:2: unexpected '}' (no block is open)", tmpdir, tmpdir);
     assert_string_equal(errbuf, want);
     /* `else` cannot continue a chain across a file boundary. */
-    write_file("main.conf", "$HTTP[\"url\"] =~ \"^/x\" { }\ninclude \"else.conf\"\n");
-    write_file("else.conf", "else { a = 1 }\n");
+    tu_put(tmpdir, "main.conf", "$HTTP[\"url\"] =~ \"^/x\" { }\ninclude \"else.conf\"\n");
+    tu_put(tmpdir, "else.conf", "else { a = 1 }\n");
     assert_null(parse_file_in_tmp("main.conf"));
     snprintf(want, sizeof want, "%s/else.conf:1: 'else' without a condition block right before it",
              tmpdir);
@@ -1755,8 +1687,8 @@ static void test_include_unbalanced(void **state)
 static void test_include_directory(void **state)
 {
     make_tmpdir();
-    make_subdir("d");
-    write_file("main.conf", "include \"d\"\n");
+    tu_mkdir(tmpdir, "d", 0700);
+    tu_put(tmpdir, "main.conf", "include \"d\"\n");
     assert_null(parse_file_in_tmp("main.conf"));
     assert_non_null(strstr(errbuf, "main.conf:1: cannot include"));
     assert_non_null(strstr(errbuf, "Is a directory"));
@@ -1766,9 +1698,9 @@ static void test_include_directory(void **state)
 static void test_include_var_path(void **state)
 {
     make_tmpdir();
-    write_file("main.conf", "var.confdir = \"parts\"\ninclude var.confdir + \"/p.conf\"\n");
-    make_subdir("parts");
-    write_file("parts/p.conf", "p = 1\n");
+    tu_put(tmpdir, "main.conf", "var.confdir = \"parts\"\ninclude var.confdir + \"/p.conf\"\n");
+    tu_mkdir(tmpdir, "parts", 0700);
+    tu_put(tmpdir, "parts/p.conf", "p = 1\n");
     sl_config_tree *t = parse_file_in_tmp("main.conf");
     if (!t) fail_msg("%s", errbuf);
     assert_int_val(val(t->root, "p"), 1);
@@ -1788,9 +1720,7 @@ static void test_truncated_inputs(void **state)
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         /* Exactly strlen bytes, no terminating NUL visible to the parser. */
         size_t n = strlen(cases[i]);
-        char *copy = malloc(n ? n : 1);
-        assert_non_null(copy);
-        memcpy(copy, cases[i], n);
+        char *copy = tu_copy(cases[i], n);
         sl_config_tree *t = sl_config_parse_string(copy, n, "f", NULL, errbuf, sizeof errbuf);
         free(copy);
         assert_null(t);
@@ -1928,39 +1858,28 @@ static void test_too_many_errors(void **state)
     sl_config_errors_free(&errs);
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
+TU_MAIN(NULL, NULL,
+        cmocka_unit_test(test_parse_errors),
         cmocka_unit_test(test_article_config),
         cmocka_unit_test(test_empty_config),
         cmocka_unit_test(test_key_names),
-        cmocka_unit_test(test_invalid_key_names),
         cmocka_unit_test(test_comments_and_whitespace),
-        cmocka_unit_test(test_semicolon_refused),
         cmocka_unit_test(test_string_escapes),
         cmocka_unit_test(test_regex_escape_reaches_pcre),
         cmocka_unit_test(test_string_spanning_lines),
-        cmocka_unit_test(test_unterminated_string),
         cmocka_unit_test(test_nul_bytes),
         cmocka_unit_test(test_length_not_nul_terminated),
         cmocka_unit_test(test_integers),
-        cmocka_unit_test(test_integer_overflow),
-        cmocka_unit_test(test_invalid_integers),
         cmocka_unit_test(test_arrays),
         cmocka_unit_test(test_large_array),
-        cmocka_unit_test(test_array_errors),
         cmocka_unit_test(test_array_depth_limit),
         cmocka_unit_test(test_plus_operator),
-        cmocka_unit_test(test_plus_type_mismatch),
         cmocka_unit_test(test_force_override),
-        cmocka_unit_test(test_duplicate_key),
         cmocka_unit_test(test_same_key_in_different_blocks),
         cmocka_unit_test(test_append_semantics),
         cmocka_unit_test(test_append_from_enclosing_block),
-        cmocka_unit_test(test_append_type_mismatch),
         cmocka_unit_test(test_variables),
         cmocka_unit_test(test_variable_visible_after_block),
-        cmocka_unit_test(test_variable_errors),
         cmocka_unit_test(test_key_references),
         cmocka_unit_test(test_env),
         cmocka_unit_test(test_condition_fields_and_ops),
@@ -1972,12 +1891,7 @@ int main(void)
         cmocka_unit_test(test_unsupported_condition),
         cmocka_unit_test(test_condition_more_fields),
         cmocka_unit_test(test_remoteip_refused),
-        cmocka_unit_test(test_socket_regex_refused),
         cmocka_unit_test(test_bad_regex),
-        cmocka_unit_test(test_condition_syntax_errors),
-        cmocka_unit_test(test_missing_brace),
-        cmocka_unit_test(test_unexpected_brace),
-        cmocka_unit_test(test_stray_tokens),
         cmocka_unit_test(test_nested_structure),
         cmocka_unit_test(test_nested_eval),
         cmocka_unit_test(test_eval_order),
@@ -1998,10 +1912,8 @@ int main(void)
         cmocka_unit_test(test_cval_strings),
         cmocka_unit_test(test_free_null),
         cmocka_unit_test(test_string_and_integer_join),
-        cmocka_unit_test(test_include_shell_not_in_a_string),
         cmocka_unit_test(test_include_shell_output_is_config),
         cmocka_unit_test(test_include_shell_failures),
-        cmocka_unit_test(test_include_without_basedir),
         cmocka_unit_test(test_parse_file_basic),
         cmocka_unit_test(test_include_relative),
         cmocka_unit_test(test_include_relative_to_cwd_name),
@@ -2017,7 +1929,4 @@ int main(void)
         cmocka_unit_test(test_include_unbalanced),
         cmocka_unit_test(test_include_directory),
         cmocka_unit_test(test_include_var_path),
-        cmocka_unit_test(test_truncated_inputs),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+        cmocka_unit_test(test_truncated_inputs))

@@ -13,6 +13,8 @@
 
 #include <cmocka.h>
 
+#include "testutil.h"
+
 #include "errpages.h"
 
 static char dir[64];
@@ -27,27 +29,15 @@ static int make_dir(void **state)
 static int remove_dir(void **state)
 {
     (void)state;
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    return system(cmd) == 0 ? 0 : -1;
-}
-
-static void put(const char *name, const char *body, size_t n)
-{
-    char p[256];
-    snprintf(p, sizeof p, "%s/%s", dir, name);
-    FILE *f = fopen(p, "wb");
-    assert_non_null(f);
-    assert_int_equal(fwrite(body, 1, n, f), n);
-    fclose(f);
+    return tu_rmtree(dir);
 }
 
 static void test_found_pages_and_fallback(void **state)
 {
     (void)state;
-    put("e-404.html", "nf", 2);
-    put("e-503.html", "", 0);
-    put("e-200.html", "ok", 2); /* not an error status: never looked for */
+    tu_write(dir, "e-404.html", "nf", 2);
+    tu_write(dir, "e-503.html", "", 0);
+    tu_write(dir, "e-200.html", "ok", 2); /* not an error status: never looked for */
     char prefix[128], err[256] = "";
     snprintf(prefix, sizeof prefix, "%s/e-", dir);
     sl_errpages *e = NULL;
@@ -81,7 +71,7 @@ static void test_mistakes(void **state)
     size_t big = SL_ERRPAGE_MAX_BYTES + 1;
     char *b = calloc(1, big);
     assert_non_null(b);
-    put("big-500.html", b, big);
+    tu_write(dir, "big-500.html", b, big);
     free(b);
     snprintf(prefix, sizeof prefix, "%s/big-", dir);
     assert_int_equal(sl_errpages_load(prefix, &e, err, sizeof err), -EFBIG);
@@ -93,11 +83,6 @@ static void test_mistakes(void **state)
     assert_int_equal(sl_errpages_load(prefix, &e, err, sizeof err), -EISDIR);
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
+TU_MAIN(make_dir, remove_dir,
         cmocka_unit_test(test_found_pages_and_fallback),
-        cmocka_unit_test(test_mistakes),
-    };
-    return cmocka_run_group_tests(tests, make_dir, remove_dir);
-}
+        cmocka_unit_test(test_mistakes))

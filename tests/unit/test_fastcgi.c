@@ -11,6 +11,8 @@
 
 #include <cmocka.h>
 
+#include "testutil.h"
+
 #include "proto.h"
 
 static const sl_http_limits lim = {8192, 8192, SL_HTTP_MAX_HEADERS};
@@ -221,14 +223,9 @@ static void test_head_and_framing(void **state)
     assert_null(sl_proxy_proto_find("scgi"));
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
+TU_MAIN(NULL, NULL,
         cmocka_unit_test(test_cgi_variables),
         cmocka_unit_test(test_script_name_and_path_info_overrides),
         cmocka_unit_test(test_body_as_stdin_records),
         cmocka_unit_test(test_decode_answer),
-        cmocka_unit_test(test_head_and_framing),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+        cmocka_unit_test(test_head_and_framing))

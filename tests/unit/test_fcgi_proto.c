@@ -14,6 +14,8 @@
 
 #include <cmocka.h>
 
+#include "testutil.h"
+
 #include "fcgi_proto.h"
 
 /* ---- helpers ---- */
@@ -58,6 +60,29 @@ static void fill_pattern(char *p, size_t n, unsigned seed)
         p[i] = (char)((i * 31 + seed * 7 + (i >> 8)) & 0xff);
 }
 
+/* The record has clen content bytes and pad bytes of padding. */
+static void expect_rec(const rec *r, size_t clen, size_t pad)
+{
+    if (r->clen != clen || r->pad != pad)
+        fail_msg("a record of %zu + %zu bytes, want %zu + %zu", r->clen, r->pad, clen, pad);
+}
+
+/* b holds exactly the n bytes want. */
+static void expect_bytes(const sl_buf *b, const void *want, size_t n)
+{
+    assert_int_equal(b->len, n);
+    assert_memory_equal(b->p, want, n);
+}
+
+/* n bytes of the pattern seed gives, on the heap (the caller frees them). */
+static char *patterned(size_t n, unsigned seed)
+{
+    char *p = malloc(n);
+    assert_non_null(p);
+    fill_pattern(p, n, seed);
+    return p;
+}
+
 /* Everything a decoder reported for one input. */
 typedef struct result {
     sl_buf out, err;
@@ -91,9 +116,7 @@ static void decode_all(const void *buf, size_t len, size_t frag, uint16_t id, re
     size_t off = 0;
     do {
         size_t n = frag && frag < len - off ? frag : len - off;
-        char *copy = malloc(n ? n : 1);
-        assert_non_null(copy);
-        if (n) memcpy(copy, p + off, n);
+        char *copy = tu_copy(p + off, n);
         size_t used = 0;
         while (used < n || n == 0) {
             sl_fcgi_event ev;
@@ -270,8 +293,7 @@ static void test_begin_request_bytes(void **state)
     assert_int_equal(sl_fcgi_begin_request(&b, 0x0102, SL_FCGI_RESPONDER, true), 0);
     static const unsigned char want[] = {1, 1, 0, 1, 0, 8, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0,
                                          1, 1, 1, 2, 0, 8, 0, 0, 0, 1, 1, 0, 0, 0, 0, 0};
-    assert_int_equal(b.len, sizeof want);
-    assert_memory_equal(b.p, want, sizeof want);
+    expect_bytes(&b, want, sizeof want);
     assert_int_equal(sl_fcgi_begin_request(&b, 0, SL_FCGI_RESPONDER, false), -EINVAL);
     assert_int_equal(b.len, sizeof want);
     sl_buf_free(&b);
@@ -285,8 +307,7 @@ static void test_abort_and_end_request_bytes(void **state)
     static const unsigned char want[] = {1,    2,    0xff, 0xfe, 0,    0, 0, 0, 1, 3, 0, 7,
                                          0,    8,    0,    0,    0xde, 0xad, 0xbe, 0xef,
                                          2,    0,    0,    0};
-    assert_int_equal(b.len, sizeof want);
-    assert_memory_equal(b.p, want, sizeof want);
+    expect_bytes(&b, want, sizeof want);
     assert_int_equal(sl_fcgi_abort_request(&b, 0), -EINVAL);
     assert_int_equal(b.len, sizeof want);
     sl_buf_free(&b);
@@ -295,22 +316,16 @@ static void test_abort_and_end_request_bytes(void **state)
 static void test_stream_split_over_64k(void **state)
 {
     size_t len = 2 * 65535 + 10;
-    char *data = malloc(len);
-    assert_non_null(data);
-    fill_pattern(data, len, 3);
+    char *data = patterned(len, 3);
     sl_buf b = {NULL, 0, 0};
     assert_int_equal(sl_fcgi_write_stream(&b, SL_FCGI_STDIN, 9, data, len), 0);
     assert_int_equal(sl_fcgi_end_stream(&b, SL_FCGI_STDIN, 9), 0);
     rec r[8];
     assert_int_equal(split_records(&b, r, 8), 4);
-    assert_int_equal(r[0].clen, 65535);
-    assert_int_equal(r[0].pad, 1);
-    assert_int_equal(r[1].clen, 65535);
-    assert_int_equal(r[1].pad, 1);
-    assert_int_equal(r[2].clen, 10);
-    assert_int_equal(r[2].pad, 6);
-    assert_int_equal(r[3].clen, 0);
-    assert_int_equal(r[3].pad, 0);
+    expect_rec(&r[0], 65535, 1);
+    expect_rec(&r[1], 65535, 1);
+    expect_rec(&r[2], 10, 6);
+    expect_rec(&r[3], 0, 0);
     for (int i = 0; i < 4; i++) {
         assert_int_equal(r[i].type, SL_FCGI_STDIN);
         assert_int_equal(r[i].id, 9);
@@ -326,9 +341,7 @@ static void test_stream_split_over_64k(void **state)
 static void test_stream_exact_multiple(void **state)
 {
     size_t len = 65535;
-    char *data = malloc(len);
-    assert_non_null(data);
-    fill_pattern(data, len, 4);
+    char *data = patterned(len, 4);
     sl_buf b = {NULL, 0, 0};
     assert_int_equal(sl_fcgi_write_stream(&b, SL_FCGI_DATA, 2, data, len), 0);
     rec r[4];
@@ -353,8 +366,7 @@ static void test_stream_invalid_arguments(void **state)
     assert_int_equal(b.len, 0);
     assert_int_equal(sl_fcgi_end_stream(&b, SL_FCGI_STDIN, 1), 0);
     static const unsigned char want[] = {1, 5, 0, 1, 0, 0, 0, 0};
-    assert_int_equal(b.len, 8);
-    assert_memory_equal(b.p, want, 8);
+    expect_bytes(&b, want, 8);
     sl_buf_free(&b);
 }
 
@@ -365,8 +377,7 @@ static void test_nv_one_byte_lengths(void **state)
     sl_buf b = {NULL, 0, 0};
     assert_int_equal(sl_fcgi_nv_append(&b, "SCRIPT_NAME", 11, "/x.php", 6), 0);
     static const char want[] = "\x0b\x06SCRIPT_NAME/x.php";
-    assert_int_equal(b.len, sizeof want - 1);
-    assert_memory_equal(b.p, want, b.len);
+    expect_bytes(&b, want, sizeof want - 1);
     sl_buf_free(&b);
 
     char v[127];
@@ -400,9 +411,7 @@ static void test_nv_roundtrip_sizes(void **state)
 {
     size_t sizes[] = {0, 1, 127, 128, 255, 256, 65535, 65536, 70000};
     size_t ns = sizeof sizes / sizeof sizes[0];
-    char *v = malloc(70000);
-    assert_non_null(v);
-    fill_pattern(v, 70000, 5);
+    char *v = patterned(70000, 5);
     sl_buf b = {NULL, 0, 0};
     for (size_t i = 0; i < ns; i++)
         for (size_t j = 0; j < ns; j += 2)
@@ -435,9 +444,7 @@ static void test_nv_truncated(void **state)
     sl_buf b = {NULL, 0, 0};
     assert_int_equal(sl_fcgi_nv_append(&b, "NAME", 4, v, 200), 0);
     for (size_t k = 1; k < b.len; k++) {
-        char *copy = malloc(k);
-        assert_non_null(copy);
-        memcpy(copy, b.p, k);
+        char *copy = tu_copy(b.p, k);
         size_t pos = 0;
         const char *n, *val;
         size_t nl, vl;
@@ -515,8 +522,7 @@ static void test_params_empty_stream(void **state)
     sl_fcgi_params_init(&w, &b, 3);
     assert_int_equal(sl_fcgi_params_end(&w), 0);
     static const unsigned char want[] = {1, 4, 0, 3, 0, 0, 0, 0};
-    assert_int_equal(b.len, 8);
-    assert_memory_equal(b.p, want, 8);
+    expect_bytes(&b, want, 8);
     sl_buf_free(&b);
 }
 
@@ -572,10 +578,8 @@ static void test_params_exact_fit(void **state)
     assert_int_equal(sl_fcgi_params_end(&w), 0);
     rec r[8];
     assert_int_equal(split_records(&b, r, 8), 3);
-    assert_int_equal(r[0].clen, 65535);
-    assert_int_equal(r[0].pad, 1);
-    assert_int_equal(r[1].clen, 4);
-    assert_int_equal(r[1].pad, 4);
+    expect_rec(&r[0], 65535, 1);
+    expect_rec(&r[1], 4, 4);
     assert_memory_equal(r[1].content, "\x01\x01" "Cc", 4);
     assert_int_equal(r[2].clen, 0);
     free(v);
@@ -588,9 +592,7 @@ static void test_params_pair_larger_than_record(void **state)
     sl_fcgi_params_writer w;
     sl_fcgi_params_init(&w, &b, 5);
     size_t big = 150000;
-    char *v = malloc(big);
-    assert_non_null(v);
-    fill_pattern(v, big, 9);
+    char *v = patterned(big, 9);
     assert_int_equal(sl_fcgi_params_add(&w, "SMALL1", 6, "one", 3), 0);
     assert_int_equal(sl_fcgi_params_add(&w, "HTTP_COOKIE", 11, v, big), 0);
     assert_int_equal(sl_fcgi_params_add(&w, "SMALL2", 6, "two", 3), 0);
@@ -710,9 +712,7 @@ static void test_decode_interleaved_stdout_stderr(void **state)
 static void test_decode_records_over_64k(void **state)
 {
     size_t len = 200000;
-    char *data = malloc(len);
-    assert_non_null(data);
-    fill_pattern(data, len, 11);
+    char *data = patterned(len, 11);
     sl_buf b = {NULL, 0, 0};
     assert_int_equal(sl_fcgi_write_stream(&b, SL_FCGI_STDOUT, 3, data, len), 0);
     assert_int_equal(sl_fcgi_end_request(&b, 3, 1, 0), 0);
@@ -1003,9 +1003,7 @@ static void test_decode_empty_input(void **state)
     assert_true(sl_fcgi_decoder_at_boundary(&d));
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
+TU_MAIN(NULL, NULL,
         cmocka_unit_test(test_buf_append_and_free),
         cmocka_unit_test(test_buf_reserve_overflow),
         cmocka_unit_test(test_record_padding),
@@ -1043,7 +1041,4 @@ int main(void)
         cmocka_unit_test(test_error_data_after_stream_end),
         cmocka_unit_test(test_error_bytes_after_end_request),
         cmocka_unit_test(test_error_is_sticky),
-        cmocka_unit_test(test_decode_empty_input),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+        cmocka_unit_test(test_decode_empty_input))

@@ -17,29 +17,18 @@
 
 #include <cmocka.h>
 
+#include "testutil.h"
+
 #include "fdcache.h"
 
 static char root[] = "/tmp/sl_fdc_XXXXXX";
 static int dirfd_;
 
-static void put_file(const char *rel, const char *data)
-{
-    char p[512];
-    snprintf(p, sizeof p, "%s/%s", root, rel);
-    FILE *f = fopen(p, "w");
-    assert_non_null(f);
-    fputs(data, f);
-    fclose(f);
-}
-
 static int setup(void **state)
 {
     assert_non_null(mkdtemp(root));
-    char p[512];
-    snprintf(p, sizeof p, "%s/d", root);
-    mkdir(p, 0755);
-    snprintf(p, sizeof p, "%s/d/e", root);
-    mkdir(p, 0755);
+    tu_mkdir(root, "d", 0755);
+    tu_mkdir(root, "d/e", 0755);
     dirfd_ = open(root, O_PATH | O_DIRECTORY);
     return dirfd_ < 0;
 }
@@ -47,9 +36,7 @@ static int setup(void **state)
 static int teardown(void **state)
 {
     close(dirfd_);
-    char cmd[600];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", root);
-    return system(cmd) == 0 ? 0 : -1;
+    return tu_rmtree(root);
 }
 
 /* Open rel and offer it; returns the held entry (or NULL). */
@@ -74,16 +61,28 @@ static sl_fdc_entry *get(sl_fdc *c, const char *rel, time_t now)
     return sl_fdc_get(c, dirfd_, 1, path, strlen(path), now);
 }
 
+/* rel written with data, then offered to the cache at time now (and released). */
+static void cached(sl_fdc *c, const char *rel, const char *data, time_t now)
+{
+    tu_put(root, rel, data);
+    sl_fdc_entry *e = offer(c, rel, now);
+    if (!e) fail_msg("%s: not cached", rel);
+    sl_fdc_release(c, e);
+}
+
+/* A lookup of rel at time now is a hit (the entry is released). */
+static void expect_hit(sl_fdc *c, const char *rel, time_t now)
+{
+    sl_fdc_entry *e = get(c, rel, now);
+    if (!e) fail_msg("%s: a miss", rel);
+    sl_fdc_release(c, e);
+}
+
 /* Cached, then changed by `change`: the next lookup misses. */
 static void expect_change_seen(sl_fdc *c, const char *rel, void (*change)(void))
 {
-    put_file(rel, "one");
-    sl_fdc_entry *e = offer(c, rel, 1);
-    assert_non_null(e);
-    sl_fdc_release(c, e);
-    e = get(c, rel, 1);
-    assert_non_null(e); /* a hit */
-    sl_fdc_release(c, e);
+    cached(c, rel, "one", 1);
+    expect_hit(c, rel, 1);
     change();
     assert_null(get(c, rel, 1));
 }
@@ -106,7 +105,7 @@ static void touch_it(void)
 
 static void replace(void)
 {
-    put_file("d/e/new.tmp", "two");
+    tu_put(root, "d/e/new.tmp", "two");
     char a[512], b[512];
     snprintf(a, sizeof a, "%s/d/e/new.tmp", root);
     snprintf(b, sizeof b, "%s/d/e/f.txt", root);
@@ -153,15 +152,10 @@ static void test_inotify_sees_every_change(void **state)
 static void test_simple_checks_once_a_second(void **state)
 {
     sl_fdc *c = sl_fdc_new(SL_FDC_SIMPLE, 64);
-    put_file("s.txt", "one");
-    sl_fdc_entry *e = offer(c, "s.txt", 100);
-    assert_non_null(e);
-    sl_fdc_release(c, e);
-    put_file("s.txt", "longer now");
+    cached(c, "s.txt", "one", 100);
+    tu_put(root, "s.txt", "longer now");
     /* Within the same second the old entry may still be served (the documented bound)... */
-    e = get(c, "s.txt", 100);
-    assert_non_null(e);
-    sl_fdc_release(c, e);
+    expect_hit(c, "s.txt", 100);
     /* ...a second later it is checked and found changed. */
     assert_null(get(c, "s.txt", 101));
     sl_fdc_free(c);
@@ -170,7 +164,7 @@ static void test_simple_checks_once_a_second(void **state)
 static void test_disabled_caches_nothing(void **state)
 {
     sl_fdc *c = sl_fdc_new(SL_FDC_DISABLE, 64);
-    put_file("x.txt", "x");
+    tu_put(root, "x.txt", "x");
     assert_null(offer(c, "x.txt", 1));
     assert_null(get(c, "x.txt", 1));
     sl_fdc_free(c);
@@ -185,7 +179,7 @@ static void test_eviction_never_closes_a_held_file(void **state)
     for (int i = 0; i < 200; i++) {
         char rel[32];
         snprintf(rel, sizeof rel, "h%d", i);
-        put_file(rel, rel);
+        tu_put(root, rel, rel);
         sl_fdc_entry *e = offer(c, rel, 1);
         if (e) held[n++] = e; /* held: a full shard refuses rather than close it */
     }
@@ -245,7 +239,7 @@ static void test_popular_files_survive_a_scan(void **state)
     char rel[32];
     for (int i = 0; i < 320; i++) {
         snprintf(rel, sizeof rel, "p%d", i);
-        put_file(rel, "x");
+        tu_put(root, rel, "x");
     }
     for (int round = 0; round < 6; round++)
         for (int i = 0; i < 20; i++) {
@@ -295,15 +289,12 @@ static void test_change_seen_a_millisecond_later(void **state)
     /* No explicit drain here: sl_fdc_get reads the event queue itself when it was last read
      * more than 1 ms ago, so a lookup 2 ms after the change must miss. */
     sl_fdc *c = sl_fdc_new(SL_FDC_INOTIFY, 64);
-    put_file("ms", "one");
-    sl_fdc_entry *e = offer(c, "ms", 1);
-    assert_non_null(e);
-    sl_fdc_release(c, e);
+    cached(c, "ms", "one", 1);
     sleep_ms(2);
-    e = sl_fdc_get(c, dirfd_, 1, "/ms", 3, 1);
+    sl_fdc_entry *e = sl_fdc_get(c, dirfd_, 1, "/ms", 3, 1);
     assert_non_null(e); /* unchanged: a hit */
     sl_fdc_release(c, e);
-    put_file("ms", "two");
+    tu_put(root, "ms", "two");
     sleep_ms(2);
     assert_null(sl_fdc_get(c, dirfd_, 1, "/ms", 3, 1));
     sl_fdc_free(c);
@@ -318,7 +309,7 @@ static void test_futile_cache_rests(void **state)
     char rel[32];
     for (int i = 0; i < FILES; i++) {
         snprintf(rel, sizeof rel, "f%d", i);
-        put_file(rel, "x");
+        tu_put(root, rel, "x");
     }
     sl_fdc *c = sl_fdc_new(SL_FDC_INOTIFY, 64);
     sl_fdc_set_first_rest(c, 50);
@@ -351,7 +342,7 @@ static void test_futile_cache_rests(void **state)
     request(c, "f1");
     request(c, "f1");
     assert_true(request(c, "f1"));
-    put_file("f1", "changed");
+    tu_put(root, "f1", "changed");
     assert_null(get(c, "f1", 1));
     sl_fdc_free(c);
 }
@@ -362,7 +353,7 @@ static void test_fitting_set_never_rests(void **state)
     char rel[32];
     for (int i = 0; i < 40; i++) {
         snprintf(rel, sizeof rel, "w%d", i);
-        put_file(rel, "x");
+        tu_put(root, rel, "x");
     }
     sl_fdc *c = sl_fdc_new(SL_FDC_INOTIFY, 64);
     int hits = 0;
@@ -386,14 +377,10 @@ static void test_thousands_of_directories(void **state)
     sl_fdc *c = sl_fdc_new(SL_FDC_INOTIFY, 4 * N);
     char rel[64];
     for (int i = 0; i < N; i++) {
-        char p[600];
-        snprintf(p, sizeof p, "%s/m%d", root, i);
-        assert_int_equal(mkdir(p, 0755), 0);
+        snprintf(rel, sizeof rel, "m%d", i);
+        tu_mkdir(root, rel, 0755);
         snprintf(rel, sizeof rel, "m%d/f", i);
-        put_file(rel, "x");
-        sl_fdc_entry *e = offer(c, rel, 1);
-        assert_non_null(e);
-        sl_fdc_release(c, e);
+        cached(c, rel, "x", 1);
     }
     sl_fdc_stats st;
     sl_fdc_get_stats(c, &st);
@@ -404,9 +391,9 @@ static void test_thousands_of_directories(void **state)
         assert_non_null(e);
         sl_fdc_release(c, e);
     }
-    put_file("m7/f", "changed");
+    tu_put(root, "m7/f", "changed");
     assert_null(get(c, "m7/f", 1));
-    put_file("m2599/f", "changed");
+    tu_put(root, "m2599/f", "changed");
     assert_null(get(c, "m2599/f", 1));
     sl_fdc_entry *e = get(c, "m1000/f", 1); /* the others stay */
     assert_non_null(e);
@@ -414,9 +401,7 @@ static void test_thousands_of_directories(void **state)
     sl_fdc_free(c);
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
+TU_MAIN(setup, teardown,
         cmocka_unit_test(test_inotify_sees_every_change),
         cmocka_unit_test(test_simple_checks_once_a_second),
         cmocka_unit_test(test_disabled_caches_nothing),
@@ -426,7 +411,4 @@ int main(void)
         cmocka_unit_test(test_thousands_of_directories),
         cmocka_unit_test(test_change_seen_a_millisecond_later),
         cmocka_unit_test(test_futile_cache_rests),
-        cmocka_unit_test(test_fitting_set_never_rests),
-    };
-    return cmocka_run_group_tests(tests, setup, teardown);
-}
+        cmocka_unit_test(test_fitting_set_never_rests))

@@ -8,6 +8,8 @@
 
 #include <cmocka.h>
 
+#include "testutil.h"
+
 #include "core_conf.h"
 
 static void test_plan(void **state)
@@ -32,8 +34,4 @@ static void test_plan(void **state)
     assert_true(c == 100 && m == 4096);
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {cmocka_unit_test(test_plan)};
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+TU_MAIN(NULL, NULL, cmocka_unit_test(test_plan))

@@ -13,6 +13,8 @@
 #include <unistd.h>
 
 #include <cmocka.h>
+
+#include "testutil.h"
 #include <event2/event.h>
 
 #include "gateway.h"
@@ -130,6 +132,7 @@ typedef struct backend_fx {
     sl_gw *gw;
     const char *names[2];
     sl_strlist list;
+    sl_gw_backend *be; /* the one backend, listening on path */
 } backend_fx;
 
 static sl_gw_backend *fx_open(backend_fx *f, bool loop)
@@ -147,7 +150,7 @@ static sl_gw_backend *fx_open(backend_fx *f, bool loop)
     be->sh->cap_ms = 0;
     be->sh->want_ms = 0;
     assert_int_equal(be->sh->answered, 0);
-    return be;
+    return f->be = be;
 }
 
 static void fx_close(backend_fx *f)
@@ -157,6 +160,36 @@ static void fx_close(backend_fx *f)
     close(f->lfd);
     unlink(f->path);
 }
+
+/* cmocka set-ups (without and with an event loop) and tear-down: a backend_fx as the state. */
+static int fx_setup(void **state, bool loop)
+{
+    backend_fx *f = calloc(1, sizeof *f);
+    if (!f) return -1;
+    fx_open(f, loop);
+    *state = f;
+    return 0;
+}
+
+static int fx_plain(void **state)
+{
+    return fx_setup(state, false);
+}
+
+static int fx_loop(void **state)
+{
+    return fx_setup(state, true);
+}
+
+static int fx_teardown(void **state)
+{
+    fx_close(*state);
+    free(*state);
+    return 0;
+}
+
+#define PLAIN_TEST(test) cmocka_unit_test_setup_teardown(test, fx_plain, fx_teardown)
+#define LOOP_TEST(test) cmocka_unit_test_setup_teardown(test, fx_loop, fx_teardown)
 
 static sl_gw_conn *open_conn(sl_gw_backend *be)
 {
@@ -169,8 +202,8 @@ static sl_gw_conn *open_conn(sl_gw_backend *be)
 
 static void test_release_keeps_answered_connections(void **state)
 {
-    backend_fx f;
-    sl_gw_backend *be = fx_open(&f, false);
+    backend_fx *f = *state;
+    sl_gw_backend *be = f->be;
     sl_gw_conn *a = open_conn(be);
     assert_ptr_equal(be->fresh, a); /* unanswered until the backend speaks */
     sl_gw_answered(a, sl_gw_now_ms());
@@ -187,13 +220,12 @@ static void test_release_keeps_answered_connections(void **state)
     sl_gw_release(b, 0, true, sl_gw_now_ms());
     assert_int_equal(be->n_idle, 0);
     assert_int_equal(be->n_conns, 0);
-    fx_close(&f);
 }
 
 static void test_stuck_new_connection_frees_a_worker(void **state)
 {
-    backend_fx f;
-    sl_gw_backend *be = fx_open(&f, false);
+    backend_fx *f = *state;
+    sl_gw_backend *be = f->be;
     sl_gw_conn *kept = open_conn(be);
     sl_gw_answered(kept, sl_gw_now_ms());
     sl_gw_conn *stuck = open_conn(be); /* sent, never answered: in the accept queue */
@@ -219,14 +251,13 @@ static void test_stuck_new_connection_frees_a_worker(void **state)
     sl_gw_release(stuck, 4, true, now + 5000);
     assert_int_equal(be->n_idle, 1);
     assert_int_equal(be->stalls, 1);
-    fx_close(&f);
 }
 
 static void test_idle_connections_close_while_a_new_one_waits(void **state)
 {
-    backend_fx f;
-    sl_gw_backend *be = fx_open(&f, true);
-    struct event_base *base = f.base;
+    backend_fx *f = *state;
+    sl_gw_backend *be = f->be;
+    struct event_base *base = f->base;
     sl_gw_conn *k1 = open_conn(be), *k2 = open_conn(be);
     sl_gw_answered(k1, sl_gw_now_ms());
     sl_gw_answered(k2, sl_gw_now_ms());
@@ -254,13 +285,12 @@ static void test_idle_connections_close_while_a_new_one_waits(void **state)
     sl_gw_close(stuck);
     assert_int_equal(be->n_conns, 0);
     assert_null(be->fresh);
-    fx_close(&f);
 }
 
 static void test_stuck_connection_teaches_the_worker_count(void **state)
 {
-    backend_fx f;
-    sl_gw_backend *be = fx_open(&f, false);
+    backend_fx *f = *state;
+    sl_gw_backend *be = f->be;
     sl_gw_conn *kept = open_conn(be);
     sl_gw_answered(kept, sl_gw_now_ms());
     sl_gw_conn *stuck = open_conn(be);
@@ -279,13 +309,12 @@ static void test_stuck_connection_teaches_the_worker_count(void **state)
     assert_true(sl_gw_may_open(be, 20, t + SL_GW_CAP_MS));
     sl_gw_close(stuck);
     assert_int_equal(be->n_fresh, 0);
-    fx_close(&f);
 }
 
 static void test_learned_worker_count_never_drops(void **state)
 {
-    backend_fx f;
-    sl_gw_backend *be = fx_open(&f, false);
+    backend_fx *f = *state;
+    sl_gw_backend *be = f->be;
     sl_gw_conn *k1 = open_conn(be), *k2 = open_conn(be);
     sl_gw_answered(k1, sl_gw_now_ms());
     sl_gw_answered(k2, sl_gw_now_ms());
@@ -299,13 +328,12 @@ static void test_learned_worker_count_never_drops(void **state)
     assert_int_equal(be->stalls, 2);
     assert_int_equal(be->sh->cap, 2);
     sl_gw_close(stuck);
-    fx_close(&f);
 }
 
 static void test_slow_answers_are_not_taken_for_stuck(void **state)
 {
-    backend_fx f;
-    sl_gw_backend *be = fx_open(&f, false);
+    backend_fx *f = *state;
+    sl_gw_backend *be = f->be;
     sl_gw_conn *k = open_conn(be);
     sl_gw_answered(k, k->sent_ms);
     assert_int_equal(be->lat_ms, 0);
@@ -330,7 +358,6 @@ static void test_slow_answers_are_not_taken_for_stuck(void **state)
     sl_gw_answered(k, k->sent_ms);
     assert_true(be->lat_ms < 200 && be->lat_ms > 100);
     sl_gw_close(k);
-    fx_close(&f);
 }
 
 static void on_read(evutil_socket_t fd, short what, void *arg)
@@ -343,11 +370,11 @@ static void on_read(evutil_socket_t fd, short what, void *arg)
 
 static void test_read_interest_outlives_each_request(void **state)
 {
-    backend_fx f;
-    sl_gw_backend *be = fx_open(&f, true);
-    struct event_base *base = f.base;
+    backend_fx *f = *state;
+    sl_gw_backend *be = f->be;
+    struct event_base *base = f->base;
     sl_gw_conn *gc = open_conn(be);
-    int peer = accept(f.lfd, NULL, NULL);
+    int peer = accept(f->lfd, NULL, NULL);
     assert_true(peer >= 0);
     int hits = 0;
     sl_gw_watch(gc, EV_READ, 5, on_read, &hits);
@@ -382,13 +409,12 @@ static void test_read_interest_outlives_each_request(void **state)
     assert_int_equal(be->n_idle, 0);
     assert_int_equal(be->n_conns, 0);
     assert_int_equal(hits, 2);
-    fx_close(&f);
 }
 
 static void test_one_kept_connection_closed_per_stall_period(void **state)
 {
-    backend_fx f;
-    sl_gw_backend *be = fx_open(&f, false);
+    backend_fx *f = *state;
+    sl_gw_backend *be = f->be;
     sl_gw_conn *k1 = open_conn(be), *k2 = open_conn(be);
     sl_gw_answered(k1, k1->sent_ms);
     sl_gw_answered(k2, k2->sent_ms);
@@ -407,22 +433,16 @@ static void test_one_kept_connection_closed_per_stall_period(void **state)
     assert_int_equal(be->n_idle, 0);
     sl_gw_close(s1);
     sl_gw_close(s2);
-    fx_close(&f);
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
+TU_MAIN(NULL, NULL,
         cmocka_unit_test(test_balancers),
         cmocka_unit_test(test_wait_queue_is_bounded_fifo),
-        cmocka_unit_test(test_release_keeps_answered_connections),
-        cmocka_unit_test(test_stuck_new_connection_frees_a_worker),
-        cmocka_unit_test(test_idle_connections_close_while_a_new_one_waits),
-        cmocka_unit_test(test_stuck_connection_teaches_the_worker_count),
-        cmocka_unit_test(test_learned_worker_count_never_drops),
-        cmocka_unit_test(test_one_kept_connection_closed_per_stall_period),
-        cmocka_unit_test(test_slow_answers_are_not_taken_for_stuck),
-        cmocka_unit_test(test_read_interest_outlives_each_request),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+        PLAIN_TEST(test_release_keeps_answered_connections),
+        PLAIN_TEST(test_stuck_new_connection_frees_a_worker),
+        LOOP_TEST(test_idle_connections_close_while_a_new_one_waits),
+        PLAIN_TEST(test_stuck_connection_teaches_the_worker_count),
+        PLAIN_TEST(test_learned_worker_count_never_drops),
+        PLAIN_TEST(test_one_kept_connection_closed_per_stall_period),
+        PLAIN_TEST(test_slow_answers_are_not_taken_for_stuck),
+        LOOP_TEST(test_read_interest_outlives_each_request))

@@ -12,6 +12,8 @@
 
 #include <cmocka.h>
 
+#include "testutil.h"
+
 #include "conf.h"
 #include "core_conf.h"
 #include "gw_conf.h"
@@ -19,8 +21,11 @@
 
 static sl_module *const mods[] = {&sl_mod_core, &sl_mod_proxy, NULL};
 
-static sl_conf_set *load(const char *text, char *err, size_t errlen)
+/* The config text after a document root, loaded; the errors (if any) in err. */
+static sl_conf_set *load(const char *body, char *err, size_t errlen)
 {
+    char text[2048];
+    snprintf(text, sizeof text, "server.document-root = \"/tmp\"\n%s\n", body);
     sl_config_errors errs = {0};
     sl_conf_set *cs = sl_conf_load_string(text, strlen(text), "t.conf", "/tmp", mods, false, &errs);
     err[0] = 0;
@@ -30,24 +35,30 @@ static sl_conf_set *load(const char *text, char *err, size_t errlen)
     return cs;
 }
 
+/* The same, failing the test with the errors unless the config is taken. */
+static sl_conf_set *load_ok(const char *body)
+{
+    char err[2048];
+    sl_conf_set *cs = load(body, err, sizeof err);
+    if (!cs) fail_msg("%s", err);
+    return cs;
+}
+
 #define PROXY(b) SL_MODCONF(b, sl_mod_proxy, sl_proxy_conf)
 
 static void test_fastcgi_server_routes(void **state)
 {
-    char err[2048];
-    sl_conf_set *cs = load("server.document-root = \"/tmp\"\n"
-                           "server.modules = ( \"mod_fastcgi\" )\n"
-                           "fastcgi.server = ( \".php\" => (( \"socket\" => \"/run/php.sock\" )),\n"
-                           "  \"/app/\" => ( \"a\" => ( \"host\" => \"127.0.0.1\", \"port\" => 9000,\n"
-                           "      \"check-local\" => \"disable\", \"strip-request-uri\" => \"/app/\" ),\n"
-                           "    \"b\" => ( \"host\" => \"127.0.0.1\", \"port\" => \"9001\",\n"
-                           "      \"check-local\" => \"disable\", \"strip-request-uri\" => \"/app/\" ) ),\n"
-                           "  \"/\" => (( \"host\" => \"::1\", \"port\" => 9, \"check-local\" => \"disable\",\n"
-                           "      \"fix-root-scriptname\" => \"enable\" )) )\n"
-                           "fastcgi.map-extensions = ( \".php5\" => \".php\" )\n"
-                           "fastcgi.balance = \"hash\"\n",
-                           err, sizeof err);
-    assert_non_null(cs);
+    sl_conf_set *cs = load_ok(
+        "server.modules = ( \"mod_fastcgi\" )\n"
+        "fastcgi.server = ( \".php\" => (( \"socket\" => \"/run/php.sock\" )),\n"
+        "  \"/app/\" => ( \"a\" => ( \"host\" => \"127.0.0.1\", \"port\" => 9000,\n"
+        "      \"check-local\" => \"disable\", \"strip-request-uri\" => \"/app/\" ),\n"
+        "    \"b\" => ( \"host\" => \"127.0.0.1\", \"port\" => \"9001\",\n"
+        "      \"check-local\" => \"disable\", \"strip-request-uri\" => \"/app/\" ) ),\n"
+        "  \"/\" => (( \"host\" => \"::1\", \"port\" => 9, \"check-local\" => \"disable\",\n"
+        "      \"fix-root-scriptname\" => \"enable\" )) )\n"
+        "fastcgi.map-extensions = ( \".php5\" => \".php\" )\n"
+        "fastcgi.balance = \"hash\"\n");
     const sl_proxy_conf *p = PROXY(cs->global);
     const sl_proxy_routes *rs = p->fastcgi_server;
     assert_non_null(rs);
@@ -91,15 +102,12 @@ static void test_fastcgi_server_routes(void **state)
 
 static void test_proxy_server_and_header(void **state)
 {
-    char err[2048];
-    sl_conf_set *cs = load("server.document-root = \"/tmp\"\n"
-                           "server.modules = ( \"mod_proxy\" )\n"
-                           "proxy.server = ( \"\" => (( \"host\" => \"127.0.0.1\" )) )\n"
-                           "proxy.balance = \"round-robin\"\n"
-                           "proxy.header = ( \"map-urlpath\" => ( \"/p/\" => \"/s/\" ),\n"
-                           "  \"map-host-request\" => ( \"-\" => \"backend\" ), \"upgrade\" => \"disable\" )\n",
-                           err, sizeof err);
-    assert_non_null(cs);
+    sl_conf_set *cs = load_ok(
+        "server.modules = ( \"mod_proxy\" )\n"
+        "proxy.server = ( \"\" => (( \"host\" => \"127.0.0.1\" )) )\n"
+        "proxy.balance = \"round-robin\"\n"
+        "proxy.header = ( \"map-urlpath\" => ( \"/p/\" => \"/s/\" ),\n"
+        "  \"map-host-request\" => ( \"-\" => \"backend\" ), \"upgrade\" => \"disable\" )\n");
     const sl_proxy_conf *p = PROXY(cs->global);
     assert_string_equal(p->proxy_server->r[0].backends.v[0], "127.0.0.1:80"); /* port 80 */
     assert_false(p->proxy_server->r[0].check_local);
@@ -136,21 +144,15 @@ static void test_refusals(void **state)
         {"proxy.header = ( \"upgrade\" => \"enable\" )", "\"upgrade\" is not supported"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
-        char text[1024], err[2048];
-        snprintf(text, sizeof text, "server.document-root = \"/tmp\"\n%s\n", cases[i].conf);
-        sl_conf_set *cs = load(text, err, sizeof err);
+        char err[2048];
+        sl_conf_set *cs = load(cases[i].conf, err, sizeof err);
         if (cs) sl_conf_free(cs);
         if (!strstr(err, cases[i].want)) fail_msg("%s\nwanted \"%s\" in: %s", cases[i].conf, cases[i].want, err);
         assert_null(cs);
     }
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
+TU_MAIN(NULL, NULL,
         cmocka_unit_test(test_fastcgi_server_routes),
         cmocka_unit_test(test_proxy_server_and_header),
-        cmocka_unit_test(test_refusals),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+        cmocka_unit_test(test_refusals))

@@ -12,6 +12,8 @@
 
 #include <cmocka.h>
 
+#include "testutil.h"
+
 #include "http_date.h"
 
 #define T_1994 784111777LL /* Sun, 06 Nov 1994 08:49:37 GMT */
@@ -20,9 +22,7 @@
 static int parse(const char *s, time_t *t)
 {
     size_t len = strlen(s);
-    char *copy = malloc(len ? len : 1);
-    assert_non_null(copy);
-    memcpy(copy, s, len);
+    char *copy = tu_copy(s, len);
     int rc = sl_http_date_parse(copy, len, t);
     free(copy);
     return rc;
@@ -287,9 +287,7 @@ static void test_round_trip(void **state)
     }
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
+TU_MAIN(NULL, NULL,
         cmocka_unit_test(test_imf_fixdate),
         cmocka_unit_test(test_weekday_not_cross_checked),
         cmocka_unit_test(test_leap_second),
@@ -302,7 +300,4 @@ int main(void)
         cmocka_unit_test(test_embedded_nul_and_length),
         cmocka_unit_test(test_format_known),
         cmocka_unit_test(test_format_clamps),
-        cmocka_unit_test(test_round_trip),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+        cmocka_unit_test(test_round_trip))

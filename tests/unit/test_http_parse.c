@@ -14,6 +14,8 @@
 
 #include <cmocka.h>
 
+#include "testutil.h"
+
 #include "http_parse.h"
 
 static const sl_http_limits deflim = {8192, 8192, SL_HTTP_MAX_HEADERS};
@@ -21,9 +23,7 @@ static const sl_http_limits deflim = {8192, 8192, SL_HTTP_MAX_HEADERS};
 /* Parses a heap copy of s[0..len) that has no slack after it. */
 static int parse_n(const char *s, size_t len, const sl_http_limits *lim, sl_http_request *r)
 {
-    char *copy = malloc(len ? len : 1);
-    assert_non_null(copy);
-    memcpy(copy, s, len);
+    char *copy = tu_copy(s, len);
     int rc = sl_http_parse_request(copy, len, lim, r);
     free(copy);
     return rc;
@@ -40,6 +40,13 @@ static int parse(const char *s)
     return parse_lim(s, &deflim);
 }
 
+/* s parses, in place, as one whole head into r. */
+static void parse_whole(const char *s, sl_http_request *r)
+{
+    int rc = sl_http_parse_request(s, strlen(s), &deflim, r);
+    if (rc != (int)strlen(s)) fail_msg("\"%s\": %d, want %zu", s, rc, strlen(s));
+}
+
 /* Every proper prefix gives 0 or want, and the whole input gives want (a negative status). */
 static void expect_err_n(const char *s, size_t len, const sl_http_limits *lim, int want)
 {
@@ -52,9 +59,6 @@ static void expect_err_n(const char *s, size_t len, const sl_http_limits *lim, i
     int rc = parse_n(s, len, lim, &r);
     if (rc != want) fail_msg("\"%.*s\": %d, want %d", (int)len, s, rc, want);
 }
-
-/* For literals with an embedded NUL. */
-#define EXPECT_ERR_LIT(lit, want) expect_err_n(lit, sizeof(lit) - 1, &deflim, want)
 
 static void expect_err_lim(const char *s, const sl_http_limits *lim, int want)
 {
@@ -150,7 +154,7 @@ static void test_well_known_headers(void **state)
                     "Range: bytes=5-6\r\n"
                     "\r\n";
     sl_http_request r;
-    assert_int_equal(sl_http_parse_request(s, strlen(s), &deflim, &r), (int)strlen(s));
+    parse_whole(s, &r);
     assert_int_equal(r.n_headers, 13);
     assert_true(hv_eq(r.host, "h"));
     assert_true(hv_eq(r.range, "bytes=0-1")); /* the first of two */
@@ -207,7 +211,7 @@ static void test_methods(void **state)
         char buf[128];
         snprintf(buf, sizeof buf, "%s / HTTP/1.1\r\nHost: h\r\n\r\n", cases[i].m);
         sl_http_request r;
-        assert_int_equal(sl_http_parse_request(buf, strlen(buf), &deflim, &r), (int)strlen(buf));
+        parse_whole(buf, &r);
         assert_int_equal(r.method, cases[i].e);
         assert_int_equal(r.method_len, strlen(cases[i].m));
         assert_memory_equal(r.method_str, cases[i].m, r.method_len);
@@ -232,16 +236,114 @@ static void test_method_refused_status(void **state)
     assert_int_equal(sl_method_refused_status(SL_METHOD_OTHER), 501);
 }
 
-static void test_bad_methods(void **state)
-{
-    expect_err(" / HTTP/1.1\r\nHost: h\r\n\r\n", -400);
-    expect_err("G(ET / HTTP/1.1\r\nHost: h\r\n\r\n", -400);
-    expect_err("GET\t/ HTTP/1.1\r\nHost: h\r\n\r\n", -400);
-    expect_err("GÉT / HTTP/1.1\r\nHost: h\r\n\r\n", -400);
-    expect_err("GET:/ HTTP/1.1\r\nHost: h\r\n\r\n", -400);
-}
-
 /* ---- framing: pipelining, incremental input, line endings ---- */
+
+/* Request heads the parser refuses, with the status: every proper prefix gives 0 or it. */
+static const struct tu_case refused_heads[] = {
+    /* Bad methods. */
+    TU_CASE(" / HTTP/1.1\r\nHost: h\r\n\r\n", -400),
+    TU_CASE("G(ET / HTTP/1.1\r\nHost: h\r\n\r\n", -400),
+    TU_CASE("GET\t/ HTTP/1.1\r\nHost: h\r\n\r\n", -400),
+    TU_CASE("GÉT / HTTP/1.1\r\nHost: h\r\n\r\n", -400),
+    TU_CASE("GET:/ HTTP/1.1\r\nHost: h\r\n\r\n", -400),
+    /* A bare CR. */
+    TU_CASE("GET / HTTP/1.1\rHost: h\r\n\r\n", -400),
+    TU_CASE("GET / HTTP/1.1\r\nHost: h\r\r\n\r\n", -400),
+    TU_CASE("GET / HTTP/1.1\r\nHost: h\r\nA: b\rc\r\n\r\n", -400),
+    TU_CASE("GET / HTTP/1.1\r\nHost: h\r\n\r\r", -400),
+    TU_CASE("\rGET / HTTP/1.1\r\nHost: h\r\n\r\n", -400),
+    TU_CASE("GET /\r HTTP/1.1\r\nHost: h\r\n\r\n", -400),
+    TU_CASE("GET / HTTP/1.1\r\nHost\r: h\r\n\r\n", -400),
+    /* Leading empty lines. */
+    TU_CASE("\r\n\r\n\r\n\r\n\r\n\r\n\r\n\r\n\r\nGET / HTTP/1.0\r\n\r\n", -400),
+    TU_CASE("\n\n\n\n\n\n\n\n\nGET / HTTP/1.0\r\n\r\n", -400),
+    /* Whitespace is not an empty line. */
+    TU_CASE(" \r\nGET / HTTP/1.0\r\n\r\n", -400),
+    TU_CASE("\r\n GET / HTTP/1.0\r\n\r\n", -400),
+    /* Bad targets. */
+    TU_CASE("GET /\0 HTTP/1.1\r\nHost: h\r\n\r\n", -400),
+    TU_CASE("GET  / HTTP/1.1\r\nHost: h\r\n\r\n", -400),
+    TU_CASE("GET /  HTTP/1.1\r\nHost: h\r\n\r\n", -400),
+    TU_CASE("GET /a b HTTP/1.1\r\nHost: h\r\n\r\n", -400),
+    TU_CASE("GET /a\tb HTTP/1.1\r\nHost: h\r\n\r\n", -400),
+    TU_CASE("GET /\x7f HTTP/1.1\r\nHost: h\r\n\r\n", -400),
+    TU_CASE("GET /\x80 HTTP/1.1\r\nHost: h\r\n\r\n", -400),
+    TU_CASE("GET /\xff HTTP/1.1\r\nHost: h\r\n\r\n", -400),
+    TU_CASE("GET /\x01 HTTP/1.1\r\nHost: h\r\n\r\n", -400),
+    /* HTTP/0.9: no version at all. */
+    TU_CASE("GET /\r\n\r\n", -400),
+    TU_CASE("GET /\n\n", -400),
+    TU_CASE("GET\r\n\r\n", -400),
+    /* Versions. */
+    /* 1.x with x > 1 is 1.1, so Host is required. */
+    TU_CASE("GET / HTTP/1.2\r\n\r\n", -400),
+    /* Versions other than 1.x: 505. */
+    TU_CASE("GET / HTTP/2.0\r\nHost: h\r\n\r\n", -505),
+    TU_CASE("GET / HTTP/0.9\r\n\r\n", -505),
+    TU_CASE("GET / HTTP/3.0\n\n", -505),
+    TU_CASE("GET / HTTP/9.9\r\n", -505),
+    /* Malformed versions. */
+    TU_CASE("GET / HTTP/1.10\r\nHost: h\r\n\r\n", -400),
+    TU_CASE("GET / HTTP/11\r\nHost: h\r\n\r\n", -400),
+    TU_CASE("GET / HTTP/1\r\nHost: h\r\n\r\n", -400),
+    TU_CASE("GET / HTTP/1.\r\nHost: h\r\n\r\n", -400),
+    TU_CASE("GET / http/1.1\r\nHost: h\r\n\r\n", -400),
+    TU_CASE("GET / HTTPS/1.1\r\nHost: h\r\n\r\n", -400),
+    TU_CASE("GET / HTTP/1.1 \r\nHost: h\r\n\r\n", -400),
+    TU_CASE("GET / HTTP/1.1\t\r\nHost: h\r\n\r\n", -400),
+    TU_CASE("GET / HTTP/1,1\r\nHost: h\r\n\r\n", -400),
+    TU_CASE("GET / HTTP/a.1\r\nHost: h\r\n\r\n", -400),
+    TU_CASE("GET / HTTP/10.0\r\nHost: h\r\n\r\n", -400),
+    TU_CASE("GET / HTTP/1.1 extra\r\nHost: h\r\n\r\n", -400),
+    TU_CASE("GET / \r\nHost: h\r\n\r\n", -400),
+    /* Field syntax errors. */
+    TU_CASE("GET / HTTP/1.1\r\nHost : h\r\n\r\n", -400),
+    TU_CASE("GET / HTTP/1.1\r\nHost\t: h\r\n\r\n", -400),
+    TU_CASE("GET / HTTP/1.1\r\nHost: h\r\nX-A : b\r\n\r\n", -400),
+    TU_CASE("GET / HTTP/1.1\r\nHost: h\r\n: b\r\n\r\n", -400),
+    TU_CASE("GET / HTTP/1.1\r\nHost: h\r\nNoColon\r\n\r\n", -400),
+    TU_CASE("GET / HTTP/1.1\r\nHost: h\r\nBad(Name): b\r\n\r\n", -400),
+    TU_CASE("GET / HTTP/1.1\r\nHost: h\r\nBad Name: b\r\n\r\n", -400),
+    TU_CASE("GET / HTTP/1.1\r\nHost: h\r\nN\xc3\xa4me: b\r\n\r\n", -400),
+    /* obs-fold. */
+    TU_CASE("GET / HTTP/1.1\r\nHost: h\r\nX-A: b\r\n c\r\n\r\n", -400),
+    TU_CASE("GET / HTTP/1.1\r\nHost: h\r\nX-A: b\r\n\tc\r\n\r\n", -400),
+    /* Whitespace right after the request line is the same thing (RFC 9112 §2.2). */
+    TU_CASE("GET / HTTP/1.1\r\n Host: h\r\n\r\n", -400),
+    /* Control bytes in a value. */
+    TU_CASE("GET / HTTP/1.1\r\nHost: h\r\nX-A: a\0b\r\n\r\n", -400),
+    TU_CASE("GET / HTTP/1.1\r\nHost: h\r\nX-A: a\x01\r\n\r\n", -400),
+    TU_CASE("GET / HTTP/1.1\r\nHost: h\r\nX-A: a\x1f\r\n\r\n", -400),
+    TU_CASE("GET / HTTP/1.1\r\nHost: h\r\nX-A: a\x7f\r\n\r\n", -400),
+    TU_CASE("GET / HTTP/1.1\r\nHost: h\r\nX-A: \x0b\r\n\r\n", -400),
+    /* Host required. */
+    TU_CASE("GET / HTTP/1.1\r\n\r\n", -400),
+    TU_CASE("GET / HTTP/1.1\r\nX-Host: h\r\n\r\n", -400),
+    /* Host twice. */
+    TU_CASE("GET / HTTP/1.1\r\nHost: a\r\nHost: a\r\n\r\n", -400),
+    TU_CASE("GET / HTTP/1.1\r\nHost: a\r\nhOST: b\r\n\r\n", -400),
+    TU_CASE("GET / HTTP/1.0\r\nHost: a\r\nHost: b\r\n\r\n", -400),
+    /* Transfer codings other than chunked alone: 501. */
+    TU_CASE("POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: gzip, chunked\r\n\r\n", -501),
+    TU_CASE("POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: gzip;q=1, chunked\r\n\r\n", -501),
+    TU_CASE("POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: gzip\r\n"
+            "Transfer-Encoding: chunked\r\n\r\n", -501),
+    TU_CASE("POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: identity,chunked\r\n\r\n", -501),
+    /* Transfer-Encoding with Content-Length. */
+    TU_CASE("POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n",
+            -400),
+    TU_CASE("POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\nContent-Length: 5\r\n\r\n",
+            -400),
+    TU_CASE("POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 0\r\nTransfer-Encoding: gzip\r\n\r\n",
+            -400),
+    /* Transfer-Encoding on HTTP/1.0. */
+    TU_CASE("POST / HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n", -400),
+};
+
+static void test_refused_heads(void **state)
+{
+    TU_EACH(c, refused_heads) expect_err_n(c->in, c->len, &deflim, c->want);
+}
 
 static void test_pipelined(void **state)
 {
@@ -308,7 +410,7 @@ static void test_bare_lf(void **state)
 {
     sl_http_request r;
     const char *s = "GET /p HTTP/1.1\nHost: h\nUser-Agent: ua\r\nAccept: */*\n\n";
-    assert_int_equal(sl_http_parse_request(s, strlen(s), &deflim, &r), (int)strlen(s));
+    parse_whole(s, &r);
     assert_int_equal(r.n_headers, 3);
     assert_true(hv_eq(r.user_agent, "ua"));
     assert_true(hv_eq(&r.headers[2], "*/*"));
@@ -319,13 +421,6 @@ static void test_bare_lf(void **state)
 
 static void test_bare_cr(void **state)
 {
-    expect_err("GET / HTTP/1.1\rHost: h\r\n\r\n", -400);
-    expect_err("GET / HTTP/1.1\r\nHost: h\r\r\n\r\n", -400);
-    expect_err("GET / HTTP/1.1\r\nHost: h\r\nA: b\rc\r\n\r\n", -400);
-    expect_err("GET / HTTP/1.1\r\nHost: h\r\n\r\r", -400);
-    expect_err("\rGET / HTTP/1.1\r\nHost: h\r\n\r\n", -400);
-    expect_err("GET /\r HTTP/1.1\r\nHost: h\r\n\r\n", -400);
-    expect_err("GET / HTTP/1.1\r\nHost\r: h\r\n\r\n", -400);
     /* A CR at the very end is not an error yet: its LF may be on the way. */
     assert_int_equal(parse("GET / HTTP/1.1\r"), 0);
     assert_int_equal(parse("GET / HTTP/1.1\r\nHost: h\r"), 0);
@@ -337,16 +432,11 @@ static void test_leading_empty_lines(void **state)
 {
     sl_http_request r;
     const char *s = "\r\n\r\nGET / HTTP/1.0\r\n\r\n";
-    assert_int_equal(sl_http_parse_request(s, strlen(s), &deflim, &r), (int)strlen(s));
+    parse_whole(s, &r);
     assert_int_equal(r.head_len, strlen(s));
     assert_memory_equal(r.method_str, "GET", 3);
     expect_ok("\n\n\n\n\n\n\n\nGET / HTTP/1.0\r\n\r\n");
     expect_ok("\r\n\r\n\r\n\r\n\r\n\r\n\r\n\r\nGET / HTTP/1.0\r\n\r\n");
-    expect_err("\r\n\r\n\r\n\r\n\r\n\r\n\r\n\r\n\r\nGET / HTTP/1.0\r\n\r\n", -400);
-    expect_err("\n\n\n\n\n\n\n\n\nGET / HTTP/1.0\r\n\r\n", -400);
-    /* Whitespace is not an empty line. */
-    expect_err(" \r\nGET / HTTP/1.0\r\n\r\n", -400);
-    expect_err("\r\n GET / HTTP/1.0\r\n\r\n", -400);
     /* Leading empty lines do not count against max_head / max_line. */
     sl_http_limits lim = {19, 16, 4};
     expect_ok_lim("\r\n\r\n\r\nGET / HTTP/1.0\r\n\r\n", &lim);
@@ -358,131 +448,66 @@ static void test_target_forms(void **state)
 {
     sl_http_request r;
     const char *s = "GET http://example.com:8080/p?q HTTP/1.1\r\nHost: example.com:8080\r\n\r\n";
-    assert_int_equal(sl_http_parse_request(s, strlen(s), &deflim, &r), (int)strlen(s));
+    parse_whole(s, &r);
     assert_int_equal(r.target_len, strlen("http://example.com:8080/p?q"));
     assert_memory_equal(r.target, "http://example.com:8080/p?q", r.target_len);
 
     s = "OPTIONS * HTTP/1.1\r\nHost: h\r\n\r\n";
-    assert_int_equal(sl_http_parse_request(s, strlen(s), &deflim, &r), (int)strlen(s));
+    parse_whole(s, &r);
     assert_int_equal(r.method, SL_METHOD_OPTIONS);
     assert_int_equal(r.target_len, 1);
     assert_int_equal(r.target[0], '*');
 
     s = "CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n";
-    assert_int_equal(sl_http_parse_request(s, strlen(s), &deflim, &r), (int)strlen(s));
+    parse_whole(s, &r);
     assert_int_equal(r.method, SL_METHOD_CONNECT);
     assert_memory_equal(r.target, "example.com:443", r.target_len);
 
     /* Every visible ASCII byte is accepted raw; decoding is not the parser's job. */
     s = "GET /%7E!\"#$&'()*+,-.:;<=>?@[\\]^_`{|}~ HTTP/1.1\r\nHost: h\r\n\r\n";
-    assert_int_equal(sl_http_parse_request(s, strlen(s), &deflim, &r), (int)strlen(s));
+    parse_whole(s, &r);
     assert_int_equal(r.target_len, strlen("/%7E!\"#$&'()*+,-.:;<=>?@[\\]^_`{|}~"));
-}
-
-static void test_bad_targets(void **state)
-{
-    expect_err("GET  / HTTP/1.1\r\nHost: h\r\n\r\n", -400);
-    expect_err("GET /  HTTP/1.1\r\nHost: h\r\n\r\n", -400);
-    expect_err("GET /a b HTTP/1.1\r\nHost: h\r\n\r\n", -400);
-    expect_err("GET /a\tb HTTP/1.1\r\nHost: h\r\n\r\n", -400);
-    expect_err("GET /\x7f HTTP/1.1\r\nHost: h\r\n\r\n", -400);
-    expect_err("GET /\x80 HTTP/1.1\r\nHost: h\r\n\r\n", -400);
-    expect_err("GET /\xff HTTP/1.1\r\nHost: h\r\n\r\n", -400);
-    expect_err("GET /\x01 HTTP/1.1\r\nHost: h\r\n\r\n", -400);
-    EXPECT_ERR_LIT("GET /\0 HTTP/1.1\r\nHost: h\r\n\r\n", -400);
-    /* HTTP/0.9: no version at all. */
-    expect_err("GET /\r\n\r\n", -400);
-    expect_err("GET /\n\n", -400);
-    expect_err("GET\r\n\r\n", -400);
 }
 
 static void test_versions(void **state)
 {
     sl_http_request r;
     const char *s = "GET / HTTP/1.0\r\n\r\n";
-    assert_int_equal(sl_http_parse_request(s, strlen(s), &deflim, &r), (int)strlen(s));
+    parse_whole(s, &r);
     assert_int_equal(r.version, 10);
     assert_null(r.host); /* not required in 1.0 */
     s = "GET / HTTP/1.1\r\nHost: h\r\n\r\n";
-    assert_int_equal(sl_http_parse_request(s, strlen(s), &deflim, &r), (int)strlen(s));
+    parse_whole(s, &r);
     assert_int_equal(r.version, 11);
     s = "GET / HTTP/1.2\r\nHost: h\r\n\r\n";
-    assert_int_equal(sl_http_parse_request(s, strlen(s), &deflim, &r), (int)strlen(s));
+    parse_whole(s, &r);
     assert_int_equal(r.version, 11);
     s = "GET / HTTP/1.9\r\nHost: h\r\n\r\n";
-    assert_int_equal(sl_http_parse_request(s, strlen(s), &deflim, &r), (int)strlen(s));
+    parse_whole(s, &r);
     assert_int_equal(r.version, 11);
-    /* 1.x with x > 1 is 1.1, so Host is required. */
-    expect_err("GET / HTTP/1.2\r\n\r\n", -400);
 }
 
 static void test_version_505(void **state)
 {
-    expect_err("GET / HTTP/2.0\r\nHost: h\r\n\r\n", -505);
-    expect_err("GET / HTTP/0.9\r\n\r\n", -505);
-    expect_err("GET / HTTP/3.0\n\n", -505);
-    expect_err("GET / HTTP/9.9\r\n", -505);
     sl_http_request r;
     assert_int_equal(parse_n("GET / HTTP/2.0\r\n", 16, &deflim, &r), -505);
     assert_int_equal(r.version, 0);
 }
 
-static void test_version_malformed(void **state)
-{
-    expect_err("GET / HTTP/1.10\r\nHost: h\r\n\r\n", -400);
-    expect_err("GET / HTTP/11\r\nHost: h\r\n\r\n", -400);
-    expect_err("GET / HTTP/1\r\nHost: h\r\n\r\n", -400);
-    expect_err("GET / HTTP/1.\r\nHost: h\r\n\r\n", -400);
-    expect_err("GET / http/1.1\r\nHost: h\r\n\r\n", -400);
-    expect_err("GET / HTTPS/1.1\r\nHost: h\r\n\r\n", -400);
-    expect_err("GET / HTTP/1.1 \r\nHost: h\r\n\r\n", -400);
-    expect_err("GET / HTTP/1.1\t\r\nHost: h\r\n\r\n", -400);
-    expect_err("GET / HTTP/1,1\r\nHost: h\r\n\r\n", -400);
-    expect_err("GET / HTTP/a.1\r\nHost: h\r\n\r\n", -400);
-    expect_err("GET / HTTP/10.0\r\nHost: h\r\n\r\n", -400);
-    expect_err("GET / HTTP/1.1 extra\r\nHost: h\r\n\r\n", -400);
-    expect_err("GET / \r\nHost: h\r\n\r\n", -400);
-}
-
 /* ---- field lines ---- */
-
-static void test_field_syntax_errors(void **state)
-{
-    expect_err("GET / HTTP/1.1\r\nHost : h\r\n\r\n", -400);
-    expect_err("GET / HTTP/1.1\r\nHost\t: h\r\n\r\n", -400);
-    expect_err("GET / HTTP/1.1\r\nHost: h\r\nX-A : b\r\n\r\n", -400);
-    expect_err("GET / HTTP/1.1\r\nHost: h\r\n: b\r\n\r\n", -400);
-    expect_err("GET / HTTP/1.1\r\nHost: h\r\nNoColon\r\n\r\n", -400);
-    expect_err("GET / HTTP/1.1\r\nHost: h\r\nBad(Name): b\r\n\r\n", -400);
-    expect_err("GET / HTTP/1.1\r\nHost: h\r\nBad Name: b\r\n\r\n", -400);
-    expect_err("GET / HTTP/1.1\r\nHost: h\r\nN\xc3\xa4me: b\r\n\r\n", -400);
-}
 
 static void test_obs_fold(void **state)
 {
-    expect_err("GET / HTTP/1.1\r\nHost: h\r\nX-A: b\r\n c\r\n\r\n", -400);
-    expect_err("GET / HTTP/1.1\r\nHost: h\r\nX-A: b\r\n\tc\r\n\r\n", -400);
-    /* Whitespace right after the request line is the same thing (RFC 9112 §2.2). */
-    expect_err("GET / HTTP/1.1\r\n Host: h\r\n\r\n", -400);
     /* A continuation line is malformed, not one field too many. */
     sl_http_limits one = {4096, 4096, 1};
     expect_err_lim("GET / HTTP/1.1\r\nHost: h\r\n x\r\n\r\n", &one, -400);
-}
-
-static void test_ctl_in_value(void **state)
-{
-    EXPECT_ERR_LIT("GET / HTTP/1.1\r\nHost: h\r\nX-A: a\0b\r\n\r\n", -400);
-    expect_err("GET / HTTP/1.1\r\nHost: h\r\nX-A: a\x01\r\n\r\n", -400);
-    expect_err("GET / HTTP/1.1\r\nHost: h\r\nX-A: a\x1f\r\n\r\n", -400);
-    expect_err("GET / HTTP/1.1\r\nHost: h\r\nX-A: a\x7f\r\n\r\n", -400);
-    expect_err("GET / HTTP/1.1\r\nHost: h\r\nX-A: \x0b\r\n\r\n", -400);
 }
 
 static void test_values_trimmed(void **state)
 {
     sl_http_request r;
     const char *s = "GET / HTTP/1.1\r\nHost:h\r\nA: \t x \t y\t \r\nB:\r\nC:   \r\nD:z\r\n\r\n";
-    assert_int_equal(sl_http_parse_request(s, strlen(s), &deflim, &r), (int)strlen(s));
+    parse_whole(s, &r);
     assert_int_equal(r.n_headers, 5);
     assert_true(hv_eq(r.host, "h"));
     assert_true(hv_eq(&r.headers[1], "x \t y"));
@@ -496,7 +521,7 @@ static void test_obs_text(void **state)
 {
     sl_http_request r;
     const char *s = "GET / HTTP/1.1\r\nHost: h\r\nX-Name: caf\xc3\xa9 \x80\xff\r\n\r\n";
-    assert_int_equal(sl_http_parse_request(s, strlen(s), &deflim, &r), (int)strlen(s));
+    parse_whole(s, &r);
     assert_true(hv_eq(&r.headers[1], "caf\xc3\xa9 \x80\xff"));
 }
 
@@ -504,16 +529,7 @@ static void test_obs_text(void **state)
 
 static void test_host_required(void **state)
 {
-    expect_err("GET / HTTP/1.1\r\n\r\n", -400);
-    expect_err("GET / HTTP/1.1\r\nX-Host: h\r\n\r\n", -400);
     expect_ok("GET / HTTP/1.1\r\nHost:\r\n\r\n"); /* empty Host is legal (RFC 9112 §3.2) */
-}
-
-static void test_host_duplicate(void **state)
-{
-    expect_err("GET / HTTP/1.1\r\nHost: a\r\nHost: a\r\n\r\n", -400);
-    expect_err("GET / HTTP/1.1\r\nHost: a\r\nhOST: b\r\n\r\n", -400);
-    expect_err("GET / HTTP/1.0\r\nHost: a\r\nHost: b\r\n\r\n", -400);
 }
 
 static void test_host_values(void **state)
@@ -678,26 +694,16 @@ static void test_transfer_encoding_chunked(void **state)
 {
     sl_http_request r;
     const char *s = "POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n";
-    assert_int_equal(sl_http_parse_request(s, strlen(s), &deflim, &r), (int)strlen(s));
+    parse_whole(s, &r);
     assert_true(r.chunked);
     assert_int_equal(r.content_length, -1);
     s = "POST / HTTP/1.1\r\nHost: h\r\ntransfer-encoding:  CHUNKED \r\n\r\n";
-    assert_int_equal(sl_http_parse_request(s, strlen(s), &deflim, &r), (int)strlen(s));
+    parse_whole(s, &r);
     assert_true(r.chunked);
     /* Empty list elements are ignored (RFC 9110 §5.6.1). */
     s = "POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: , chunked ,\r\n\r\n";
-    assert_int_equal(sl_http_parse_request(s, strlen(s), &deflim, &r), (int)strlen(s));
+    parse_whole(s, &r);
     assert_true(r.chunked);
-}
-
-static void test_transfer_encoding_501(void **state)
-{
-    expect_err("POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: gzip, chunked\r\n\r\n", -501);
-    expect_err("POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: gzip;q=1, chunked\r\n\r\n", -501);
-    expect_err("POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: gzip\r\n"
-               "Transfer-Encoding: chunked\r\n\r\n",
-               -501);
-    expect_err("POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: identity,chunked\r\n\r\n", -501);
 }
 
 static void test_transfer_encoding_400(void **state)
@@ -724,14 +730,6 @@ static void test_transfer_encoding_400(void **state)
 
 static void test_transfer_encoding_with_content_length(void **state)
 {
-    expect_err(
-        "POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n",
-        -400);
-    expect_err(
-        "POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\nContent-Length: 5\r\n\r\n",
-        -400);
-    expect_err("POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 0\r\nTransfer-Encoding: gzip\r\n\r\n",
-               -400);
     /* Refused as soon as the second field line is complete, before the head ends. */
     assert_int_equal(
         parse("POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n"),
@@ -740,7 +738,6 @@ static void test_transfer_encoding_with_content_length(void **state)
 
 static void test_transfer_encoding_http10(void **state)
 {
-    expect_err("POST / HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n", -400);
     sl_http_request r;
     const char *s = "POST / HTTP/1.0\r\nTransfer-Encoding: chunked\r\n";
     assert_int_equal(parse_n(s, strlen(s), &deflim, &r), -400);
@@ -754,17 +751,17 @@ static void test_connection_tokens(void **state)
     sl_http_request r;
     const char *s = "GET / HTTP/1.1\r\nHost: h\r\nConnection: Keep-Alive, Upgrade\r\n"
                     "Connection: ,CLOSE ,\r\n\r\n";
-    assert_int_equal(sl_http_parse_request(s, strlen(s), &deflim, &r), (int)strlen(s));
+    parse_whole(s, &r);
     assert_true(r.conn_close);
     assert_true(r.conn_keep_alive);
     assert_true(r.conn_upgrade);
     s = "GET / HTTP/1.0\r\nConnection: keep-alive\r\n\r\n";
-    assert_int_equal(sl_http_parse_request(s, strlen(s), &deflim, &r), (int)strlen(s));
+    parse_whole(s, &r);
     assert_false(r.conn_close);
     assert_true(r.conn_keep_alive);
     assert_false(r.conn_upgrade);
     s = "GET / HTTP/1.1\r\nHost: h\r\nConnection: closed, keep-alives, x-close\r\n\r\n";
-    assert_int_equal(sl_http_parse_request(s, strlen(s), &deflim, &r), (int)strlen(s));
+    parse_whole(s, &r);
     assert_false(r.conn_close || r.conn_keep_alive || r.conn_upgrade);
 }
 
@@ -905,7 +902,7 @@ static void test_field_lines_linked(void **state)
                     "x-a: 3\r\n"
                     "\r\n";
     sl_http_request r;
-    assert_int_equal(sl_http_parse_request(s, strlen(s), &deflim, &r), (int)strlen(s));
+    parse_whole(s, &r);
     const sl_http_header *h = r.if_none_match;
     assert_ptr_equal(h, &r.headers[0]);
     assert_ptr_equal(h->next, &r.headers[2]);
@@ -936,7 +933,7 @@ static void test_connection_over_lines(void **state)
 {
     sl_http_request r;
     const char *s = "GET / HTTP/1.1\r\nHost: h\r\nConnection: foo\r\nConnection: close\r\n\r\n";
-    assert_int_equal(sl_http_parse_request(s, strlen(s), &deflim, &r), (int)strlen(s));
+    parse_whole(s, &r);
     assert_true(r.conn_close);
 }
 
@@ -985,8 +982,8 @@ static void test_request_reset_between_calls(void **state)
     const char *a = "POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 3\r\nConnection: close\r\n"
                     "Range: bytes=1-2\r\n\r\n";
     const char *b = "GET / HTTP/1.0\r\n\r\n";
-    assert_int_equal(sl_http_parse_request(a, strlen(a), &deflim, &r), (int)strlen(a));
-    assert_int_equal(sl_http_parse_request(b, strlen(b), &deflim, &r), (int)strlen(b));
+    parse_whole(a, &r);
+    parse_whole(b, &r);
     assert_int_equal(r.content_length, -1);
     assert_false(r.conn_close);
     assert_null(r.host);
@@ -994,14 +991,12 @@ static void test_request_reset_between_calls(void **state)
     assert_int_equal(r.n_headers, 0);
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
+TU_MAIN(NULL, NULL,
+        cmocka_unit_test(test_refused_heads),
         cmocka_unit_test(test_simple_get),
         cmocka_unit_test(test_well_known_headers),
         cmocka_unit_test(test_methods),
         cmocka_unit_test(test_method_refused_status),
-        cmocka_unit_test(test_bad_methods),
         cmocka_unit_test(test_pipelined),
         cmocka_unit_test(test_pipelined_bare_lf),
         cmocka_unit_test(test_bytes_after_head_ignored),
@@ -1010,23 +1005,17 @@ int main(void)
         cmocka_unit_test(test_bare_cr),
         cmocka_unit_test(test_leading_empty_lines),
         cmocka_unit_test(test_target_forms),
-        cmocka_unit_test(test_bad_targets),
         cmocka_unit_test(test_versions),
         cmocka_unit_test(test_version_505),
-        cmocka_unit_test(test_version_malformed),
-        cmocka_unit_test(test_field_syntax_errors),
         cmocka_unit_test(test_obs_fold),
-        cmocka_unit_test(test_ctl_in_value),
         cmocka_unit_test(test_values_trimmed),
         cmocka_unit_test(test_obs_text),
         cmocka_unit_test(test_host_required),
-        cmocka_unit_test(test_host_duplicate),
         cmocka_unit_test(test_host_values),
         cmocka_unit_test(test_content_length),
         cmocka_unit_test(test_content_length_invalid),
         cmocka_unit_test(test_content_length_shared),
         cmocka_unit_test(test_transfer_encoding_chunked),
-        cmocka_unit_test(test_transfer_encoding_501),
         cmocka_unit_test(test_transfer_encoding_400),
         cmocka_unit_test(test_transfer_encoding_with_content_length),
         cmocka_unit_test(test_transfer_encoding_http10),
@@ -1041,7 +1030,4 @@ int main(void)
         cmocka_unit_test(test_connection_over_lines),
         cmocka_unit_test(test_list_next),
         cmocka_unit_test(test_early_errors),
-        cmocka_unit_test(test_request_reset_between_calls),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+        cmocka_unit_test(test_request_reset_between_calls))

@@ -11,6 +11,8 @@
 
 #include <cmocka.h>
 
+#include "testutil.h"
+
 #include "proto.h"
 
 static const sl_http_limits lim = {8192, 8192, SL_HTTP_MAX_HEADERS};
@@ -125,12 +127,7 @@ static void test_head_skips_interim(void **state)
     assert_ptr_equal(sl_proxy_proto_find("http"), &sl_proxy_http);
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
+TU_MAIN(NULL, NULL,
         cmocka_unit_test(test_request_head),
         cmocka_unit_test(test_body_framing),
-        cmocka_unit_test(test_head_skips_interim),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+        cmocka_unit_test(test_head_skips_interim))

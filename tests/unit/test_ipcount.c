@@ -10,6 +10,8 @@
 
 #include <cmocka.h>
 
+#include "testutil.h"
+
 #include "ipcount.h"
 
 static sl_ipkey key4(const char *ip)
@@ -100,12 +102,7 @@ static void test_threads(void **state)
     sl_ipcount_free(shared);
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
+TU_MAIN(NULL, NULL,
         cmocka_unit_test(test_keys),
         cmocka_unit_test(test_counts_come_and_go),
-        cmocka_unit_test(test_threads),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+        cmocka_unit_test(test_threads))

@@ -7,6 +7,8 @@
 
 #include <cmocka.h>
 
+#include "testutil.h"
+
 #include "lookup.h"
 
 #define US 1000ull
@@ -92,14 +94,9 @@ static void test_average_is_weighted(void **state)
     assert_int_equal(p.avg_ns, 700 * US - 700 * US / 8 + SL_LOOKUP_SLOW_NS / 8);
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
+TU_MAIN(NULL, NULL,
         cmocka_unit_test(test_threads_until_enough_fast_samples),
         cmocka_unit_test(test_slow_thread_lookups_keep_threads),
         cmocka_unit_test(test_one_slow_inline_lookup_holds_threads),
         cmocka_unit_test(test_preemption_is_not_a_slow_lookup),
-        cmocka_unit_test(test_average_is_weighted),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+        cmocka_unit_test(test_average_is_weighted))

@@ -11,6 +11,8 @@
 
 #include <cmocka.h>
 
+#include "testutil.h"
+
 #include "mime.h"
 
 static const char *look(const sl_mime_table *t, const char *path)
@@ -18,93 +20,108 @@ static const char *look(const sl_mime_table *t, const char *path)
     return sl_mime_lookup(t, path, strlen(path));
 }
 
-static void test_default_web_and_text(void **state)
+/* Each path in pairs[i][0] must get the type pairs[i][1] from t. */
+static void expect_types(const sl_mime_table *t, const char *const (*pairs)[2], size_t n)
 {
-    const sl_mime_table *d = sl_mime_default();
-    assert_string_equal(look(d, "/index.html"), "text/html; charset=utf-8");
-    assert_string_equal(look(d, "/index.htm"), "text/html; charset=utf-8");
-    assert_string_equal(look(d, "/s.css"), "text/css; charset=utf-8");
-    assert_string_equal(look(d, "/a.js"), "text/javascript; charset=utf-8");
-    assert_string_equal(look(d, "/a.mjs"), "text/javascript; charset=utf-8");
-    assert_string_equal(look(d, "/a.json"), "application/json");
-    assert_string_equal(look(d, "/a.xml"), "application/xml");
-    assert_string_equal(look(d, "/a.txt"), "text/plain; charset=utf-8");
-    assert_string_equal(look(d, "/a.csv"), "text/csv; charset=utf-8");
-    assert_string_equal(look(d, "/a.md"), "text/markdown; charset=utf-8");
-    assert_string_equal(look(d, "/a.wasm"), "application/wasm");
-    assert_string_equal(look(d, "/a.pdf"), "application/pdf");
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(look(t, pairs[i][0]), pairs[i][1]))
+            fail_msg("\"%s\": %s, want %s", pairs[i][0], look(t, pairs[i][0]), pairs[i][1]);
 }
 
-static void test_default_images_and_fonts(void **state)
+/* The same for a table made of the n suffixes suf[] and their types typ[]. */
+static void expect_user_types(const char *const *suf, const char *const *typ, size_t n,
+                              const char *const (*pairs)[2], size_t npairs)
 {
-    const sl_mime_table *d = sl_mime_default();
-    static const char *pairs[][2] = {
-        {"a.png", "image/png"},    {"a.jpg", "image/jpeg"},     {"a.jpeg", "image/jpeg"},
-        {"a.gif", "image/gif"},    {"a.webp", "image/webp"},    {"a.avif", "image/avif"},
-        {"a.svg", "image/svg+xml"}, {"a.ico", "image/x-icon"},  {"a.bmp", "image/bmp"},
-        {"a.tif", "image/tiff"},   {"a.woff", "font/woff"},     {"a.woff2", "font/woff2"},
-        {"a.ttf", "font/ttf"},     {"a.otf", "font/otf"},
-    };
-    for (size_t i = 0; i < sizeof pairs / sizeof *pairs; i++) assert_string_equal(look(d, pairs[i][0]), pairs[i][1]);
+    sl_mime_table *t = sl_mime_table_new(suf, typ, n);
+    assert_non_null(t);
+    expect_types(t, pairs, npairs);
+    sl_mime_table_free(t);
 }
 
-static void test_default_audio_video(void **state)
-{
-    const sl_mime_table *d = sl_mime_default();
-    static const char *pairs[][2] = {
-        {"a.mp3", "audio/mpeg"},      {"a.ogg", "audio/ogg"},         {"a.oga", "audio/ogg"},
-        {"a.opus", "audio/ogg"},      {"a.wav", "audio/wav"},         {"a.flac", "audio/flac"},
-        {"a.m4a", "audio/mp4"},       {"a.aac", "audio/aac"},         {"a.mp4", "video/mp4"},
-        {"a.m4v", "video/mp4"},       {"a.webm", "video/webm"},       {"a.mkv", "video/x-matroska"},
-        {"a.mov", "video/quicktime"}, {"a.avi", "video/x-msvideo"},   {"a.flv", "video/x-flv"},
-        {"a.ts", "video/mp2t"},       {"a.m3u8", "application/vnd.apple.mpegurl"},
-        {"a.mpd", "application/dash+xml"},
-    };
-    for (size_t i = 0; i < sizeof pairs / sizeof *pairs; i++) assert_string_equal(look(d, pairs[i][0]), pairs[i][1]);
-}
+/* Paths and the type the default table gives them. */
+static const char *const default_types[][2] = {
+    /* Web and text. */
+    {"/index.html", "text/html; charset=utf-8"},
+    {"/index.htm", "text/html; charset=utf-8"},
+    {"/s.css", "text/css; charset=utf-8"},
+    {"/a.js", "text/javascript; charset=utf-8"},
+    {"/a.mjs", "text/javascript; charset=utf-8"},
+    {"/a.json", "application/json"},
+    {"/a.xml", "application/xml"},
+    {"/a.txt", "text/plain; charset=utf-8"},
+    {"/a.csv", "text/csv; charset=utf-8"},
+    {"/a.md", "text/markdown; charset=utf-8"},
+    {"/a.wasm", "application/wasm"},
+    {"/a.pdf", "application/pdf"},
+    /* Images and fonts. */
+    {"a.png", "image/png"},
+    {"a.jpg", "image/jpeg"},
+    {"a.jpeg", "image/jpeg"},
+    {"a.gif", "image/gif"},
+    {"a.webp", "image/webp"},
+    {"a.avif", "image/avif"},
+    {"a.svg", "image/svg+xml"},
+    {"a.ico", "image/x-icon"},
+    {"a.bmp", "image/bmp"},
+    {"a.tif", "image/tiff"},
+    {"a.woff", "font/woff"},
+    {"a.woff2", "font/woff2"},
+    {"a.ttf", "font/ttf"},
+    {"a.otf", "font/otf"},
+    /* Audio and video. */
+    {"a.mp3", "audio/mpeg"},
+    {"a.ogg", "audio/ogg"},
+    {"a.oga", "audio/ogg"},
+    {"a.opus", "audio/ogg"},
+    {"a.wav", "audio/wav"},
+    {"a.flac", "audio/flac"},
+    {"a.m4a", "audio/mp4"},
+    {"a.aac", "audio/aac"},
+    {"a.mp4", "video/mp4"},
+    {"a.m4v", "video/mp4"},
+    {"a.webm", "video/webm"},
+    {"a.mkv", "video/x-matroska"},
+    {"a.mov", "video/quicktime"},
+    {"a.avi", "video/x-msvideo"},
+    {"a.flv", "video/x-flv"},
+    {"a.ts", "video/mp2t"},
+    {"a.m3u8", "application/vnd.apple.mpegurl"},
+    {"a.mpd", "application/dash+xml"},
+    /* Archives. */
+    {"a.zip", "application/zip"},
+    {"a.gz", "application/gzip"},
+    {"a.tgz", "application/x-gtar"},
+    {"a.tar.gz", "application/x-gtar"},
+    {"a.tar", "application/x-tar"},
+    {"a.bz2", "application/x-bzip2"},
+    {"a.xz", "application/x-xz"},
+    {"a.zst", "application/zstd"},
+    {"a.7z", "application/x-7z-compressed"},
+    {"a.rar", "application/vnd.rar"},
+    {"a.iso", "application/x-iso9660-image"},
+    /* The longest suffix wins. */
+    {"/dl/x-1.0.tar.gz", "application/x-gtar"},
+    {"/dl/x-1.0.gz", "application/gzip"},
+    {"/dl/x.tar.gz.gz", "application/gzip"},
+    {"/dl/star.gz", "application/gzip"}, /* "star.gz" ends in "tar.gz" but not ".tar.gz" */
+    /* Suffixes match in any case. */
+    {"/A/INDEX.HTML", "text/html; charset=utf-8"},
+    {"/photo.JpG", "image/jpeg"},
+    {"/x.TAR.GZ", "application/x-gtar"},
+    /* Unknown: application/octet-stream. */
+    {"/file", "application/octet-stream"},
+    {"/file.unknownext", "application/octet-stream"},
+    {"", "application/octet-stream"},
+    {"/dir.html/file", "application/octet-stream"},
+    {"/html", "application/octet-stream"},
+    {"/a.html.", "application/octet-stream"},
+    {"/a.html/", "application/octet-stream"},
+    {"/caf\xc3\xa9.\xff", "application/octet-stream"},
+};
 
-static void test_default_archives(void **state)
+static void test_default_types(void **state)
 {
-    const sl_mime_table *d = sl_mime_default();
-    static const char *pairs[][2] = {
-        {"a.zip", "application/zip"},          {"a.gz", "application/gzip"},
-        {"a.tgz", "application/x-gtar"},       {"a.tar.gz", "application/x-gtar"},
-        {"a.tar", "application/x-tar"},        {"a.bz2", "application/x-bzip2"},
-        {"a.xz", "application/x-xz"},          {"a.zst", "application/zstd"},
-        {"a.7z", "application/x-7z-compressed"}, {"a.rar", "application/vnd.rar"},
-        {"a.iso", "application/x-iso9660-image"},
-    };
-    for (size_t i = 0; i < sizeof pairs / sizeof *pairs; i++) assert_string_equal(look(d, pairs[i][0]), pairs[i][1]);
-}
-
-static void test_default_longest_suffix(void **state)
-{
-    const sl_mime_table *d = sl_mime_default();
-    assert_string_equal(look(d, "/dl/x-1.0.tar.gz"), "application/x-gtar");
-    assert_string_equal(look(d, "/dl/x-1.0.gz"), "application/gzip");
-    assert_string_equal(look(d, "/dl/x.tar.gz.gz"), "application/gzip");
-    assert_string_equal(look(d, "/dl/star.gz"), "application/gzip"); /* "star.gz" ends in "tar.gz" but not ".tar.gz" */
-}
-
-static void test_default_case_insensitive(void **state)
-{
-    const sl_mime_table *d = sl_mime_default();
-    assert_string_equal(look(d, "/A/INDEX.HTML"), "text/html; charset=utf-8");
-    assert_string_equal(look(d, "/photo.JpG"), "image/jpeg");
-    assert_string_equal(look(d, "/x.TAR.GZ"), "application/x-gtar");
-}
-
-static void test_default_unknown_is_octet_stream(void **state)
-{
-    const sl_mime_table *d = sl_mime_default();
-    assert_string_equal(look(d, "/file"), "application/octet-stream");
-    assert_string_equal(look(d, "/file.unknownext"), "application/octet-stream");
-    assert_string_equal(look(d, ""), "application/octet-stream");
-    assert_string_equal(look(d, "/dir.html/file"), "application/octet-stream");
-    assert_string_equal(look(d, "/html"), "application/octet-stream");
-    assert_string_equal(look(d, "/a.html."), "application/octet-stream");
-    assert_string_equal(look(d, "/a.html/"), "application/octet-stream");
-    assert_string_equal(look(d, "/caf\xc3\xa9.\xff"), "application/octet-stream");
+    expect_types(sl_mime_default(), default_types, TU_LEN(default_types));
 }
 
 static void test_default_only_len_bytes_count(void **state)
@@ -134,74 +151,59 @@ static void test_default_text_types_carry_charset(void **state)
 
 static void test_user_table_basic(void **state)
 {
-    const char *suf[] = {".html", ".gz", ".tar.gz", "README", ""};
-    const char *typ[] = {"text/html", "application/gzip", "application/x-tgz", "text/plain", "text/x-fallback"};
-    sl_mime_table *t = sl_mime_table_new(suf, typ, 5);
-    assert_non_null(t);
-    assert_string_equal(look(t, "/a.html"), "text/html");
-    assert_string_equal(look(t, "/a.HTML"), "text/html");
-    assert_string_equal(look(t, "/a.tar.gz"), "application/x-tgz");
-    assert_string_equal(look(t, "/a.gz"), "application/gzip");
-    assert_string_equal(look(t, "/docs/README"), "text/plain");
-    assert_string_equal(look(t, "/docs/readme"), "text/plain");
-    assert_string_equal(look(t, "README"), "text/plain");
-    assert_string_equal(look(t, "/a.css"), "text/x-fallback");
-    assert_string_equal(look(t, ""), "text/x-fallback");
-    sl_mime_table_free(t);
+    static const char *const suf[] = {".html", ".gz", ".tar.gz", "README", ""};
+    static const char *const typ[] = {"text/html", "application/gzip", "application/x-tgz",
+                                      "text/plain", "text/x-fallback"};
+    static const char *const want[][2] = {
+        {"/a.html", "text/html"}, {"/a.HTML", "text/html"}, {"/a.tar.gz", "application/x-tgz"},
+        {"/a.gz", "application/gzip"}, {"/docs/README", "text/plain"},
+        {"/docs/readme", "text/plain"}, {"README", "text/plain"}, {"/a.css", "text/x-fallback"},
+        {"", "text/x-fallback"},
+    };
+    expect_user_types(suf, typ, TU_LEN(suf), want, TU_LEN(want));
 }
 
 static void test_user_table_suffix_semantics(void **state)
 {
     /* A key is a plain suffix: "README" also matches "NOTREADME"; "/README" pins the whole name. */
-    const char *suf[] = {"README", "/LICENSE"};
-    const char *typ[] = {"text/a", "text/b"};
-    sl_mime_table *t = sl_mime_table_new(suf, typ, 2);
-    assert_non_null(t);
-    assert_string_equal(look(t, "/x/NOTREADME"), "text/a");
-    assert_string_equal(look(t, "/x/LICENSE"), "text/b");
-    assert_string_equal(look(t, "/x/MYLICENSE"), "application/octet-stream");
-    assert_string_equal(look(t, "LICENSE"), "application/octet-stream");
-    sl_mime_table_free(t);
+    static const char *const suf[] = {"README", "/LICENSE"};
+    static const char *const typ[] = {"text/a", "text/b"};
+    static const char *const want[][2] = {
+        {"/x/NOTREADME", "text/a"},
+        {"/x/LICENSE", "text/b"},
+        {"/x/MYLICENSE", "application/octet-stream"},
+        {"LICENSE", "application/octet-stream"},
+    };
+    expect_user_types(suf, typ, TU_LEN(suf), want, TU_LEN(want));
 }
 
 static void test_user_table_without_fallback(void **state)
 {
-    const char *suf[] = {".a"};
-    const char *typ[] = {"x/a"};
-    sl_mime_table *t = sl_mime_table_new(suf, typ, 1);
-    assert_non_null(t);
-    assert_string_equal(look(t, "/f.b"), "application/octet-stream");
-    sl_mime_table_free(t);
+    static const char *const suf[] = {".a"}, *const typ[] = {"x/a"};
+    static const char *const want[][2] = {{"/f.b", "application/octet-stream"}};
+    expect_user_types(suf, typ, 1, want, 1);
 }
 
 static void test_user_table_empty(void **state)
 {
-    sl_mime_table *t = sl_mime_table_new(NULL, NULL, 0);
-    assert_non_null(t);
-    assert_string_equal(look(t, "/a.html"), "application/octet-stream");
-    assert_string_equal(look(t, ""), "application/octet-stream");
-    sl_mime_table_free(t);
+    static const char *const want[][2] = {{"/a.html", "application/octet-stream"},
+                                          {"", "application/octet-stream"}};
+    expect_user_types(NULL, NULL, 0, want, 2);
 }
 
 static void test_user_table_only_fallback(void **state)
 {
-    const char *suf[] = {""};
-    const char *typ[] = {"text/plain"};
-    sl_mime_table *t = sl_mime_table_new(suf, typ, 1);
-    assert_non_null(t);
-    assert_string_equal(look(t, "/a.html"), "text/plain");
-    sl_mime_table_free(t);
+    static const char *const suf[] = {""}, *const typ[] = {"text/plain"};
+    static const char *const want[][2] = {{"/a.html", "text/plain"}};
+    expect_user_types(suf, typ, 1, want, 1);
 }
 
 static void test_user_table_last_duplicate_wins(void **state)
 {
-    const char *suf[] = {".txt", ".TXT", "", ""};
-    const char *typ[] = {"first", "second", "fb1", "fb2"};
-    sl_mime_table *t = sl_mime_table_new(suf, typ, 4);
-    assert_non_null(t);
-    assert_string_equal(look(t, "/a.txt"), "second");
-    assert_string_equal(look(t, "/a"), "fb2");
-    sl_mime_table_free(t);
+    static const char *const suf[] = {".txt", ".TXT", "", ""};
+    static const char *const typ[] = {"first", "second", "fb1", "fb2"};
+    static const char *const want[][2] = {{"/a.txt", "second"}, {"/a", "fb2"}};
+    expect_user_types(suf, typ, TU_LEN(suf), want, TU_LEN(want));
 }
 
 static void test_user_table_copies_strings(void **state)
@@ -334,17 +336,9 @@ static void test_default_first_call_from_threads(void **state)
     assert_string_equal(look(res[0], "/a.webp"), "image/webp");
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
+TU_MAIN(NULL, NULL,
         cmocka_unit_test(test_default_first_call_from_threads),
-        cmocka_unit_test(test_default_web_and_text),
-        cmocka_unit_test(test_default_images_and_fonts),
-        cmocka_unit_test(test_default_audio_video),
-        cmocka_unit_test(test_default_archives),
-        cmocka_unit_test(test_default_longest_suffix),
-        cmocka_unit_test(test_default_case_insensitive),
-        cmocka_unit_test(test_default_unknown_is_octet_stream),
+        cmocka_unit_test(test_default_types),
         cmocka_unit_test(test_default_only_len_bytes_count),
         cmocka_unit_test(test_null_table_is_default),
         cmocka_unit_test(test_default_text_types_carry_charset),
@@ -358,7 +352,4 @@ int main(void)
         cmocka_unit_test(test_user_table_rejects_null_strings),
         cmocka_unit_test(test_free_null_and_default),
         cmocka_unit_test(test_user_table_large),
-        cmocka_unit_test(test_randomized_against_brute_force),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+        cmocka_unit_test(test_randomized_against_brute_force))

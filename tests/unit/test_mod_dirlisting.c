@@ -7,6 +7,8 @@
 
 #include <cmocka.h>
 
+#include "testutil.h"
+
 #include "mod_dirlisting.h"
 
 static void test_size_text(void **state)
@@ -28,10 +30,5 @@ static void test_size_text(void **state)
     }
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_size_text),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+TU_MAIN(NULL, NULL,
+        cmocka_unit_test(test_size_text))

@@ -8,6 +8,8 @@
 
 #include <cmocka.h>
 
+#include "testutil.h"
+
 #include "mod_proxy.h"
 
 static const char *const roots[] = {"/srv/www", "/var/media"};
@@ -51,11 +53,6 @@ static void test_xsendfile_escapes_are_refused(void **state)
                      -ENAMETOOLONG);
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
+TU_MAIN(NULL, NULL,
         cmocka_unit_test(test_xsendfile_inside_roots),
-        cmocka_unit_test(test_xsendfile_escapes_are_refused),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+        cmocka_unit_test(test_xsendfile_escapes_are_refused))

@@ -13,6 +13,8 @@
 
 #include <cmocka.h>
 
+#include "testutil.h"
+
 #include "conf.h"
 #include "connection.h"
 #include "core_conf.h"
@@ -23,33 +25,19 @@
 static char root[] = "/tmp/sl_static_XXXXXX";
 static char outside[] = "/tmp/sl_static_out_XXXXXX";
 
-static void put(const char *rel, const char *data)
-{
-    char p[512];
-    snprintf(p, sizeof p, "%s/%s", root, rel);
-    FILE *f = fopen(p, "w");
-    assert_non_null(f);
-    fputs(data, f);
-    fclose(f);
-}
-
 static int setup(void **state)
 {
     assert_non_null(mkdtemp(root));
     assert_non_null(mkdtemp(outside));
     char p[512], q[512];
-    put("hello.txt", "hello, world\n");
-    put("page.html", "<p>hi</p>");
-    put("secret.inc", "no");
-    snprintf(p, sizeof p, "%s/dir", root);
-    mkdir(p, 0755);
-    put("dir/index.html", "index");
-    snprintf(p, sizeof p, "%s/empty", root);
-    mkdir(p, 0755);
+    tu_put(root, "hello.txt", "hello, world\n");
+    tu_put(root, "page.html", "<p>hi</p>");
+    tu_put(root, "secret.inc", "no");
+    tu_mkdir(root, "dir", 0755);
+    tu_put(root, "dir/index.html", "index");
+    tu_mkdir(root, "empty", 0755);
+    tu_put(outside, "passwd", "root:x:0:0");
     snprintf(p, sizeof p, "%s/passwd", outside);
-    FILE *f = fopen(p, "w");
-    fputs("root:x:0:0", f);
-    fclose(f);
     snprintf(q, sizeof q, "%s/out", root);
     assert_int_equal(symlink(p, q), 0);
     snprintf(q, sizeof q, "%s/in", root);
@@ -61,9 +49,7 @@ static int setup(void **state)
 
 static int teardown(void **state)
 {
-    char cmd[600];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s' '%s'", root, outside);
-    return system(cmd) == 0 ? 0 : -1;
+    return tu_rmtree(root) | tu_rmtree(outside);
 }
 
 /* A conf block for the static module, loaded from a config like the server's, in memory the
@@ -98,6 +84,23 @@ static void conf_done(tconf *s)
     sl_conf_free(s->cs);
 }
 
+/* cmocka set-up and tear-down: a tconf for the test's state. */
+static int conf_open(void **state)
+{
+    tconf *s = malloc(sizeof *s);
+    if (!s) return -1;
+    conf(s);
+    *state = s;
+    return 0;
+}
+
+static int conf_close(void **state)
+{
+    conf_done(*state);
+    free(*state);
+    return 0;
+}
+
 #define CORE(s) ((sl_core_conf *)sl_core((s)->b))
 #define ST(s) ((sl_static_conf *)SL_MODCONF((s)->b, sl_mod_static, sl_static_conf))
 
@@ -124,189 +127,169 @@ static sl_static_result run(const tconf *s, const char *raw)
 
 static void test_regular_file(void **state)
 {
-    tconf s;
-    conf(&s);
-    sl_static_result r = run(&s, GET("/hello.txt", ""));
+    tconf *s = *state;
+    sl_static_result r = run(s, GET("/hello.txt", ""));
     assert_int_equal(r.status, 200);
     assert_int_equal(r.st.st_size, 13);
     assert_string_equal(r.content_type, "text/plain; charset=utf-8");
     assert_true(r.etag[0] == '"');
-    assert_int_equal(run(&s, "HEAD /page.html HTTP/1.0\r\n\r\n").status, 200);
-    conf_done(&s);
+    assert_int_equal(run(s, "HEAD /page.html HTTP/1.0\r\n\r\n").status, 200);
 }
 
 static void test_missing_and_not_a_dir(void **state)
 {
-    tconf s;
-    conf(&s);
-    sl_static_result r = run(&s, GET("/nope", ""));
+    tconf *s = *state;
+    sl_static_result r = run(s, GET("/nope", ""));
     assert_int_equal(r.status, 404);
     assert_int_equal(r.err, -ENOENT);
-    assert_int_equal(run(&s, GET("/hello.txt/x", "")).status, 404);
-    conf_done(&s);
+    assert_int_equal(run(s, GET("/hello.txt/x", "")).status, 404);
 }
 
 static void test_directories(void **state)
 {
-    tconf s;
-    conf(&s);
-    assert_int_equal(run(&s, GET("/dir", "")).status, 301);
-    sl_static_result r = run(&s, GET("/dir/", ""));
+    tconf *s = *state;
+    assert_int_equal(run(s, GET("/dir", "")).status, 301);
+    sl_static_result r = run(s, GET("/dir/", ""));
     assert_int_equal(r.status, 200);
     assert_int_equal(r.st.st_size, 5);
     assert_string_equal(r.content_type, "text/html; charset=utf-8");
-    assert_int_equal(run(&s, GET("/empty/", "")).status, 403);
-    assert_int_equal(run(&s, GET("/", "")).status, 403);
-    conf_done(&s);
+    assert_int_equal(run(s, GET("/empty/", "")).status, 403);
+    assert_int_equal(run(s, GET("/", "")).status, 403);
 }
 
 /* A name longer than the file system allows is no file: 404, never 414 (the URI was not too
  * long; the parser answers that). */
 static void test_name_too_long_is_404(void **state)
 {
-    tconf s;
-    conf(&s);
+    tconf *s = *state;
     char raw[1024], name[300];
     memset(name, 'n', 256);
     name[256] = 0;
     snprintf(raw, sizeof raw, GET("/%s", ""), name);
-    sl_static_result r = run(&s, raw);
+    sl_static_result r = run(s, raw);
     assert_int_equal(r.status, 404);
     assert_int_equal(r.err, -ENAMETOOLONG);
     snprintf(raw, sizeof raw, GET("/dir/%s/x", ""), name);
-    assert_int_equal(run(&s, raw).status, 404);
+    assert_int_equal(run(s, raw).status, 404);
     assert_int_equal(sl_errno_to_status(-ENAMETOOLONG), 404);
     /* From a backend's X-Sendfile path too: the file is not there. */
     assert_int_equal(sl_static_backend_status(sl_errno_to_status(-ENAMETOOLONG)), 404);
     assert_int_equal(sl_static_backend_status(sl_errno_to_status(-EINVAL)), 502);
-    conf_done(&s);
 }
 
 static void test_symlinks_and_special_files(void **state)
 {
-    tconf s;
-    conf(&s);
-    assert_int_equal(run(&s, GET("/out", "")).status, 403); /* leads out of the root */
-    assert_int_equal(run(&s, GET("/in", "")).status, 200);
-    assert_int_equal(run(&s, GET("/fifo", "")).status, 403); /* and did not block */
-    CORE(&s)->follow_symlink = false;
-    assert_int_equal(run(&s, GET("/in", "")).status, 403);
-    conf_done(&s);
+    tconf *s = *state;
+    assert_int_equal(run(s, GET("/out", "")).status, 403); /* leads out of the root */
+    assert_int_equal(run(s, GET("/in", "")).status, 200);
+    assert_int_equal(run(s, GET("/fifo", "")).status, 403); /* and did not block */
+    CORE(s)->follow_symlink = false;
+    assert_int_equal(run(s, GET("/in", "")).status, 403);
 }
 
 static void test_deny_lists_and_methods(void **state)
 {
-    tconf s;
-    conf(&s);
+    tconf *s = *state;
     static const char *const deny[] = {".inc"};
-    ST(&s)->access_deny.v = deny;
-    ST(&s)->access_deny.n = 1;
-    assert_int_equal(run(&s, GET("/secret.inc", "")).status, 403);
-    ST(&s)->access_deny.n = 0;
-    ST(&s)->exclude_extensions.v = deny;
-    ST(&s)->exclude_extensions.n = 1;
-    assert_int_equal(run(&s, GET("/secret.inc", "")).status, 403);
-    assert_int_equal(run(&s, "POST /hello.txt HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n")
+    ST(s)->access_deny.v = deny;
+    ST(s)->access_deny.n = 1;
+    assert_int_equal(run(s, GET("/secret.inc", "")).status, 403);
+    ST(s)->access_deny.n = 0;
+    ST(s)->exclude_extensions.v = deny;
+    ST(s)->exclude_extensions.n = 1;
+    assert_int_equal(run(s, GET("/secret.inc", "")).status, 403);
+    assert_int_equal(run(s, "POST /hello.txt HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n")
                          .status,
                      405);
-    assert_int_equal(run(&s, "DELETE /hello.txt HTTP/1.1\r\nHost: x\r\n\r\n").status, 405);
+    assert_int_equal(run(s, "DELETE /hello.txt HTTP/1.1\r\nHost: x\r\n\r\n").status, 405);
     /* A method HTTP does not define is not "not allowed" here: it is not implemented at all. */
-    assert_int_equal(run(&s, "FOO /hello.txt HTTP/1.1\r\nHost: x\r\n\r\n").status, 501);
-    assert_int_equal(run(&s, "get /hello.txt HTTP/1.1\r\nHost: x\r\n\r\n").status, 501);
-    conf_done(&s);
+    assert_int_equal(run(s, "FOO /hello.txt HTTP/1.1\r\nHost: x\r\n\r\n").status, 501);
+    assert_int_equal(run(s, "get /hello.txt HTTP/1.1\r\nHost: x\r\n\r\n").status, 501);
 }
 
 static void test_conditional_requests(void **state)
 {
-    tconf s;
-    conf(&s);
-    sl_static_result r = run(&s, GET("/hello.txt", ""));
+    tconf *s = *state;
+    sl_static_result r = run(s, GET("/hello.txt", ""));
     char raw[512], date[SL_HTTP_DATE_LEN + 1];
     snprintf(raw, sizeof raw, GET("/hello.txt", "If-None-Match: %s\r\n"), r.etag);
-    assert_int_equal(run(&s, raw).status, 304);
+    assert_int_equal(run(s, raw).status, 304);
     snprintf(raw, sizeof raw, GET("/hello.txt", "If-Match: \"nope\"\r\n"));
-    assert_int_equal(run(&s, raw).status, 412);
+    assert_int_equal(run(s, raw).status, 412);
     sl_http_date_format(r.st.st_mtim.tv_sec, date);
     snprintf(raw, sizeof raw, GET("/hello.txt", "If-Modified-Since: %s\r\n"), date);
-    assert_int_equal(run(&s, raw).status, 304);
+    assert_int_equal(run(s, raw).status, 304);
     sl_http_date_format(r.st.st_mtim.tv_sec - 10, date);
     snprintf(raw, sizeof raw, GET("/hello.txt", "If-Unmodified-Since: %s\r\n"), date);
-    assert_int_equal(run(&s, raw).status, 412);
-    conf_done(&s);
+    assert_int_equal(run(s, raw).status, 412);
 }
 
 /* Fields on several lines: the entity-tag lists join (RFC 9110 §5.3), the dates are a list of
  * dates, which is ignored (§13.1.3, §13.1.4). */
 static void test_conditionals_over_lines(void **state)
 {
-    tconf s;
-    conf(&s);
-    sl_static_result r = run(&s, GET("/hello.txt", ""));
+    tconf *s = *state;
+    sl_static_result r = run(s, GET("/hello.txt", ""));
     char raw[768], date[SL_HTTP_DATE_LEN + 1];
     snprintf(raw, sizeof raw, GET("/hello.txt", "If-None-Match: \"x\"\r\nIf-None-Match: %s\r\n"),
              r.etag);
-    assert_int_equal(run(&s, raw).status, 304);
+    assert_int_equal(run(s, raw).status, 304);
     snprintf(raw, sizeof raw, GET("/hello.txt", "If-Match: \"x\"\r\nIf-Match: %s\r\n"), r.etag);
-    assert_int_equal(run(&s, raw).status, 200);
+    assert_int_equal(run(s, raw).status, 200);
     snprintf(raw, sizeof raw, GET("/hello.txt", "If-Match: \"x\"\r\nIf-Match: \"y\"\r\n"));
-    assert_int_equal(run(&s, raw).status, 412);
+    assert_int_equal(run(s, raw).status, 412);
     sl_http_date_format(r.st.st_mtim.tv_sec, date);
     snprintf(raw, sizeof raw, GET("/hello.txt", "If-Modified-Since: %s\r\nIf-Modified-Since: %s\r\n"),
              date, date);
-    assert_int_equal(run(&s, raw).status, 200);
+    assert_int_equal(run(s, raw).status, 200);
     sl_http_date_format(r.st.st_mtim.tv_sec - 10, date);
     snprintf(raw, sizeof raw,
              GET("/hello.txt", "If-Unmodified-Since: %s\r\nIf-Unmodified-Since: %s\r\n"), date, date);
-    assert_int_equal(run(&s, raw).status, 200);
-    conf_done(&s);
+    assert_int_equal(run(s, raw).status, 200);
 }
 
 /* Range and If-Range are singletons: on two lines, the whole file. */
 static void test_ranges_over_lines(void **state)
 {
-    tconf s;
-    conf(&s);
-    sl_static_result r = run(&s, GET("/hello.txt", ""));
-    assert_int_equal(run(&s, GET("/hello.txt", "Range: bytes=0-1\r\nRange: bytes=0-1\r\n")).status,
+    tconf *s = *state;
+    sl_static_result r = run(s, GET("/hello.txt", ""));
+    assert_int_equal(run(s, GET("/hello.txt", "Range: bytes=0-1\r\nRange: bytes=0-1\r\n")).status,
                      200);
     char raw[768];
     snprintf(raw, sizeof raw, GET("/hello.txt", "Range: bytes=0-1\r\nIf-Range: %s\r\n"), r.etag);
-    assert_int_equal(run(&s, raw).status, 206);
+    assert_int_equal(run(s, raw).status, 206);
     snprintf(raw, sizeof raw,
              GET("/hello.txt", "Range: bytes=0-1\r\nIf-Range: %s\r\nIf-Range: %s\r\n"), r.etag,
              r.etag);
-    assert_int_equal(run(&s, raw).status, 200);
-    conf_done(&s);
+    assert_int_equal(run(s, raw).status, 200);
 }
 
 static void test_ranges(void **state)
 {
-    tconf s;
-    conf(&s);
-    sl_static_result r = run(&s, GET("/hello.txt", "Range: bytes=0-4\r\n"));
+    tconf *s = *state;
+    sl_static_result r = run(s, GET("/hello.txt", "Range: bytes=0-4\r\n"));
     assert_int_equal(r.status, 206);
     assert_int_equal(r.n_ranges, 1);
     assert_int_equal(r.ranges[0].first, 0);
     assert_int_equal(r.ranges[0].last, 4);
-    r = run(&s, GET("/hello.txt", "Range: bytes=0-1,5-6\r\n"));
+    r = run(s, GET("/hello.txt", "Range: bytes=0-1,5-6\r\n"));
     assert_int_equal(r.status, 206);
     assert_int_equal(r.n_ranges, 2);
-    assert_int_equal(run(&s, GET("/hello.txt", "Range: bytes=100-\r\n")).status, 416);
-    assert_int_equal(run(&s, GET("/hello.txt", "Range: lines=1-2\r\n")).status, 200);
+    assert_int_equal(run(s, GET("/hello.txt", "Range: bytes=100-\r\n")).status, 416);
+    assert_int_equal(run(s, GET("/hello.txt", "Range: lines=1-2\r\n")).status, 200);
     char raw[512];
     snprintf(raw, sizeof raw, GET("/hello.txt", "Range: bytes=0-1\r\nIf-Range: %s\r\n"), r.etag);
-    assert_int_equal(run(&s, raw).status, 206);
+    assert_int_equal(run(s, raw).status, 206);
     snprintf(raw, sizeof raw, GET("/hello.txt", "Range: bytes=0-1\r\nIf-Range: \"stale\"\r\n"));
-    assert_int_equal(run(&s, raw).status, 200);
-    assert_int_equal(run(&s, "HEAD /hello.txt HTTP/1.1\r\nHost: x\r\nRange: bytes=0-1\r\n\r\n")
+    assert_int_equal(run(s, raw).status, 200);
+    assert_int_equal(run(s, "HEAD /hello.txt HTTP/1.1\r\nHost: x\r\nRange: bytes=0-1\r\n\r\n")
                          .status,
                      200);
-    assert_true(run(&s, GET("/hello.txt", "")).accept_ranges);
-    CORE(&s)->range_requests = false;
-    r = run(&s, GET("/hello.txt", "Range: bytes=0-4\r\n"));
+    assert_true(run(s, GET("/hello.txt", "")).accept_ranges);
+    CORE(s)->range_requests = false;
+    r = run(s, GET("/hello.txt", "Range: bytes=0-4\r\n"));
     assert_int_equal(r.status, 200);
     assert_false(r.accept_ranges);
-    conf_done(&s);
 }
 
 static void test_open_beneath_refuses_escapes(void **state)
@@ -334,62 +317,58 @@ static void resolve_flags(const tconf *s, const char *path, unsigned flags, int 
 
 static void test_cached_lookup_and_preopened_fd(void **state)
 {
-    tconf s;
-    conf(&s);
+    tconf *s = *state;
     sl_static_result r;
     /* Just created, so in the dentry cache: the cached-only lookup succeeds without waiting. */
-    resolve_flags(&s, "/hello.txt", SL_RESOLVE_CACHED, -1, &r);
+    resolve_flags(s, "/hello.txt", SL_RESOLVE_CACHED, -1, &r);
     assert_int_equal(r.status, 200);
     close(r.fd);
     /* A file the ring opened: the decision continues from its fd. */
     int fd = open(root, O_PATH | O_DIRECTORY);
     int f = openat(fd, "hello.txt", O_RDONLY);
     close(fd);
-    resolve_flags(&s, "/hello.txt", SL_RESOLVE_PREOPENED, f, &r);
+    resolve_flags(s, "/hello.txt", SL_RESOLVE_PREOPENED, f, &r);
     assert_int_equal(r.status, 200);
     assert_int_equal(r.fd, f);
     assert_int_equal(r.st.st_size, 13);
     close(r.fd);
     /* The ring's errors map like the loop's own. */
-    resolve_flags(&s, "/nope", SL_RESOLVE_PREOPENED, -ENOENT, &r);
+    resolve_flags(s, "/nope", SL_RESOLVE_PREOPENED, -ENOENT, &r);
     assert_int_equal(r.status, 404);
-    resolve_flags(&s, "/out", SL_RESOLVE_PREOPENED, -EXDEV, &r);
+    resolve_flags(s, "/out", SL_RESOLVE_PREOPENED, -EXDEV, &r);
     assert_int_equal(r.status, 403);
     /* O_NOATIME refused by the kernel (not the owner): status 0 asks for an open without it. */
-    CORE(&s)->use_noatime = true;
-    resolve_flags(&s, "/hello.txt", SL_RESOLVE_PREOPENED, -EPERM, &r);
+    CORE(s)->use_noatime = true;
+    resolve_flags(s, "/hello.txt", SL_RESOLVE_PREOPENED, -EPERM, &r);
     assert_int_equal(r.status, 0);
     assert_int_equal(r.err, -EPERM);
-    assert_true(sl_static_open_flags(s.b) & O_NOATIME);
-    CORE(&s)->use_noatime = false;
-    resolve_flags(&s, "/hello.txt", SL_RESOLVE_PREOPENED, -EPERM, &r);
+    assert_true(sl_static_open_flags(s->b) & O_NOATIME);
+    CORE(s)->use_noatime = false;
+    resolve_flags(s, "/hello.txt", SL_RESOLVE_PREOPENED, -EPERM, &r);
     assert_int_equal(r.status, 403);
     /* A directory opened by the ring still gets its index file. */
     fd = open(root, O_PATH | O_DIRECTORY);
     f = openat(fd, "dir", O_RDONLY | O_DIRECTORY);
     close(fd);
-    resolve_flags(&s, "/dir/", SL_RESOLVE_PREOPENED, f, &r);
+    resolve_flags(s, "/dir/", SL_RESOLVE_PREOPENED, f, &r);
     assert_int_equal(r.status, 200);
     assert_int_equal(r.st.st_size, 5);
     close(r.fd);
-    conf_done(&s);
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_regular_file),
-        cmocka_unit_test(test_missing_and_not_a_dir),
-        cmocka_unit_test(test_directories),
-        cmocka_unit_test(test_symlinks_and_special_files),
-        cmocka_unit_test(test_deny_lists_and_methods),
-        cmocka_unit_test(test_conditional_requests),
-        cmocka_unit_test(test_conditionals_over_lines),
-        cmocka_unit_test(test_ranges_over_lines),
-        cmocka_unit_test(test_ranges),
-        cmocka_unit_test(test_name_too_long_is_404),
+/* A test given a fresh tconf as its state. */
+#define CONF_TEST(test) cmocka_unit_test_setup_teardown(test, conf_open, conf_close)
+
+TU_MAIN(setup, teardown,
+        CONF_TEST(test_regular_file),
+        CONF_TEST(test_missing_and_not_a_dir),
+        CONF_TEST(test_directories),
+        CONF_TEST(test_symlinks_and_special_files),
+        CONF_TEST(test_deny_lists_and_methods),
+        CONF_TEST(test_conditional_requests),
+        CONF_TEST(test_conditionals_over_lines),
+        CONF_TEST(test_ranges_over_lines),
+        CONF_TEST(test_ranges),
+        CONF_TEST(test_name_too_long_is_404),
         cmocka_unit_test(test_open_beneath_refuses_escapes),
-        cmocka_unit_test(test_cached_lookup_and_preopened_fd),
-    };
-    return cmocka_run_group_tests(tests, setup, teardown);
-}
+        CONF_TEST(test_cached_lookup_and_preopened_fd))

@@ -16,6 +16,8 @@
 #include <unistd.h>
 
 #include <cmocka.h>
+
+#include "testutil.h"
 #include <event2/event.h>
 #include <sys/socket.h>
 
@@ -306,9 +308,7 @@ static void test_registry(void **state)
     assert_null(sl_netback_find(""));
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
+TU_MAIN(setup, teardown,
         cmocka_unit_test(test_sync_read_whole_block),
         cmocka_unit_test(test_sync_read_stops_at_eof),
         cmocka_unit_test(test_sync_read_reports_errno),
@@ -316,7 +316,4 @@ int main(void)
         cmocka_unit_test(test_registry),
         cmocka_unit_test(test_every_backend_sends_ranges),
         cmocka_unit_test(test_truncated_file_is_reported),
-        cmocka_unit_test(test_hybrid_trusts_the_memo_for_a_cached_file),
-    };
-    return cmocka_run_group_tests(tests, setup, teardown);
-}
+        cmocka_unit_test(test_hybrid_trusts_the_memo_for_a_cached_file))

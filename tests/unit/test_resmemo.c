@@ -8,6 +8,8 @@
 
 #include <cmocka.h>
 
+#include "testutil.h"
+
 #include "resmemo.h"
 
 static sl_file_id file(uint64_t ino)
@@ -165,15 +167,10 @@ static void test_slots_shared_never_confuse_files(void **state)
     sl_resmemo_free(m2);
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
+TU_MAIN(NULL, NULL,
         cmocka_unit_test(test_trusted_for_the_trust_time_then_asked_again),
         cmocka_unit_test(test_only_a_whole_file_found_cached_is_remembered),
         cmocka_unit_test(test_a_changed_file_is_another_file),
         cmocka_unit_test(test_unknown_files_and_no_memo),
         cmocka_unit_test(test_audits_move_the_trust_time),
-        cmocka_unit_test(test_slots_shared_never_confuse_files),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+        cmocka_unit_test(test_slots_shared_never_confuse_files))

@@ -13,6 +13,8 @@
 
 #include <cmocka.h>
 
+#include "testutil.h"
+
 #include "threadpool.h"
 
 typedef struct tjob {
@@ -230,13 +232,8 @@ static void test_one_pool_two_loops(void **state)
     }
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
+TU_MAIN(NULL, NULL,
         cmocka_unit_test(test_jobs_run_on_workers_and_complete_on_the_loop),
         cmocka_unit_test(test_full_queue_refuses_with_eagain),
         cmocka_unit_test(test_complete_from_another_thread),
-        cmocka_unit_test(test_one_pool_two_loops),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+        cmocka_unit_test(test_one_pool_two_loops))

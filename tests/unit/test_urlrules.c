@@ -11,6 +11,8 @@
 
 #include <cmocka.h>
 
+#include "testutil.h"
+
 #include "urlrules.h"
 
 /* One "pattern" => "template" pair as the config parser would hand it over. */
@@ -56,6 +58,17 @@ static const char *refused(const char *pattern, const char *tmpl)
     int r = sl_urlrules_compile(&rs, pair(pattern, tmpl), "url.redirect", -1, err, sizeof err);
     sl_urlrules_free(rs);
     return r < 0 ? err : NULL;
+}
+
+/* rs applied to subject under e must match; returns the result. */
+static const char *apply_ok(const sl_urlrules *rs, pcre2_match_data *md, const char *subject,
+                            const sl_url_env *e)
+{
+    static char out[512];
+    size_t len, idx;
+    int r = sl_urlrules_apply(rs, md, subject, strlen(subject), e, out, sizeof out, &len, &idx);
+    if (r != SL_URL_MATCHED) fail_msg("%s: %d, want a match", subject, r);
+    return out;
 }
 
 static void test_groups_and_literals(void **state)
@@ -114,18 +127,13 @@ static void test_authority_noport_of_ipv6(void **state)
     (void)state;
     sl_url_env v6 = {.scheme = "http", .authority = "[::1]", .port = 80};
     sl_urlrules *rs = NULL;
-    char err[128], out[64];
+    char err[128];
     assert_int_equal(sl_urlrules_compile(&rs, pair("^/", "/${url.authority.noport}"), "k", -1, err,
                                          sizeof err), 0);
     pcre2_match_data *md = sl_urlrules_match_data();
-    size_t len, idx;
-    assert_int_equal(sl_urlrules_apply(rs, md, "/", 1, &v6, out, sizeof out, &len, &idx),
-                     SL_URL_MATCHED);
-    assert_string_equal(out, "/[::1]");
+    assert_string_equal(apply_ok(rs, md, "/", &v6), "/[::1]");
     v6.authority = "[::1]:8080";
-    assert_int_equal(sl_urlrules_apply(rs, md, "/", 1, &v6, out, sizeof out, &len, &idx),
-                     SL_URL_MATCHED);
-    assert_string_equal(out, "/[::1]");
+    assert_string_equal(apply_ok(rs, md, "/", &v6), "/[::1]");
     pcre2_match_data_free(md);
     sl_urlrules_free(rs);
 }
@@ -134,8 +142,7 @@ static void test_authority_noport_of_ipv6(void **state)
 static void test_condition_groups(void **state)
 {
     (void)state;
-    char err[256], out[512];
-    size_t len, idx;
+    char err[256];
     sl_urlrules *rs = NULL;
     /* The block's condition has 2 groups: %3 is refused, %{10} too (at most %9). */
     assert_int_equal(sl_urlrules_compile(&rs, pair("^/(x)", "/%3"), "k", 2, err, sizeof err), -1);
@@ -158,17 +165,11 @@ static void test_condition_groups(void **state)
     sl_url_env e = env;
     e.caps = caps;
     pcre2_match_data *md = sl_urlrules_match_data();
-    assert_int_equal(sl_urlrules_apply(rs, md, "/p", 2, &e, out, sizeof out, &len, &idx),
-                     SL_URL_MATCHED);
-    assert_string_equal(out, "/a b/p/%2Fc/a b/c/%/c0");
+    assert_string_equal(apply_ok(rs, md, "/p", &e), "/a b/p/%2Fc/a b/c/%/c0");
     /* Not set (the block did not match this time), or no captures at all: %N writes nothing. */
     caps[1].set = false;
-    assert_int_equal(sl_urlrules_apply(rs, md, "/p", 2, &e, out, sizeof out, &len, &idx),
-                     SL_URL_MATCHED);
-    assert_string_equal(out, "//p///%0");
-    assert_int_equal(sl_urlrules_apply(rs, md, "/p", 2, &env, out, sizeof out, &len, &idx),
-                     SL_URL_MATCHED);
-    assert_string_equal(out, "//p///%0");
+    assert_string_equal(apply_ok(rs, md, "/p", &e), "//p///%0");
+    assert_string_equal(apply_ok(rs, md, "/p", &env), "//p///%0");
     pcre2_match_data_free(md);
     sl_urlrules_free(rs);
 }
@@ -229,16 +230,11 @@ static void test_order_append_and_limits(void **state)
     sl_urlrules_free(rs);
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
+TU_MAIN(NULL, NULL,
         cmocka_unit_test(test_groups_and_literals),
         cmocka_unit_test(test_flags),
         cmocka_unit_test(test_request_parts),
         cmocka_unit_test(test_authority_noport_of_ipv6),
         cmocka_unit_test(test_refused_at_load),
         cmocka_unit_test(test_condition_groups),
-        cmocka_unit_test(test_order_append_and_limits),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+        cmocka_unit_test(test_order_append_and_limits))
