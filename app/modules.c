@@ -15,6 +15,7 @@ extern sl_module sl_mod_evasive;
 extern sl_module sl_mod_extforward;
 extern sl_module sl_mod_evhost;
 extern sl_module sl_mod_simple_vhost;
+extern sl_module sl_mod_userdir;
 extern sl_module sl_mod_dirlisting;
 extern sl_module sl_mod_expire;
 extern sl_module sl_mod_setenv;
@@ -37,6 +38,7 @@ sl_module *const sl_modules_builtin[] = {
     &sl_mod_timing,
     &sl_mod_rewrite,
     &sl_mod_redirect,
+    &sl_mod_userdir,
     &sl_mod_alias,
     &sl_mod_dirlisting,
     &sl_mod_deflate,

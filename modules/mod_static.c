@@ -337,7 +337,7 @@ static void encoding_fields(sl_conn *c, const sl_static_result *r)
     if (r->vary || r->encoding) sl_resp_header_static(c, "Vary", 4, "Accept-Encoding", 15);
 }
 
-static void send_redirect(sl_conn *c)
+void sl_static_redirect_dir(sl_conn *c)
 {
     /* The slashed URL, re-encoded from the normalized path, with the query kept. */
     size_t cap = c->path_len * 3 + strlen(c->query) + 8;
@@ -446,7 +446,7 @@ sl_hresult sl_static_respond(sl_conn *c, const sl_static_result *r)
         sl_resp_end_headers(c, UINT64_MAX); /* 304 carries no Content-Length of its own */
         return SL_FINISHED;
     case 301:
-        send_redirect(c);
+        sl_static_redirect_dir(c);
         return SL_FINISHED;
     case 416:
         snprintf(buf, sizeof buf, "bytes */%llu", (unsigned long long)r->st.st_size);
@@ -475,8 +475,9 @@ static unsigned cache_key(const sl_conf *conf, unsigned flags)
  * another list resolves its index itself (the cache's key has no room for the list). */
 static bool cacheable(const sl_conn *c, const char *path, size_t len)
 {
-    /* A document root opened for this request alone (virtual hosting) cannot key the cache. */
-    if (!c->phys_root && c->docroot->transient) return false;
+    /* A directory opened for this request alone (virtual hosting, user directories) cannot key
+     * the cache. */
+    if ((c->phys_root ? c->phys_root : c->docroot)->transient) return false;
     return !len || path[len - 1] != '/' ||
            SCONF(c->conf)->index_files.v == SCONF(c->loop->srv->cs->global)->index_files.v;
 }

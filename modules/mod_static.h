@@ -101,6 +101,10 @@ struct sl_conn;
  * the request ends). Used by the static handler and by proxy-core for X-Sendfile. */
 sl_hresult sl_static_respond(struct sl_conn *c, const sl_static_result *r);
 
+/* Answer 301 to the request's path with a '/' added (the query kept): a directory asked for
+ * without its slash. */
+void sl_static_redirect_dir(struct sl_conn *c);
+
 /* Serve path (normalized, starting with '/') opened beneath dirfd (whose absolute path is
  * dirpath) with the request's policy; a file kept open by the open-file cache is answered with
  * no system call:

@@ -48,7 +48,7 @@ const char *sl_vhost_name(sl_conn *c)
 
 /* Open path as a directory: from the dentry cache only (cached; -EAGAIN when it cannot tell),
  * or by a lookup that may wait. An fd or a negative errno. */
-static int open_dir(const char *path, bool cached)
+int sl_vhost_open_dir(const char *path, bool cached)
 {
     if (cached) {
         if (!sl_open_cached_works()) return -EAGAIN;
@@ -70,7 +70,7 @@ static int open_dir(const char *path, bool cached)
 static int first_dir(const char *const *paths, size_t n, bool cached, int *fd)
 {
     for (size_t i = 0; i < n; i++) {
-        int r = open_dir(paths[i], cached);
+        int r = sl_vhost_open_dir(paths[i], cached);
         if (r == -EAGAIN) return -EAGAIN;
         if (r >= 0) {
             *fd = r;

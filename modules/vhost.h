@@ -23,6 +23,11 @@ const char *sl_vhost_name(sl_conn *c);
  * Returns SL_GO_ON or SL_WAIT. */
 sl_hresult sl_vhost_apply(sl_conn *c, const sl_module *mod, const char *const *paths, size_t n);
 
+/* Open path as a directory (symlinks followed): from the dentry cache only when cached
+ * (-EAGAIN when it cannot tell), else a lookup that may wait for the disk. An fd (O_PATH) or a
+ * negative errno. */
+int sl_vhost_open_dir(const char *path, bool cached);
+
 /* The request ended: close what sl_vhost_apply opened for it. */
 void sl_vhost_done(sl_conn *c, const sl_module *mod);
 

@@ -181,6 +181,9 @@ SEQUENCE = [
     Req("alias-redirect", "GET", "/al?q=1"),
     Req("alias-dir", "GET", "/al/"),
     Req("alias-range", "GET", "/al/index.html", ("Range: bytes=3-7",)),
+    Req("userdir-file", "GET", "/~combo/index.html"),
+    Req("userdir-redirect", "GET", "/~combo?q=1"),
+    Req("userdir-dir", "GET", "/~combo/"),
     Req("rewrite-file", "GET", "/rw/small.txt?q=1"),
     Req("rewrite-dir", "GET", "/rw/dir/"),
     Req("rewrite-range", "GET", "/rw/big.bin", ("Range: bytes=1000-1999",)),
@@ -700,6 +703,24 @@ def alias_expect(level, req, m):
         m.alias = {"/al": "dir"}
 
 
+def userdir_config(level, env):
+    # /~combo/ is basepath/combo/dir: a symlink to the files, so /~combo/X serves dir/X.
+    if level == "off":
+        return ""
+    return f'userdir.path = "dir"\nuserdir.basepath = "{env.tmp}/users"'
+
+
+def userdir_start(level, env):
+    if level == "on":
+        os.makedirs(os.path.join(env.tmp, "users"))
+        os.symlink(env.root, os.path.join(env.tmp, "users", "combo"))
+
+
+def userdir_expect(level, req, m):
+    if level == "on":
+        m.alias = dict(m.alias, **{"/~combo": "dir"})  # served as mod_alias would
+
+
 def redirect_expect(level, req, m):
     m.redirect = level == "on"
 
@@ -799,6 +820,7 @@ FACTORS = [
     Factor("index files", ("off", "on"), onoff('index-file.names = ( "index.html" )'), index_expect),
     # Relative to the config file, which sits beside the document root.
     Factor("alias", ("off", "on"), onoff('alias.url = ( "/al/" => "root/dir" )'), alias_expect),
+    Factor("user directories", ("off", "on"), userdir_config, userdir_expect, userdir_start),
     Factor("redirect", ("off", "on"), onoff('url.redirect = ( "^/go/(.*)$" => "/$1" )'), redirect_expect),
     Factor("rewrite", ("off", "on"), onoff(REWRITE_CONF), rewrite_expect),
     Factor("directory listings", ("off", "on"), onoff('dir-listing.activate = "enable"'),

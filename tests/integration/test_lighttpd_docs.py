@@ -75,8 +75,6 @@ REFUSED = {
                               BY_DESIGN + ": FastCGI applications run as responders"),
     ("rrdtool.txt", 35): ('"mod_rrdtool" is not a module of seekless', NOT_YET),
     ("rrdtool.txt", 43): ('"mod_rrdtool" is not a module of seekless', NOT_YET),
-    ("userdir.txt", 53): ('"mod_userdir" is not a module of seekless', NOT_YET),
-    ("userdir.txt", 61): ('"mod_userdir" is not a module of seekless', NOT_YET),
 }
 # Fewer cases than this means the extraction broke (or the package changed): a failure.
 MIN_CASES = 45
