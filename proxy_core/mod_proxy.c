@@ -20,6 +20,7 @@
  * after the response head went out, a failure can only close the client connection.
  */
 #include "mod_proxy.h"
+#include "rewrite.h"
 
 #include <arpa/inet.h>
 #include <ctype.h>
@@ -319,6 +320,7 @@ static int build(proxy_req *pr)
     m->body_chunked = pr->stream && rq->chunked;
     m->keep = keepalive_max(pr) > 1;
     if (pr->route && route_vars(pr) < 0) return -ENOMEM;
+    if (sl_proxy_rewrite_request(PCONF(c)->rewrite_request, c, m) < 0) return -ENOMEM;
     int r = pr->proto->encode_head(m, &pr->out);
     if (pr->stream) return r; /* the body follows as it arrives (stream_put) */
     if (!r) r = pr->proto->encode_body(m, &pr->out, pr->body, pr->body_len);
@@ -748,8 +750,15 @@ static int act_on_head(proxy_req *pr)
         bool skip = pr->proto->hop(h, f);
         for (size_t k = 0; !skip && hop_extra[k]; k++) skip = hdr_is(f->name, f->name_len, hop_extra[k]);
         if (skip) continue;
-        /* The fields point into hbuf, which lives until the request ends. */
-        sl_resp_header_static(c, f->name, f->name_len, f->value, f->value_len);
+        /* The fields point into hbuf, which lives until the request ends; a rewritten value
+         * into request memory. */
+        size_t vl;
+        const char *v = sl_proxy_rewrite_response(PCONF(c)->rewrite_response, c, f->name,
+                                                  f->name_len, f->value, f->value_len, &vl);
+        if (v)
+            sl_resp_header_static(c, f->name, f->name_len, v, vl);
+        else
+            sl_resp_header_static(c, f->name, f->name_len, f->value, f->value_len);
     }
     uint64_t cl = UINT64_MAX;
     bool no_body = h->status == 204 || h->status == 304 || (h->status >= 100 && h->status < 200);
@@ -1520,6 +1529,10 @@ static const sl_key proxy_keys[] = {
     {"proxy-core.protocol", SL_KEY_VALUE, 0, OFF(protocol), prep_protocol,
      static_release},
     {"proxy-core.read-timeout", SL_KEY_INT, 0, OFF(read_timeout), NULL, NULL},
+    {"proxy-core.rewrite-request", SL_KEY_VALUE, 0, OFF(rewrite_request),
+     sl_proxy_rewrites_prep_request, sl_proxy_rewrites_free},
+    {"proxy-core.rewrite-response", SL_KEY_VALUE, 0, OFF(rewrite_response),
+     sl_proxy_rewrites_prep_response, sl_proxy_rewrites_free},
     {"proxy-core.x-sendfile-docroot", SL_KEY_VALUE, 0, OFF(xsendfile_roots),
      sl_proxy_roots_prepare, sl_proxy_roots_release},
     /* lighttpd 1.4's mod_fastcgi and mod_proxy (gw_conf.h) */

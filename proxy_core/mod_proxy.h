@@ -37,6 +37,8 @@ typedef struct sl_proxy_conf {
     const char *fastcgi_balance, *proxy_balance;  /* as proxy-core balancers; NULL: balancer */
     sl_kvlist fastcgi_map_extensions;             /* ".php3" => ".php" */
     const struct sl_proxy_header *proxy_header;   /* proxy.header (map-urlpath ...) */
+    /* proxy-core.rewrite-request / -response (rewrite.h); NULL: none */
+    const struct sl_proxy_rewrites *rewrite_request, *rewrite_response;
     long fastcgi_debug, proxy_debug;              /* accepted (lighttpd's debug levels) */
 } sl_proxy_conf;
 

@@ -646,8 +646,13 @@ def proxy_config(level, env):
     if level == "proxy.server":  # lighttpd 1.4's syntax for the same route
         return ('$HTTP["url"] =~ "^/px/" {\n  proxy.server = ( "" => (( "host" => "127.0.0.1", '
                 f'"port" => {env.http_port} )) )\n}}\n')
+    rewrites = ""
+    if level == "rewritten":  # lighttpd 1.5's rules, written to leave what the client sees alone
+        rewrites = ('  proxy-core.rewrite-request = ( "_uri" => ( "^/px/(.*)$" => "/px/$1" ),\n'
+                    '    "X-Combo" => ( ".*" => "rewritten" ) )\n'
+                    '  proxy-core.rewrite-response = ( "Content-Type" => ( "^(.*)$" => "$1" ) )\n')
     return ('$HTTP["url"] =~ "^/px/" {\n  proxy-core.protocol = "http"\n'
-            f'  proxy-core.backends = ( "127.0.0.1:{env.http_port}" )\n}}\n')
+            f'  proxy-core.backends = ( "127.0.0.1:{env.http_port}" )\n{rewrites}}}\n')
 
 
 def proxy_expect(level, req, m):
@@ -807,7 +812,8 @@ FACTORS = [
            after=access_after),
     Factor("status page", ("off", "on"), onoff(f'status.status-url = "{STATUS_URL}"'), status_expect),
     Factor("stat accelerator", ("off", "tcp", "unix"), accel_config, accel_expect, accel_start),
-    Factor("HTTP proxy", ("off", "on", "proxy.server"), proxy_config, proxy_expect, proxy_start),
+    Factor("HTTP proxy", ("off", "on", "proxy.server", "rewritten"), proxy_config, proxy_expect,
+           proxy_start),
     Factor("keep-alive", ("on", "off"),
            onoff("", "server.max-keep-alive-requests = 0"), keepalive_expect),
     Factor("O_NOATIME", ("off", "on"),
