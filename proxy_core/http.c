@@ -30,6 +30,97 @@ static bool in_list(const sl_kvlist *l, const char *name, size_t len)
     return false;
 }
 
+/* quoted-string (RFC 9110 §5.6.4) of n bytes of s into b: '"' and '\\' escaped. */
+static int quoted(sl_buf *b, const char *s, size_t n)
+{
+    int r = sl_buf_append(b, "\"", 1);
+    for (size_t i = 0; i < n && !r; i++) {
+        if (s[i] == '"' || s[i] == '\\') r = sl_buf_append(b, "\\", 1);
+        if (!r) r = sl_buf_append(b, s + i, 1);
+    }
+    return r ? r : sl_buf_append(b, "\"", 1);
+}
+
+/* A node (RFC 7239 §6): an IPv4 address as it is, anything else quoted, IPv6 in brackets. */
+static int node(sl_buf *b, const char *a, size_t n)
+{
+    if (!memchr(a, ':', n) && n) {
+        bool plain = true;
+        for (size_t i = 0; i < n; i++) plain &= (a[i] >= '0' && a[i] <= '9') || a[i] == '.';
+        if (plain) return sl_buf_append(b, a, n);
+    }
+    if (memchr(a, ':', n) && a[0] != '[') {
+        char v6[128];
+        if (n + 3 > sizeof v6) return quoted(b, a, n);
+        v6[0] = '[';
+        memcpy(v6 + 1, a, n);
+        v6[n + 1] = ']';
+        return quoted(b, v6, n + 2);
+    }
+    return quoted(b, a, n);
+}
+
+/* proxy.forwarded: the client's Forwarded elements (or its X-Forwarded-For turned into
+ * for= elements, as lighttpd seeds it), then ours, in one Forwarded field. */
+static int forwarded(sl_buf *b, const sl_proxy_msg *m, const sl_http_header *fwd,
+                     const sl_http_header *xff)
+{
+    int r = sl_buf_append(b, "Forwarded: ", 11);
+    bool any = false;
+    for (const sl_http_header *h = fwd; h && !r; h = h->next) {
+        if (!h->value_len) continue;
+        r = sl_buf_append(b, h->value, h->value_len);
+        if (!r) r = sl_buf_append(b, ", ", 2);
+        any = true;
+    }
+    for (const sl_http_header *h = any ? NULL : xff; h && !r; h = h->next) {
+        const char *v = h->value, *end = v + h->value_len;
+        while (v < end && !r) {
+            while (v < end && (*v == ' ' || *v == '\t' || *v == ',')) v++;
+            const char *s = v;
+            while (v < end && *v != ' ' && *v != '\t' && *v != ',') v++;
+            if (v == s) break;
+            r = sl_buf_append(b, "for=", 4);
+            if (!r) r = node(b, s, (size_t)(v - s));
+            if (!r) r = sl_buf_append(b, ", ", 2);
+        }
+    }
+    const char *sep = "";
+    if (!r && (m->forwarded & SL_FWD_FOR)) {
+        r = sl_buf_append(b, "for=", 4);
+        if (!r) r = node(b, m->remote_addr, strlen(m->remote_addr));
+        sep = ";";
+    }
+    if (!r && (m->forwarded & SL_FWD_BY) && m->server_addr) {
+        char by[160];
+        int n = snprintf(by, sizeof by, strchr(m->server_addr, ':') ? "[%s]:%s" : "%s:%s",
+                         m->server_addr, m->server_port ? m->server_port : "0");
+        r = sl_buf_append(b, sep, strlen(sep));
+        if (!r) r = sl_buf_append(b, "by=", 3);
+        if (!r) r = quoted(b, by, (size_t)n < sizeof by ? (size_t)n : sizeof by - 1);
+        sep = ";";
+    }
+    if (!r && (m->forwarded & SL_FWD_PROTO)) {
+        r = sl_buf_append(b, sep, strlen(sep));
+        if (!r) r = sl_buf_append(b, "proto=", 6);
+        const char *p = m->scheme ? m->scheme : "http";
+        if (!r) r = sl_buf_append(b, p, strlen(p));
+        sep = ";";
+    }
+    if (!r && (m->forwarded & SL_FWD_HOST) && m->host[0]) {
+        r = sl_buf_append(b, sep, strlen(sep));
+        if (!r) r = sl_buf_append(b, "host=", 5);
+        if (!r) r = quoted(b, m->host, strlen(m->host));
+        sep = ";";
+    }
+    if (!r && (m->forwarded & SL_FWD_REMOTE_USER) && m->remote_user) {
+        r = sl_buf_append(b, sep, strlen(sep));
+        if (!r) r = sl_buf_append(b, "remote_user=", 12);
+        if (!r) r = quoted(b, m->remote_user, strlen(m->remote_user));
+    }
+    return r ? r : sl_buf_append(b, "\r\n", 2);
+}
+
 static int http_head(const sl_proxy_msg *m, sl_buf *b)
 {
     const sl_http_request *rq = m->rq;
@@ -55,7 +146,7 @@ static int http_head(const sl_proxy_msg *m, sl_buf *b)
         S("/");
     }
     S(" HTTP/1.1\r\n");
-    const sl_http_header *xff = NULL;
+    const sl_http_header *xff = NULL, *fwd = NULL;
     for (size_t i = 0; i < rq->n_headers; i++) {
         const sl_http_header *hd = &rq->headers[i];
         /* Other lines of a field go on as they came, in order, which keeps its combined value;
@@ -69,6 +160,10 @@ static int http_head(const sl_proxy_msg *m, sl_buf *b)
             continue;
         if (name_is(hd->name, hd->name_len, "X-Forwarded-For")) {
             if (!xff) xff = hd; /* its first line: the others follow through next */
+            continue;
+        }
+        if (m->forwarded && name_is(hd->name, hd->name_len, "Forwarded")) {
+            if (!fwd) fwd = hd; /* goes on below, our element appended */
             continue;
         }
         if (m->host_header && name_is(hd->name, hd->name_len, "Host")) continue;
@@ -95,6 +190,7 @@ static int http_head(const sl_proxy_msg *m, sl_buf *b)
         S("\r\n");
     }
     char line[512];
+    if (m->forwarded) r = r ? r : forwarded(b, m, fwd, xff);
     /* The client's X-Forwarded-For, every line of it, then its address. */
     S("X-Forwarded-For: ");
     for (const sl_http_header *h = xff; h; h = h->next) {

@@ -296,6 +296,7 @@ static int build(proxy_req *pr)
     addr_str(&c->peer, pr->remote, sizeof pr->remote, &m->remote_port);
     m->remote_addr = pr->remote;
     m->scheme = c->scheme;
+    m->forwarded = PCONF(c)->forwarded ? *PCONF(c)->forwarded : 0;
     /* The listener's canonical "ip:port" says where the request came in, unless it listens on
      * a wildcard address. */
     const char *canon = c->loop->srv->cs->listen[c->listener].canon;
@@ -1421,6 +1422,45 @@ static int prep_balance(const sl_cval *v, const sl_key_ctx *ctx, void **out)
     return 0;
 }
 
+/* proxy.forwarded = ( "for" => 1, "proto" => "enable", ... ): lighttpd 1.4's names and values. */
+static int prep_forwarded(const sl_cval *v, const sl_key_ctx *ctx, void **out)
+{
+    static const struct { const char *name; unsigned bit; } params[] = {
+        {"for", SL_FWD_FOR}, {"by", SL_FWD_BY}, {"proto", SL_FWD_PROTO}, {"host", SL_FWD_HOST},
+        {"remote_user", SL_FWD_REMOTE_USER}};
+    if (v->type != SL_CV_ARRAY) {
+        snprintf(ctx->err, ctx->errlen, "proxy.forwarded must be a list ( \"for\" => 1, ... )");
+        return -1;
+    }
+    unsigned bits = 0;
+    for (size_t i = 0; i < v->n_items; i++) {
+        const sl_cval_item *it = &v->items[i];
+        size_t k = 0;
+        while (k < sizeof params / sizeof params[0] && (!it->key || strcmp(it->key, params[k].name)))
+            k++;
+        if (k == sizeof params / sizeof params[0]) {
+            snprintf(ctx->err, ctx->errlen, "proxy.forwarded: \"%s\" is not one of for, by, proto, "
+                     "host, remote_user", it->key ? it->key : "(no name)");
+            return -1;
+        }
+        const sl_cval *x = it->val;
+        int on = x->type == SL_CV_INT ? (x->num == 1 ? 1 : x->num == 0 ? 0 : -1)
+               : x->type == SL_CV_STRING ? (!strcmp(x->str, "enable") ? 1 : !strcmp(x->str, "disable") ? 0 : -1)
+               : -1;
+        if (on < 0) {
+            snprintf(ctx->err, ctx->errlen, "proxy.forwarded: \"%s\" must be 1, 0, \"enable\" or "
+                     "\"disable\"", it->key);
+            return -1;
+        }
+        if (on) bits |= params[k].bit;
+    }
+    unsigned *p = malloc(sizeof *p);
+    if (!p) return snprintf(ctx->err, ctx->errlen, "out of memory"), -1;
+    *p = bits;
+    *out = p;
+    return 0;
+}
+
 static int prep_pool(const sl_cval *v, const sl_key_ctx *ctx, void **out)
 {
     if (v->num >= 1) return 0;
@@ -1547,6 +1587,7 @@ static const sl_key proxy_keys[] = {
     {"proxy.header", SL_KEY_VALUE, 0, OFF(proxy_header), sl_gw_conf_prep_header,
      sl_gw_conf_release_header},
     {"proxy.debug", SL_KEY_INT, 0, OFF(proxy_debug), NULL, NULL},
+    {"proxy.forwarded", SL_KEY_VALUE, 0, OFF(forwarded), prep_forwarded, free},
     {NULL},
 };
 

@@ -39,6 +39,7 @@ typedef struct sl_proxy_conf {
     const struct sl_proxy_header *proxy_header;   /* proxy.header (map-urlpath ...) */
     /* proxy-core.rewrite-request / -response (rewrite.h); NULL: none */
     const struct sl_proxy_rewrites *rewrite_request, *rewrite_response;
+    const unsigned *forwarded;   /* proxy.forwarded: SL_FWD_* (proto.h); NULL: none */
     long fastcgi_debug, proxy_debug;              /* accepted (lighttpd's debug levels) */
 } sl_proxy_conf;
 

@@ -31,6 +31,9 @@ typedef struct sl_proxy_msg {
     int redirect_status;         /* REDIRECT_STATUS: the error an error handler serves, or 200 */
     const char *remote_addr;     /* the client's address and port */
     const char *scheme;          /* "http" or "https" (REQUEST_SCHEME, X-Forwarded-Proto) */
+    unsigned forwarded;          /* HTTP: SL_FWD_* parameters of an RFC 7239 Forwarded element
+                                  * (proxy.forwarded); 0: no Forwarded field is made */
+    const char *remote_user;     /* the authenticated user (Forwarded's remote_user), or NULL */
     int remote_port;
     const char *server_addr;     /* the address and port the request came in on (NULL: unknown) */
     const char *server_port;
@@ -51,6 +54,9 @@ typedef struct sl_proxy_msg {
     bool body_chunked;           /* the body goes on chunked (HTTP only: see collect_chunked) */
     bool keep;                   /* ask the backend to keep the connection */
 } sl_proxy_msg;
+
+/* proxy.forwarded's parameters (lighttpd 1.4's names). */
+enum { SL_FWD_FOR = 1, SL_FWD_BY = 2, SL_FWD_PROTO = 4, SL_FWD_HOST = 8, SL_FWD_REMOTE_USER = 16 };
 
 /* One piece of the backend's byte stream, decoded. */
 typedef enum {

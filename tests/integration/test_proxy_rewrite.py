@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""proxy-core.rewrite-request and proxy-core.rewrite-response (lighttpd 1.5's mod_proxy_core):
+"""proxy-core.rewrite-request and proxy-core.rewrite-response (lighttpd 1.5's mod_proxy_core),
+and proxy.forwarded (lighttpd 1.4's RFC 7239 Forwarded field for HTTP back ends):
 what an HTTP back end receives (its request line from "_uri", a Host and another field from
 their rules, a field the client did not send set from ""), a response field rewritten on its way
 to the client, and for FastCGI (php-cgi spawned by spawn-fcgi) REQUEST_URI, DOCUMENT_ROOT,
@@ -53,6 +54,28 @@ class HttpBackend(unittest.TestCase):
         st, h, _ = get(srv, b"/b/304")
         self.assertEqual((st, h.get("etag")), (304, '"rewritten"'))
 
+    def test_forwarded(self):
+        # lighttpd 1.4's proxy.forwarded: an RFC 7239 element of our own after the client's
+        # Forwarded elements, or after its X-Forwarded-For turned into for= elements.
+        echo = FakeBackend("echo")
+        self.addCleanup(echo.close)
+        srv = Server(f'proxy-core.backends = ( "127.0.0.1:{echo.port}" )\n'
+                     'proxy.forwarded = ( "for" => 1, "by" => "enable", "proto" => 1, '
+                     '"host" => 1, "remote_user" => 0 )\n')
+        srv.start()
+        self.addCleanup(srv.stop)
+        me = f'by="127.0.0.1:{srv.port}";proto=http;host="www.example.org"'.encode()
+
+        def sent(extra):
+            lines = get(srv, b"/x", extra)[2].split(b"\r\n\r\n", 1)[0].split(b"\r\n")
+            return [l for l in lines if l.lower().startswith(b"forwarded:")]
+        self.assertEqual(sent(b""), [b"Forwarded: for=127.0.0.1;" + me])
+        self.assertEqual(sent(b"X-Forwarded-For: 198.51.100.2, 2001:db8::7\r\n"),
+                         [b'Forwarded: for=198.51.100.2, for="[2001:db8::7]", for=127.0.0.1;' + me])
+        self.assertEqual(sent(b'Forwarded: for="_hidden";proto=https\r\n'
+                              b"X-Forwarded-For: 198.51.100.2\r\n"),
+                         [b'Forwarded: for="_hidden";proto=https, for=127.0.0.1;' + me])
+
     def test_refused_names(self):
         for conf, words in (('proxy-core.rewrite-request = ( "_path" => ( "a" => "b" ) )\n',
                              ['"_path"', '"_uri"']),
@@ -60,7 +83,9 @@ class HttpBackend(unittest.TestCase):
                              ['"_uri" is not a header name']),
                             ('proxy-core.rewrite-request = ( "Host" => "x" )\n', ["each entry"]),
                             ('proxy-core.rewrite-request = ( "Host" => ( "(" => "x" ) )\n',
-                             ["proxy-core.rewrite-request"])):
+                             ["proxy-core.rewrite-request"]),
+                            ('proxy.forwarded = ( "port" => 1 )\n', ['"port"', "for, by"]),
+                            ('proxy.forwarded = ( "for" => 2 )\n', ['"for" must be'])):
             test_core.assert_refused(self, conf, words)
 
 
