@@ -16,10 +16,15 @@
  * scheme ($HTTP["scheme"], redirects, REQUEST_SCHEME). The connection's own address is put back
  * when the request ends, so the next request on it is judged afresh.
  *
+ * "Forwarded" among extforward.headers is read as RFC 7239 says: elements split at commas
+ * outside quoted strings, the rightmost whose for= is not a trusted proxy's names the client
+ * (an obfuscated or "unknown" node ends the search with no change), its proto= the scheme.
+ * (lighttpd 1.4.69 never reads the leftmost element, so behind one proxy it changes nothing;
+ * seekless reads them all.)
+ *
  * The hook runs in uri_raw, and this module is first in that phase (app/modules.c): no other
- * module has acted on the request when it starts over. lighttpd's RFC 7239 "Forwarded" header,
- * extforward.params and the HAProxy PROXY protocol (extforward.hap-PROXY) are refused at
- * start-up as not implemented.
+ * module has acted on the request when it starts over. extforward.params and the HAProxy PROXY
+ * protocol (extforward.hap-PROXY) are refused at start-up as not implemented.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -102,11 +107,6 @@ static int prep_headers(const sl_cval *v, const sl_key_ctx *ctx, void **out)
     (void)out;
     for (size_t i = 0; i < v->n_items; i++) {
         const char *h = v->items[i].val->str;
-        if (!strcasecmp(h, "Forwarded")) {
-            snprintf(ctx->err, ctx->errlen, "extforward.headers: \"Forwarded\" (RFC 7239) is not "
-                     "implemented yet; X-Forwarded-For and headers of its form are");
-            return -1;
-        }
         if (!h[0] || strpbrk(h, " \t:\r\n")) {
             snprintf(ctx->err, ctx->errlen, "extforward.headers: \"%s\" is not a header name", h);
             return -1;
@@ -131,6 +131,22 @@ static bool trusted(const xf_trust *t, const struct sockaddr *sa)
     return false;
 }
 
+/* An address as proxies write it ("v4", "v4:port", "[v6]", "[v6]:port", "v6") into *out:
+ * 0, or -1 (not a numeric address: "unknown", an obfuscated "_name", junk). */
+static int node_addr(const char *v, size_t n, struct sockaddr_storage *out)
+{
+    if (n && v[0] == '[') {
+        const char *close = memchr(v, ']', n);
+        if (!close) return -1;
+        return sl_addr_parse(v + 1, (size_t)(close - v - 1), out);
+    }
+    if (memchr(v, '.', n)) {
+        const char *colon = memchr(v, ':', n);
+        if (colon) n = (size_t)(colon - v);
+    }
+    return sl_addr_parse(v, n, out);
+}
+
 /* The client in an X-Forwarded-For list: the rightmost address that is not a trusted proxy's.
  * 0 with *out set, or -1 (none, or not a numeric address). */
 static int client_of(const xf_trust *t, const char *v, size_t len, struct sockaddr_storage *out)
@@ -144,18 +160,59 @@ static int client_of(const xf_trust *t, const char *v, size_t len, struct sockad
         while (b > a && (v[b - 1] == ' ' || v[b - 1] == '\t')) b--;
         end = start ? start - 1 : 0;
         if (a == b) continue; /* an empty element */
-        /* "[v6]" and "v4:port" as some proxies write them. */
-        if (v[a] == '[') {
-            const char *close = memchr(v + a, ']', b - a);
-            if (!close) return -1;
-            b = (size_t)(close - v);
-            a++;
-        } else if (memchr(v + a, '.', b - a)) {
-            const char *colon = memchr(v + a, ':', b - a);
-            if (colon) b = (size_t)(colon - v);
-        }
-        if (sl_addr_parse(v + a, b - a, out) < 0) return -1;
+        if (node_addr(v + a, b - a, out) < 0) return -1;
         if (!trusted(t, (const struct sockaddr *)out)) return 0;
+    }
+    return -1;
+}
+
+/* RFC 7239 Forwarded: the elements (',' outside quoted strings) from the right; the first whose
+ * for= is not a trusted proxy's is the client, its proto= ("http"/"https") the scheme.
+ * 0 with *out (and maybe *scheme) set, or -1. */
+static int forwarded_client(const xf_trust *t, const char *v, size_t len,
+                            struct sockaddr_storage *out, const char **scheme)
+{
+    size_t starts[64], n = 0;
+    bool q = false;
+    starts[n++] = 0;
+    for (size_t i = 0; i < len; i++) {
+        if (v[i] == '\\' && q && i + 1 < len) i++;
+        else if (v[i] == '"') q = !q;
+        else if (v[i] == ',' && !q && n < 64) starts[n++] = i + 1;
+    }
+    for (size_t e = n; e-- > 0;) {
+        size_t end = e + 1 < n ? starts[e + 1] - 1 : len;
+        char node[128] = "", proto[8] = "";
+        /* name=value pairs split by ';', values tokens or quoted strings */
+        for (size_t i = starts[e]; i < end;) {
+            while (i < end && (v[i] == ' ' || v[i] == '\t' || v[i] == ';')) i++;
+            size_t ns = i;
+            while (i < end && v[i] != '=' && v[i] != ';') i++;
+            size_t nl = i - ns;
+            if (i >= end || v[i] != '=') continue;
+            i++;
+            char val[128];
+            size_t vl = 0;
+            if (i < end && v[i] == '"') {
+                for (i++; i < end && v[i] != '"'; i++) {
+                    if (v[i] == '\\' && i + 1 < end) i++;
+                    if (vl + 1 < sizeof val) val[vl++] = v[i];
+                }
+                i++;
+            } else {
+                for (; i < end && v[i] != ';' && v[i] != ' ' && v[i] != '\t'; i++)
+                    if (vl + 1 < sizeof val) val[vl++] = v[i];
+            }
+            val[vl] = 0;
+            if (nl == 3 && !strncasecmp(v + ns, "for", 3)) memcpy(node, val, vl + 1);
+            else if (nl == 5 && !strncasecmp(v + ns, "proto", 5) && vl < sizeof proto)
+                memcpy(proto, val, vl + 1);
+        }
+        if (!node[0] || node_addr(node, strlen(node), out) < 0) return -1;
+        if (trusted(t, (const struct sockaddr *)out)) continue;
+        if (!strcasecmp(proto, "https")) *scheme = "https";
+        else if (!strcasecmp(proto, "http")) *scheme = "http";
+        return 0;
     }
     return -1;
 }
@@ -173,20 +230,26 @@ static sl_hresult xf_uri_raw(sl_conn *c)
         n_names = xc->headers.n;
     }
     const sl_http_header *h = NULL;
-    for (size_t i = 0; i < n_names && !h; i++) h = sl_http_find_header(&c->req, names[i]);
+    size_t found = 0;
+    for (size_t i = 0; i < n_names && !h; i++) h = sl_http_find_header(&c->req, names[found = i]);
     if (!h) return SL_GO_ON;
+    bool rfc7239 = !strcasecmp(names[found], "Forwarded");
     /* Lines of one field make one list (RFC 9110 §5.3), the last line's entries the newest. */
     char joined[4096];
     size_t len = sl_http_field_join(h, ",", joined, sizeof joined);
     if (len >= sizeof joined) return SL_GO_ON; /* a list this long is no proxy chain */
     struct sockaddr_storage client;
-    if (client_of(xc->trust, joined, len, &client) < 0) return SL_GO_ON;
+    const char *scheme = NULL;
+    if ((rfc7239 ? forwarded_client(xc->trust, joined, len, &client, &scheme)
+                 : client_of(xc->trust, joined, len, &client)) < 0)
+        return SL_GO_ON;
     xf_saved *s = sl_conn_alloc(c, sizeof *s);
     if (!s) return SL_GO_ON;
     s->peer = c->peer;
     SL_CTX(c, sl_mod_extforward) = s;
     c->peer = client;
-    const sl_http_header *proto = sl_http_find_header(&c->req, "X-Forwarded-Proto");
+    const sl_http_header *proto = rfc7239 ? NULL : sl_http_find_header(&c->req, "X-Forwarded-Proto");
+    if (scheme) c->scheme = scheme;
     if (proto && !proto->next) {
         if (proto->value_len == 5 && !strncasecmp(proto->value, "https", 5)) c->scheme = "https";
         else if (proto->value_len == 4 && !strncasecmp(proto->value, "http", 4)) c->scheme = "http";

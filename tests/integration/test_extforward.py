@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""mod_extforward: a trusted proxy's X-Forwarded-For gives the request its client address
+"""mod_extforward: a trusted proxy's X-Forwarded-For (or RFC 7239 Forwarded) gives the request its
+client address
 (the access log's %h, mod_evasive's counts, an HTTP back end's X-Forwarded-For), the peer's own
 address comes back for the next request on the connection, an untrusted peer's header changes
 nothing, "all" trusts every peer, and what seekless does not implement is refused at start-up.
@@ -36,7 +37,7 @@ def lines(path, n, timeout=5):
 class ExtForward(unittest.TestCase):
     def start(self, conf):
         srv = Server('server.modules = ( "mod_extforward", "mod_accesslog", "mod_evasive", '
-                     '"mod_proxy_core", "mod_staticfile" )\n' + conf, {"a.txt": b"a"})
+                     '"mod_redirect", "mod_proxy_core", "mod_staticfile" )\n' + conf, {"a.txt": b"a"})
         self.log = os.path.join(srv.dir, "access.log")
         with open(srv.conf, "a") as f:
             f.write(f'accesslog.filename = "{self.log}"\naccesslog.format = "%h %>s %U"\n')
@@ -74,6 +75,25 @@ class ExtForward(unittest.TestCase):
         got = lines(self.log, 3)
         # /hdr/: 127.0.0.1 is not trusted there (no "all"): the header is ignored.
         self.assertEqual([l.split()[0] for l in got], ["127.0.0.1", "192.0.2.1", "127.0.0.1"])
+
+    def test_rfc7239_forwarded(self):
+        srv = self.start('extforward.forwarder = ( "127.0.0.1" => "trust", "10.9.0.0/16" => "trust" )\n'
+                         'extforward.headers = ( "Forwarded" )\n'
+                         '$HTTP["scheme"] == "https" { url.redirect = ( "^/r$" => "/https-seen" ) }\n')
+        for fwd in (b"for=198.51.100.7",                                  # one proxy
+                    b"for=198.51.100.7, for=10.9.1.1;proto=http",         # trusted hop passed
+                    b'for="[2001:db8::5]:4711"',
+                    b'for="_hidden", for=198.51.100.8;by=10.9.0.1',
+                    b"for=unknown",                                       # no address: no change
+                    b'for="198.51.100.9:80";proto=https'):
+            test_core.request(srv, b"GET /a.txt HTTP/1.1\r\nHost: t\r\nForwarded: " + fwd +
+                              b"\r\nConnection: close\r\n\r\n")
+        self.assertEqual([l.split()[0] for l in lines(self.log, 6)],
+                         ["198.51.100.7", "198.51.100.7", "2001:db8::5", "198.51.100.8",
+                          "127.0.0.1", "198.51.100.9"])
+        st, h, _ = test_core.request(srv, b"GET /r HTTP/1.1\r\nHost: t\r\nForwarded: "
+                                     b"for=198.51.100.1;proto=https\r\nConnection: close\r\n\r\n")
+        self.assertEqual((st, h.get("location")), (301, "/https-seen"))
 
     def test_evasive_counts_the_forwarded_client(self):
         srv = self.start('extforward.forwarder = ( "127.0.0.1" => "trust" )\n'
@@ -114,8 +134,7 @@ class ExtForward(unittest.TestCase):
         self.assertIn(b"X-Forwarded-Proto: https\r\n", body)
 
     def test_refused_at_start(self):
-        for conf, words in (('extforward.headers = ( "Forwarded" )\n', ["Forwarded", "RFC 7239"]),
-                            ('extforward.params = ( "host" => 1 )\n', ["extforward.params"]),
+        for conf, words in (('extforward.params = ( "host" => 1 )\n', ["extforward.params"]),
                             ('extforward.hap-PROXY = "enable"\n', ["extforward.hap-PROXY"]),
                             ('extforward.forwarder = ( "10.0.0.999" => "trust" )\n',
                              ["10.0.0.999", "not an IP address"]),
