@@ -16,6 +16,7 @@ extern sl_module sl_mod_extforward;
 extern sl_module sl_mod_evhost;
 extern sl_module sl_mod_simple_vhost;
 extern sl_module sl_mod_userdir;
+extern sl_module sl_mod_rrdtool;
 extern sl_module sl_mod_dirlisting;
 extern sl_module sl_mod_expire;
 extern sl_module sl_mod_setenv;
@@ -35,6 +36,7 @@ sl_module *const sl_modules_builtin[] = {
     &sl_mod_setenv,
     &sl_mod_expire,
     &sl_mod_accesslog,
+    &sl_mod_rrdtool,
     &sl_mod_timing,
     &sl_mod_rewrite,
     &sl_mod_redirect,

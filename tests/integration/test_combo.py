@@ -568,6 +568,21 @@ def access_after(level, run):
     return log_lines_check("access log", lines, want, parse)
 
 
+def rrdtool_after(level, run):
+    # Written when the server stopped: one request counted per answer, as the access log has.
+    if level == "off":
+        return []
+    path = os.path.join(run.env.tmp, "combo.rrd")
+    try:
+        out = subprocess.run(["rrdtool", "lastupdate", path], capture_output=True, text=True,
+                             check=True).stdout.split("\n")
+        counted = int(float(out[-2].split(":", 1)[1].split()[2]))
+    except (OSError, subprocess.CalledProcessError, IndexError, ValueError) as e:
+        return [f"rrdtool: no last update in {path}: {e!r}"]
+    want = len(run.responses)
+    return [] if counted == want else [f"rrdtool: {counted} requests counted, {want} answered"]
+
+
 def timing_after(level, run):
     if level == "off":
         return ["timing trace written while off"] if run.timing_text else []
@@ -827,6 +842,9 @@ FACTORS = [
     # Relative to the config file, which sits beside the document root.
     Factor("alias", ("off", "on"), onoff('alias.url = ( "/al/" => "root/dir" )'), alias_expect),
     Factor("user directories", ("off", "on"), userdir_config, userdir_expect, userdir_start),
+    Factor("traffic database", ("off", "on"),
+           lambda level, env: f'rrdtool.db-name = "{env.tmp}/combo.rrd"' if level == "on" else "",
+           after=rrdtool_after),
     Factor("redirect", ("off", "on"), onoff('url.redirect = ( "^/go/(.*)$" => "/$1" )'), redirect_expect),
     Factor("rewrite", ("off", "on"), onoff(REWRITE_CONF), rewrite_expect),
     Factor("directory listings", ("off", "on"), onoff('dir-listing.activate = "enable"'),

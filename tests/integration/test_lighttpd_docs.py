@@ -73,8 +73,6 @@ REFUSED = {
     ("configuration.txt.gz", 360): ('"mod_auth" is not a module of seekless', NOT_YET),
     ("fastcgi.txt.gz", 203): ('"mode" => "authorizer" is not supported',
                               BY_DESIGN + ": FastCGI applications run as responders"),
-    ("rrdtool.txt", 35): ('"mod_rrdtool" is not a module of seekless', NOT_YET),
-    ("rrdtool.txt", 43): ('"mod_rrdtool" is not a module of seekless', NOT_YET),
 }
 # Fewer cases than this means the extraction broke (or the package changed): a failure.
 MIN_CASES = 45
