@@ -6,6 +6,7 @@
 #include "mod_static.h"
 #include "mod_status.h"
 #include "module.h"
+#include "tls.h"
 
 extern sl_module sl_mod_accesslog;
 extern sl_module sl_mod_alias;
@@ -20,6 +21,7 @@ extern sl_module sl_mod_timing;
 
 sl_module *const sl_modules_builtin[] = {
     &sl_mod_core,
+    &sl_mod_tls,
     &sl_mod_evasive,
     &sl_mod_status,
     &sl_mod_proxy,
