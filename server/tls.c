@@ -241,11 +241,13 @@ static int prep_privkey(const sl_cval *v, const sl_key_ctx *ctx, void **out)
     EVP_PKEY *k = read_key("ssl.privkey", path, ctx, false);
     int r = k ? 0 : -1;
     EVP_PKEY_free(k);
-    if (r == 0 && !block_path(ctx, "ssl.pemfile")) {
+    char *pem = r == 0 ? block_path(ctx, "ssl.pemfile") : NULL;
+    if (r == 0 && !pem) {
         snprintf(ctx->err, ctx->errlen, "ssl.privkey is set without ssl.pemfile in the same "
                  "block");
         r = -1;
     }
+    free(pem);
     free(path);
     return r;
 }
