@@ -145,6 +145,8 @@ static int fcgi_head(const sl_proxy_msg *m, sl_buf *b)
     P("SERVER_PROTOCOL", rq->version == 10 ? "HTTP/1.0" : "HTTP/1.1");
     P("SERVER_SOFTWARE", "seekless/" SL_VERSION);
     P("GATEWAY_INTERFACE", "CGI/1.1");
+    P("REQUEST_SCHEME", m->https ? "https" : "http");
+    if (m->https) P("HTTPS", "on");
     /* php-cgi's cgi.force_redirect wants it; an error handler learns the error from it. */
     snprintf(buf, sizeof buf, "%d", m->redirect_status ? m->redirect_status : 200);
     P("REDIRECT_STATUS", buf);

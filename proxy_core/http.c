@@ -104,7 +104,7 @@ static int http_head(const sl_proxy_msg *m, sl_buf *b)
     }
     S(m->remote_addr);
     S("\r\n");
-    S("X-Forwarded-Proto: http\r\n");
+    S(m->https ? "X-Forwarded-Proto: https\r\n" : "X-Forwarded-Proto: http\r\n");
     if (m->host[0]) {
         snprintf(line, sizeof line, "X-Forwarded-Host: %s\r\n", m->host);
         S(line);

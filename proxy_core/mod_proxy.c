@@ -314,6 +314,7 @@ static int build(proxy_req *pr)
         m->server_addr = pr->server_addr;
     }
     m->server_port = pr->server_port;
+    m->https = c->tls != NULL;
     m->body_length = pr->req_body || rq->content_length >= 0 ? body_length(pr) : -1;
     m->body_chunked = pr->stream && rq->chunked;
     m->keep = keepalive_max(pr) > 1;

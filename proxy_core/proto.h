@@ -33,6 +33,8 @@ typedef struct sl_proxy_msg {
     int remote_port;
     const char *server_addr;     /* the address and port the request came in on (NULL: unknown) */
     const char *server_port;
+    bool https;                  /* the client came over TLS: HTTPS=on, REQUEST_SCHEME, and
+                                  * X-Forwarded-Proto: https, as lighttpd sends them */
     /* CGI: SCRIPT_NAME / PATH_INFO / SCRIPT_FILENAME; NULL: path, "", docroot + path. A
      * PATH_INFO given (lighttpd's routes) also gives PATH_TRANSLATED, and is left out when
      * empty, as lighttpd does. */
