@@ -51,13 +51,7 @@
 #include "path.h"
 #include "server.h"
 #include "status.h"
-
-/* Mozilla's "intermediate" configuration (v5.7) for TLS 1.2; TLS 1.3's suites are OpenSSL's
- * defaults, which are the same list. */
-#define INTERMEDIATE_CIPHERS                                                                   \
-    "ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-RSA-AES128-GCM-SHA256:ECDHE-ECDSA-AES256-GCM-SHA384:" \
-    "ECDHE-RSA-AES256-GCM-SHA384:ECDHE-ECDSA-CHACHA20-POLY1305:ECDHE-RSA-CHACHA20-POLY1305:"   \
-    "DHE-RSA-AES128-GCM-SHA256:DHE-RSA-AES256-GCM-SHA384:DHE-RSA-CHACHA20-POLY1305"
+#include "tls_ctx.h"
 
 /* A certificate with its chain and key, loaded from ssl.pemfile (and ssl.privkey). */
 typedef struct tls_cert {
@@ -437,38 +431,16 @@ static int prep_refused(const sl_cval *v, const sl_key_ctx *ctx, void **out)
 
 /* ---- contexts ---- */
 
-/* Whether the kernel offers TLS to sockets (the "tls" upper layer protocol is loaded). */
-static bool kernel_has_ktls(void)
-{
-#ifdef OPENSSL_NO_KTLS
-    return false;
-#else
-    static int known = -1; /* a benign race at start-up: every caller finds the same */
-    if (known >= 0) return known;
-    char buf[256] = "";
-    FILE *f = fopen("/proc/sys/net/ipv4/tcp_available_ulp", "r");
-    if (f) {
-        if (!fgets(buf, sizeof buf, f)) buf[0] = 0;
-        fclose(f);
-    }
-    bool yes = false;
-    for (char *t = strtok(buf, " \t\n"); t; t = strtok(NULL, " \t\n"))
-        if (!strcmp(t, "tls")) yes = true;
-    known = yes;
-    return yes;
-#endif
-}
-
 const char *sl_tls_file_path(void)
 {
-    return kernel_has_ktls() ? "ktls-sendfile" : "buffered-ssl-write";
+    return sl_tls_kernel_ktls() ? "ktls-sendfile" : "buffered-ssl-write";
 }
 
 void sl_tls_print_features(void)
 {
     printf("tls: %s\n", OpenSSL_version(OPENSSL_VERSION));
     printf("tls-file-path: %s (%s)\n", sl_tls_file_path(),
-           kernel_has_ktls()
+           sl_tls_kernel_ktls()
                ? "kernel TLS: files go out with SSL_sendfile from the page cache"
                : "no kernel TLS (tcp_available_ulp lists no tls): file bytes are read into "
                  "buffers, cold ones off the loop, and SSL_write'n");
@@ -519,18 +491,8 @@ static int servername_cb(SSL *ssl, int *alert, void *arg)
 static SSL_CTX *make_ctx(sl_server *srv, const tls_conf *tc, bool sni, char *err, size_t errlen)
 {
     char e[256];
-    SSL_CTX *ctx = SSL_CTX_new(TLS_server_method());
-    if (!ctx) return snprintf(err, errlen, "SSL_CTX_new: %s", ssl_err(e, sizeof e)), NULL;
-    SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
-    SSL_CTX_set_options(ctx, SSL_OP_NO_RENEGOTIATION | SSL_OP_NO_COMPRESSION);
-    if (kernel_has_ktls()) SSL_CTX_set_options(ctx, SSL_OP_ENABLE_KTLS);
-    /* Partial writes: SSL_write returns after each record, as send() returns short, so one
-     * client's full socket never holds a big buffer hostage. Buffers are released while a
-     * connection idles (10,000 idle keep-alive connections stay cheap). */
-    SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER |
-                              SSL_MODE_RELEASE_BUFFERS);
-    SSL_CTX_set_dh_auto(ctx, 1);
-    if (!SSL_CTX_set_cipher_list(ctx, INTERMEDIATE_CIPHERS)) goto fail;
+    SSL_CTX *ctx = sl_tls_ctx_new(); /* the defaults (tls_ctx.c), then the config over them */
+    if (!ctx) return snprintf(err, errlen, "TLS context: %s", ssl_err(e, sizeof e)), NULL;
     if (SSL_CTX_use_cert_and_key(ctx, tc->pemfile->cert, tc->pemfile->key, tc->pemfile->chain,
                                  1) != 1)
         goto fail;

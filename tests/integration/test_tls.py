@@ -283,6 +283,26 @@ class Protocol(unittest.TestCase):
         self.assertEqual(tls_request(self.srv.port, b"GET /a.txt HTTP/1.1\r\nHost: x\r\n\r\n")[0],
                          200)
 
+    def test_session_resumption(self):
+        # TLS 1.2 (session cache) and 1.3 (tickets): one SSL_CTX shared by every loop, so a
+        # session resumes on whichever loop accepts the next connection.
+        for v in (ssl.TLSVersion.TLSv1_2, ssl.TLSVersion.TLSv1_3):
+            ctx = client_ctx(v, v)
+            s = tls_connect(self.srv.port, ctx=ctx)
+            s.sendall(b"GET /a.txt HTTP/1.1\r\nHost: localhost\r\n\r\n")
+            read_response(s)  # TLS 1.3 tickets arrive after the handshake
+            session = s.session
+            s.close()
+            for _ in range(4):
+                raw = socket.create_connection(("127.0.0.1", self.srv.port), timeout=10)
+                s = ctx.wrap_socket(raw, server_hostname="localhost", session=session)
+                try:
+                    s.sendall(b"GET /a.txt HTTP/1.1\r\nHost: localhost\r\n\r\n")
+                    self.assertEqual(read_response(s)[2], b"hello\n")
+                    self.assertTrue(s.session_reused, v)
+                finally:
+                    s.close()
+
     def test_scheme_and_redirect_to_https(self):
         st, h, body = tls_request(self.srv.port, b"GET /a.txt HTTP/1.1\r\nHost: localhost\r\n\r\n")
         self.assertEqual((st, h.get("x-scheme")), (200, "https"))
