@@ -1108,7 +1108,7 @@ void sl_conn_want_body(sl_conn *c, long secs)
 {
     c->body_armed = true;
     c->deadline = deadline_in(c, secs > 0 ? secs : 1);
-    if (c->rd_ready) yield(c, EV_READ);
+    if (c->tls ? sl_tls_can_read(c) : c->rd_ready) yield(c, EV_READ);
 }
 
 void sl_conn_pause_body(sl_conn *c)
@@ -1181,7 +1181,7 @@ static void conn_run(sl_conn *c)
         case SL_CONN_HANDLE:
             return; /* a module owns the connection */
         case SL_CONN_READ_BODY:
-            if (c->rd_ready && c->body_armed && c->on_body) {
+            if ((c->tls ? sl_tls_can_read(c) : c->rd_ready) && c->body_armed && c->on_body) {
                 c->body_armed = false;
                 c->deadline = 0;
                 c->on_body(c, EV_READ);

@@ -223,7 +223,7 @@ def load_tests(loader, tests, pattern):
             continue  # as test_backends: valgrind cannot see the kernel fill ring buffers
         cls = type("TLS_" + b.replace("-", "_"), (BackendCase, unittest.TestCase), {"backend": b})
         suite.addTests(loader.loadTestsFromTestCase(cls))
-    for cls in (Protocol, Robustness):
+    for cls in (Protocol, Robustness, ProxyOverTLS):
         suite.addTests(loader.loadTestsFromTestCase(cls))
     return suite
 
@@ -375,6 +375,74 @@ class Robustness(unittest.TestCase):
         stalled.close()
         silent.close()
         self.assertTrue(self.served())
+
+
+XS_PHP = b"""<?php
+header("X-Sendfile: " . $_GET["f"]);
+echo "this body must not reach the client";
+"""
+ECHO_PHP = b"""<?php
+header("X-Https: " . ($_SERVER["HTTPS"] ?? "") . " " . $_SERVER["REQUEST_SCHEME"]);
+echo "body=" . file_get_contents("php://input");
+"""
+
+
+class ProxyOverTLS(unittest.TestCase):
+    """proxy-core (FastCGI, php-cgi) behind a TLS listener: X-Sendfile sends the file through
+    the TLS path, request bodies are read through it (also after an interim 100 Continue), and
+    the script learns HTTPS=on."""
+
+    @classmethod
+    def setUpClass(cls):
+        from test_proxy import kill_tree, spawn_php, wait_port
+        cls.kill_tree = staticmethod(kill_tree)
+        cls.tmp = tempfile.mkdtemp(prefix="sl_tls_px_")
+        cls.media = os.path.join(cls.tmp, "media")
+        os.makedirs(cls.media)
+        cls.movie = os.urandom(700000)
+        with open(os.path.join(cls.media, "movie.bin"), "wb") as f:
+            f.write(cls.movie)
+        cls.php_port = free_port()
+        cls.pids = [spawn_php(["-a", "127.0.0.1", "-p", str(cls.php_port)])]
+        wait_port(cls.php_port)
+        cls.srv = Server(TLS_CONF + f'$HTTP["url"] =~ "^/php/" {{\n proxy-core.protocol = "fastcgi"\n'
+                         f' proxy-core.backends = ( "127.0.0.1:{cls.php_port}" )\n'
+                         f' proxy-core.allow-x-sendfile = "enable"\n'
+                         f' proxy-core.x-sendfile-docroot = ( "{cls.media}" )\n}}\n',
+                         {"php/xs.php": XS_PHP, "php/echo.php": ECHO_PHP}).start()
+
+    @classmethod
+    def tearDownClass(cls):
+        rc = cls.srv.stop()
+        for p in cls.pids:
+            cls.kill_tree(p)
+        shutil.rmtree(cls.tmp, ignore_errors=True)
+        assert rc == 0, cls.srv.log_text
+
+    def test_xsendfile_over_tls(self):
+        f = b"/php/xs.php?f=" + self.media.encode() + b"/movie.bin"
+        evict(os.path.join(self.media, "movie.bin"))
+        for extra, want in ((b"", (200, self.movie)),
+                            (b"Range: bytes=1000-99999\r\n", (206, self.movie[1000:100000]))):
+            st, h, body = tls_request(self.srv.port, b"GET " + f + b" HTTP/1.1\r\nHost: localhost\r\n"
+                                      + extra + b"\r\n")
+            self.assertEqual((st, body), want)
+            self.assertNotIn("x-sendfile", h)
+
+    def test_body_and_https_variable(self):
+        body = os.urandom(300000).hex().encode()
+        s = tls_connect(self.srv.port)
+        try:
+            s.sendall(b"POST /php/echo.php HTTP/1.1\r\nHost: localhost\r\nContent-Length: %d\r\n"
+                      b"Expect: 100-continue\r\n\r\n" % len(body))
+            st, h, _, rest = read_response(s)
+            self.assertEqual(st, 100)
+            s.sendall(body)
+            st, h, got, _ = read_response(s, rest)
+        finally:
+            s.close()
+        self.assertEqual((st, got), (200, b"body=" + body))
+        self.assertEqual(h["x-https"], "on https")
 
 
 if __name__ == "__main__":
