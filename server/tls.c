@@ -747,7 +747,7 @@ void sl_tls_close_notify(sl_conn *c)
 static void tls_status(struct sl_server *srv, sl_status_out *o)
 {
     if (!srv->tls) return; /* no TLS listener: nothing to say */
-    sl_status_list(o, "tls", "file_path");
+    sl_status_list(o, "tls", "tls_path");
     sl_status_item(o, sl_tls_file_path());
     sl_status_num(o, "handshakes", atomic_load_explicit(&n_handshakes, memory_order_relaxed), true);
     sl_status_num(o, "handshake_failures", atomic_load_explicit(&n_failed, memory_order_relaxed),

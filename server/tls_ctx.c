@@ -53,6 +53,10 @@ SSL_CTX *sl_tls_ctx_new(void)
     /* 10,000 idle keep-alive connections stay cheap: their buffers go back while idle. */
     SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER |
                               SSL_MODE_RELEASE_BUFFERS);
+    /* Read as much as the socket has into OpenSSL's buffer, not a 5-byte record header and then
+     * its body: half the read() calls. The connection never infers "drained" from a short read
+     * over TLS (only WANT_READ clears rd_ready), so bytes OpenSSL holds are never forgotten. */
+    SSL_CTX_set_read_ahead(ctx, 1);
     SSL_CTX_set_dh_auto(ctx, 1);
     if (!SSL_CTX_set_cipher_list(ctx, INTERMEDIATE_CIPHERS)) {
         SSL_CTX_free(ctx);

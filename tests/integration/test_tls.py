@@ -326,7 +326,7 @@ class Protocol(unittest.TestCase):
         print(f"\ntest_tls: files over TLS on this kernel: {path}", file=sys.stderr)
         st, h, body = tls_request(self.srv.port, b"GET /server-status HTTP/1.1\r\nHost: x\r\n\r\n")
         self.assertEqual(st, 200)
-        self.assertIn(f"file_path {path}", body.decode())
+        self.assertIn(f"tls_path {path} handshakes", body.decode())
         self.assertRegex(body.decode(), r"handshakes \d+")
 
 
