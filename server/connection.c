@@ -1078,8 +1078,10 @@ ssize_t sl_conn_send_now(sl_conn *c, const void *buf, size_t len)
     return n < 0 ? -errno : n;
 }
 
-/* The memory chunks at the head of the queue through TLS: one SSL_write per chunk (a record
- * each; the response head is one). The same results as sl_chunkq_write_mem. */
+/* The memory chunks at the head of the queue through TLS. Small ones are staged (tls.h) so that
+ * a response head and an error page, or a head and the first bytes of its file, leave in one
+ * record and one write(); the file's first sl_xfer_send completes the record, and an empty
+ * queue flushes it (conn_write). The same results as sl_chunkq_write_mem. */
 static int tls_write_mem(sl_conn *c, size_t budget, size_t *done)
 {
     size_t here = 0;
@@ -1092,7 +1094,8 @@ static int tls_write_mem(sl_conn *c, size_t budget, size_t *done)
             sl_chunkq_pop(q);
             continue;
         }
-        ssize_t n = sl_tls_send(c, h->data + h->off, len);
+        ssize_t n = sl_tls_stage(c, h->data + h->off, len);
+        if (n == 0) n = sl_tls_send(c, h->data + h->off, len);
         if (n == -EAGAIN) return 1;
         if (n < 0) return (int)n;
         here += (size_t)n;
@@ -1124,7 +1127,11 @@ static int conn_write(sl_conn *c)
     size_t done = 0;
     for (;;) {
         sl_chunk *h = c->out.head;
-        if (!h) return 0;
+        if (!h) {
+            if (!c->tls) return 0;
+            int r = sl_tls_flush(c); /* what was staged for a body that did not follow */
+            return r == -EAGAIN ? 1 : r;
+        }
         if (done >= WRITE_BUDGET) return 3;
         int r;
         if (h->fd < 0) {

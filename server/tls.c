@@ -85,7 +85,16 @@ typedef struct sl_tls_conn {
     bool shut;          /* close_notify was sent */
     bool rd_wants_wr;   /* the last SSL_read wanted to write (WANT_WRITE) */
     bool wr_wants_rd;   /* the last SSL_write wanted to read (WANT_READ) */
+    /* Small writes gathered into one record: a response head waits here for the first bytes
+     * of its body, so a small file leaves in one record and one write() instead of two. Ours,
+     * so a retry after WANT_WRITE passes the same bytes as OpenSSL requires. */
+    char *stage;        /* STAGE_CAP bytes while anything is staged, else NULL */
+    size_t staged;
+    bool stage_sealed;  /* being written: nothing more may be added until it is out */
 } sl_tls_conn;
+
+/* One TLS record's worth of plaintext. */
+#define STAGE_CAP 16384
 
 /* The process's TLS state (srv->tls). */
 typedef struct sl_tls {
@@ -589,6 +598,8 @@ static ssize_t sink_sendfile(void *owner, int fd, off_t off, size_t len)
 {
     sl_conn *c = owner;
     sl_tls_conn *t = c->tls;
+    int r = sl_tls_flush(c); /* a staged head goes before the file's bytes */
+    if (r < 0) return r;
     ossl_ssize_t n = SSL_sendfile(t->ssl, fd, off, len, 0);
     if (n > 0) return n;
     int e = SSL_get_error(t->ssl, (int)n);
@@ -631,6 +642,7 @@ void sl_tls_conn_free(sl_conn *c)
 {
     sl_tls_conn *t = c->tls;
     if (!t) return;
+    free(t->stage);
     SSL_free(t->ssl);
     free(t);
     c->tls = NULL;
@@ -705,7 +717,8 @@ ssize_t sl_tls_recv(sl_conn *c, void *buf, size_t len)
     }
 }
 
-ssize_t sl_tls_send(sl_conn *c, const void *buf, size_t len)
+/* SSL_write as the connection wants it (see sl_tls_send). */
+static ssize_t ssl_write(sl_conn *c, const void *buf, size_t len)
 {
     sl_tls_conn *t = c->tls;
     if (t->dead) return -EPIPE;
@@ -731,6 +744,52 @@ ssize_t sl_tls_send(sl_conn *c, const void *buf, size_t len)
         return r == 0 ? -EPIPE : r;
     }
     }
+}
+
+int sl_tls_flush(sl_conn *c)
+{
+    sl_tls_conn *t = c->tls;
+    if (!t->staged) return 0;
+    t->stage_sealed = true;
+    while (t->staged) {
+        ssize_t n = ssl_write(c, t->stage, t->staged);
+        if (n < 0) return (int)n;
+        /* One record at most: partial writes return whole records, so this is the rest. */
+        memmove(t->stage, t->stage + n, t->staged - (size_t)n);
+        t->staged -= (size_t)n;
+    }
+    /* Given back at once: 10,000 idle connections keep no staging buffer. */
+    free(t->stage);
+    t->stage = NULL;
+    t->stage_sealed = false;
+    return 0;
+}
+
+ssize_t sl_tls_stage(sl_conn *c, const void *buf, size_t len)
+{
+    sl_tls_conn *t = c->tls;
+    if (t->dead) return -EPIPE;
+    if (t->stage_sealed || t->staged + len > STAGE_CAP) return 0;
+    if (!t->stage && !(t->stage = malloc(STAGE_CAP))) return 0; /* then written unstaged */
+    memcpy(t->stage + t->staged, buf, len);
+    t->staged += len;
+    return (ssize_t)len;
+}
+
+ssize_t sl_tls_send(sl_conn *c, const void *buf, size_t len)
+{
+    sl_tls_conn *t = c->tls;
+    if (!t->staged) return ssl_write(c, buf, len);
+    /* A staged head: complete its record with the first of these bytes, then send it. */
+    size_t take = 0;
+    if (!t->stage_sealed) {
+        take = STAGE_CAP - t->staged < len ? STAGE_CAP - t->staged : len;
+        memcpy(t->stage + t->staged, buf, take);
+        t->staged += take;
+    }
+    int r = sl_tls_flush(c);
+    if (take) return (ssize_t)take; /* taken, whether or not the record is out yet */
+    return r < 0 ? r : ssl_write(c, buf, len);
 }
 
 void sl_tls_close_notify(sl_conn *c)

@@ -49,9 +49,16 @@ bool sl_tls_can_write(const struct sl_conn *c);
  * (the readiness it waits for is cleared: rd_ready, or wr_ready when OpenSSL must write first),
  * or another negative errno (garbage, a failed handshake, a reset: close the connection). */
 ssize_t sl_tls_recv(struct sl_conn *c, void *buf, size_t len);
-/* SSL_write: bytes written (> 0), -EAGAIN (readiness cleared as for reads), or a negative errno.
- * After -EAGAIN the same bytes must be offered again. */
+/* SSL_write: bytes taken (> 0), -EAGAIN (readiness cleared as for reads), or a negative errno.
+ * After -EAGAIN the same bytes must be offered again. Staged bytes (sl_tls_stage) go first, in
+ * one record with the start of these. */
 ssize_t sl_tls_send(struct sl_conn *c, const void *buf, size_t len);
+/* Keep len bytes to go out in one record with what follows (a response head before its body):
+ * len when they were kept, 0 when they do not fit (send them), or a negative errno. Whoever
+ * stages must see to sl_tls_flush when nothing follows. */
+ssize_t sl_tls_stage(struct sl_conn *c, const void *buf, size_t len);
+/* Send what is staged: 0 when nothing is left, -EAGAIN, or a negative errno. */
+int sl_tls_flush(struct sl_conn *c);
 
 /* Send close_notify once, when the handshake completed and nothing failed (best effort: the
  * socket is non-blocking and the connection closes anyway). Before shutdown(SHUT_WR) and close. */
