@@ -24,6 +24,9 @@
  * for writability instead (and the opposite for writes). The handshake is driven by the first
  * SSL_read of the request head, so its deadline is the read-idle timeout. Garbage, a failed
  * handshake or a renegotiation attempt fails that SSL_read: the connection closes, nothing else.
+ * Writes behave like send() on a non-blocking socket (partial writes, one record each); a small
+ * write that something follows (a response head) is staged in a 16 KiB buffer of the connection
+ * and leaves in one record with the first bytes of the body; reads use read-ahead.
  * File bodies go through the network backend with a sink (netback.h): with kTLS the kernel
  * encrypts and SSL_sendfile sends hot files from the page cache; without it (this kernel's
  * case when tcp_available_ulp has no "tls") file bytes are read into the xfer's buffers (hot ones
