@@ -9,7 +9,9 @@ block, TLS 1.1 is refused and 1.2/1.3 served, $HTTP["scheme"] is "https" on the 
 url.redirect on $HTTP["scheme"] == "http" sends plain clients to https, a client that stops
 mid-handshake, one that sends garbage and one that asks for renegotiation each cost only their
 own connection while others are served (and the stalled one is closed after the read-idle
-timeout), the status page and `seekless -V` name the TLS file path, and descriptors do not leak.
+timeout), the status page and `seekless -V` name the TLS file path, sessions resume across
+loops, proxy-core (FastCGI) works over TLS (X-Sendfile, request bodies after 100 Continue,
+HTTPS=on), and a graceful restart (SIGUSR1) goes on serving TLS while an old download ends.
 
 The file path over TLS this kernel runs is printed once (kTLS when tcp_available_ulp lists tls,
 the buffered SSL_write path otherwise) and the status page must name the same; where the kernel
@@ -20,6 +22,7 @@ import hashlib
 import os
 import re
 import shutil
+import signal
 import socket
 import ssl
 import struct
@@ -232,7 +235,7 @@ def load_tests(loader, tests, pattern):
             cls = type("TLS_" + b.replace("-", "_") + suffix, (BackendCase, unittest.TestCase),
                        {"backend": b, "extra": extra})
             suite.addTests(loader.loadTestsFromTestCase(cls))
-    for cls in (Protocol, Robustness, ProxyOverTLS):
+    for cls in (Protocol, Robustness, ProxyOverTLS, GracefulRestart):
         suite.addTests(loader.loadTestsFromTestCase(cls))
     return suite
 
@@ -390,6 +393,69 @@ class Robustness(unittest.TestCase):
         stalled.close()
         silent.close()
         self.assertTrue(self.served())
+
+
+class GracefulRestart(unittest.TestCase):
+    """SIGUSR1 over TLS: the new server serves TLS at once, a download the old one began ends
+    intact, and a session of the old process does not resume on the new one (its ticket keys are
+    new: a full handshake, as the README says)."""
+
+    def test_restart_keeps_serving_tls(self):
+        big = os.urandom(8 << 20)
+        srv = Server(TLS_CONF + "server.pid-file = \"PIDFILE\"\n", {"a.txt": b"hello\n", "big": big})
+        pidfile = os.path.join(srv.dir, "pid")
+        with open(srv.conf) as f:
+            text = f.read()
+        with open(srv.conf, "w") as f:
+            f.write(text.replace("PIDFILE", pidfile))
+        srv.start()
+        try:
+            def pid():
+                try:
+                    with open(pidfile) as f:
+                        return int(f.read().strip() or 0)
+                except (OSError, ValueError):
+                    return 0
+            deadline = time.time() + 10
+            while pid() < 2 and time.time() < deadline:
+                time.sleep(0.02)
+            first = pid()
+            self.assertGreater(first, 1)
+            ctx = client_ctx(ssl.TLSVersion.TLSv1_2, ssl.TLSVersion.TLSv1_2)
+            slow = tls_connect(srv.port, ctx=ctx)
+            slow.sendall(b"GET /big HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
+            got = slow.recv(65536)
+            session = slow.session
+            os.kill(first, signal.SIGUSR1)
+            deadline = time.time() + 30
+            while pid() in (0, first) and time.time() < deadline:
+                time.sleep(0.02)
+            self.assertNotIn(pid(), (0, first))
+            raw = socket.create_connection(("127.0.0.1", srv.port), timeout=10)
+            s = ctx.wrap_socket(raw, server_hostname="localhost", session=session)
+            try:
+                s.sendall(b"GET /a.txt HTTP/1.1\r\nHost: localhost\r\n\r\n")
+                self.assertEqual(read_response(s)[2], b"hello\n")
+                self.assertFalse(s.session_reused)
+            finally:
+                s.close()
+            while True:
+                d = slow.recv(1 << 20)
+                if not d:
+                    break
+                got += d
+            slow.close()
+            self.assertEqual(sha(got.partition(b"\r\n\r\n")[2]), sha(big))
+            # The first server exited; the new one (not our child) is stopped by its pid.
+            srv.proc.wait(timeout=30)
+            new = pid()
+            os.kill(new, signal.SIGTERM)
+            deadline = time.time() + 30
+            while os.path.exists(f"/proc/{new}") and time.time() < deadline:
+                time.sleep(0.05)
+            self.assertFalse(os.path.exists(f"/proc/{new}"), "the new server did not stop")
+        finally:
+            srv.stop()
 
 
 XS_PHP = b"""<?php
