@@ -11,7 +11,8 @@ mid-handshake, one that sends garbage and one that asks for renegotiation each c
 own connection while others are served (and the stalled one is closed after the read-idle
 timeout), the status page and `seekless -V` name the TLS file path, sessions resume across
 loops, proxy-core (FastCGI) works over TLS (X-Sendfile, request bodies after 100 Continue,
-HTTPS=on), and a graceful restart (SIGUSR1) goes on serving TLS while an old download ends.
+HTTPS=on), a graceful restart (SIGUSR1) goes on serving TLS while an old download ends, and
+clients that reset mid-file leave no descriptor behind.
 
 The file path over TLS this kernel runs is printed once (kTLS when tcp_available_ulp lists tls,
 the buffered SSL_write path otherwise) and the status page must name the same; where the kernel
@@ -203,7 +204,34 @@ class BackendCase:
         self.assertIn(b"HTTP/1.1 200 OK", head)
         self.assertEqual(sha(body), sha(CONTENT["f100k"]))
 
+    def fd_count(self):
+        """The server's descriptors, not counting files the open-file cache keeps."""
+        pid, n = self.srv.proc.pid, 0
+        for f in os.listdir(f"/proc/{pid}/fd"):
+            try:
+                if not os.readlink(f"/proc/{pid}/fd/{f}").startswith(self.srv.root + "/"):
+                    n += 1
+            except FileNotFoundError:
+                pass
+        return n
+
     def test_client_reset_mid_file(self):
+        self.assertEqual(self.get("f1")[0], 200)
+        # Count from when every loop is up (one epoll each), as test_backends does.
+        loops = int(os.environ.get("SEEKLESS_TEST_LOOPS") or len(os.sched_getaffinity(0)))
+        deadline = time.time() + 10
+        while time.time() < deadline:
+            fds = os.listdir(f"/proc/{self.srv.proc.pid}/fd")
+            polls = 0
+            for f in fds:
+                try:
+                    polls += os.readlink(f"/proc/{self.srv.proc.pid}/fd/{f}") == "anon_inode:[eventpoll]"
+                except FileNotFoundError:
+                    pass
+            if polls >= loops:
+                break
+            time.sleep(0.05)
+        before = self.fd_count()
         for _ in range(3):
             evict(self.path("f3m"))
             s = tls_connect(self.srv.port)
@@ -219,6 +247,11 @@ class BackendCase:
             s.close()
         st, h, body = self.get("f100k")
         self.assertEqual((st, body), (200, CONTENT["f100k"]))
+        # Every TLS connection's socket is closed again (a read in flight is waited for).
+        deadline = time.time() + 15
+        while self.fd_count() > before and time.time() < deadline:
+            time.sleep(0.05)
+        self.assertLessEqual(self.fd_count(), before)
 
 
 def load_tests(loader, tests, pattern):
