@@ -28,6 +28,7 @@
 #include "log.h"
 #include "module.h"
 #include "server.h"
+#include "tls.h"
 #include "sl_version.h"
 #include "user.h"
 
@@ -296,6 +297,7 @@ int main(int argc, char **argv)
         case 'V':
             printf("seekless/%s\n", SL_VERSION);
             sl_core_print_features();
+            sl_tls_print_features();
             printf("systemd-notify: %s\n", SL_HAVE_SYSTEMD ? "libsystemd" : "no");
             return 0;
         case 'h': usage(stdout); return 0;

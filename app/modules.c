@@ -6,6 +6,7 @@
 #include "mod_static.h"
 #include "mod_status.h"
 #include "module.h"
+#include "tls.h"
 
 extern sl_module sl_mod_accesslog;
 extern sl_module sl_mod_alias;
@@ -28,6 +29,7 @@ sl_module *const sl_modules_builtin[] = {
     &sl_mod_core,
     &sl_mod_extforward, /* first in uri_raw: it starts a request over with the client's address */
     &sl_mod_bwlimit,
+    &sl_mod_tls,
     &sl_mod_evasive,
     &sl_mod_status,
     &sl_mod_proxy,

@@ -345,8 +345,128 @@ static int send_inline(sl_xfer *x, int fd, off_t *off, size_t max, uint64_t *sen
     return 0;
 }
 
+/* Hybrid: is the block at off in the page cache? 1 yes, 0 no, negative errno when the kernel
+ * cannot tell. A file the loop found wholly cached within the trust time is taken as cached
+ * without asking again; a check that covers the whole file teaches the memo either way. */
+static inline __attribute__((always_inline)) int hybrid_resident(sl_xfer *x, int fd, off_t off,
+                                                                 size_t block)
+{
+    sl_io *io = x->io;
+    bool known = x->id_fd == fd && x->id.ino && io->memo;
+    uint64_t now = known ? coarse_ms() : 0;
+    if (known && sl_resmemo_trust(io->memo, &x->id, now)) return 1;
+    int res = sl_page_cache_resident(fd, off, block);
+    if (known && res >= 0) {
+        __atomic_store_n(&io->memo_checks, io->memo_checks + 1, __ATOMIC_RELAXED);
+        sl_resmemo_note(io->memo, &x->id, now, off == 0 && (int64_t)block >= x->id.size,
+                        res > 0);
+    }
+    return res;
+}
+
+/* Read the block at off on the loop into x's buffer (a hot block, or a synchronous backend).
+ * nowait: only what the page cache holds (RWF_NOWAIT); -EAGAIN when that is nothing. 0 when a
+ * block is ready, or a negative errno (-ENODATA: the file ended). */
+static int read_inline(sl_xfer *x, int fd, off_t off, size_t block, bool nowait)
+{
+    int r = buf_get(x->io, x, block);
+    if (r < 0) return r;
+    ssize_t n;
+    if (nowait) {
+        struct iovec iov = {x->buf, block};
+        do {
+            n = preadv2(fd, &iov, 1, off, RWF_NOWAIT);
+        } while (n < 0 && errno == EINTR);
+        if (n < 0) n = -errno;
+    } else {
+        n = sl_pread_full(fd, x->buf, block, off);
+    }
+    if (n == 0) return -ENODATA;
+    if (n < 0) return (int)n;
+    x->fd = fd;
+    x->off = off;
+    x->len = block;
+    x->skip = x->pos = 0;
+    x->res = n;
+    x->ready = true;
+    return 0;
+}
+
+/* Hand bytes of the block that arrived to the sink. 0 to go on, SL_XFER_AGAIN, or a negative
+ * errno. The length offered after an -EAGAIN is the same as before (nothing moved), as
+ * SSL_write's retry wants. */
+static int sink_block(sl_xfer *x, off_t *off, off_t end, uint64_t *sent, size_t *done)
+{
+    if (x->res < 0) return (int)x->res;
+    if (x->off + (off_t)x->pos != *off) {
+        x->ready = false; /* a block for a different place: read again */
+        return 0;
+    }
+    size_t avail = (size_t)x->res - x->pos;
+    if (avail == 0) return -ENODATA;
+    size_t want = (size_t)(end - *off) < avail ? (size_t)(end - *off) : avail;
+    ssize_t n = x->sink->write(x->owner, x->buf + x->skip + x->pos, want);
+    if (n == -EAGAIN) return SL_XFER_AGAIN;
+    if (n < 0) return (int)n;
+    x->pos += (size_t)n;
+    *off += n;
+    *done += (size_t)n;
+    *sent += (uint64_t)n;
+    if (x->pos == (size_t)x->res) x->ready = false;
+    return 0;
+}
+
+/* sl_xfer_send through a sink (TLS). What is hot is read on the loop (or, with kTLS, sent with
+ * the sink's sendfile), what is cold is read by the backend off the loop; the bytes then go to
+ * the sink. Synchronous backends read on the loop, as they would send on it. */
+static int sink_send(sl_xfer *x, int fd, off_t *off, off_t end, size_t budget, uint64_t *sent)
+{
+    sl_io *io = x->io;
+    size_t done = 0;
+    while (*off < end) {
+        if (done >= budget) return SL_XFER_AGAIN;
+        int r;
+        if (x->ready) {
+            r = sink_block(x, off, end, sent, &done);
+            if (r != 0) return r;
+            continue;
+        }
+        if (sl_xfer_busy(x)) return SL_XFER_WAIT;
+        size_t block = (size_t)(end - *off) < io->block_size ? (size_t)(end - *off) : io->block_size;
+        int hot; /* 1 hot, 0 cold, -1 unknown (hybrid without cachestat: try RWF_NOWAIT) */
+        switch (io->nb->kind) {
+        case SL_NB_SENDFILE:
+        case SL_NB_PREAD: hot = 1; break;
+        case SL_NB_HYBRID: hot = hybrid_resident(x, fd, *off, block); break;
+        default: hot = 0; break;
+        }
+        if (hot > 0 && x->sink->sendfile) {
+            size_t room = budget - done;
+            ssize_t n = x->sink->sendfile(x->owner, fd, *off, block < room ? block : room);
+            if (n == -EAGAIN) return SL_XFER_AGAIN;
+            if (n < 0) return (int)n;
+            if (n == 0) return -ENODATA;
+            *off += n;
+            done += (size_t)n;
+            *sent += (uint64_t)n;
+            continue;
+        }
+        if (hot != 0) {
+            r = read_inline(x, fd, *off, block, hot < 0);
+            if (r == 0 || r != -EAGAIN) {
+                if (r != 0) return r;
+                continue;
+            }
+        }
+        r = start_block(x, fd, *off, end, false, budget - done);
+        if (r != 0) return r;
+    }
+    return 0;
+}
+
 int sl_xfer_send(sl_xfer *x, int fd, off_t *off, off_t end, size_t budget, uint64_t *sent)
 {
+    if (x->sink) return sink_send(x, fd, off, end, budget, sent);
     sl_io *io = x->io;
     size_t done = 0;
     const bool more = false;
@@ -389,21 +509,7 @@ int sl_xfer_send(sl_xfer *x, int fd, off_t *off, off_t end, size_t budget, uint6
             r = 0;
             break;
         case SL_NB_HYBRID: {
-            /* A file the loop found wholly cached within the trust time is sent without asking
-             * again; a check that covers the whole file teaches the memo either way. */
-            bool known = x->id_fd == fd && x->id.ino && io->memo;
-            uint64_t now = known ? coarse_ms() : 0;
-            int res;
-            if (known && sl_resmemo_trust(io->memo, &x->id, now)) {
-                res = 1;
-            } else {
-                res = sl_page_cache_resident(fd, *off, block);
-                if (known && res >= 0) {
-                    __atomic_store_n(&io->memo_checks, io->memo_checks + 1, __ATOMIC_RELAXED);
-                    sl_resmemo_note(io->memo, &x->id, now,
-                                    *off == 0 && (int64_t)block >= x->id.size, res > 0);
-                }
-            }
+            int res = hybrid_resident(x, fd, *off, block);
             if (res > 0) {
                 r = send_inline(x, fd, off, block < room ? block : room, sent, &done);
                 break;

@@ -34,6 +34,22 @@ struct sl_io;
 #define SL_XFER_AGAIN 1 /* the socket would block, or this turn's byte budget is spent */
 #define SL_XFER_WAIT 2  /* a read is in flight or waits for a slot: resume() follows */
 
+/* Where an xfer's bytes go when they may not go to the socket as they are: a TLS connection, whose
+ * records are encrypted by OpenSSL (in user space) or by the kernel (kTLS). The functions get the
+ * xfer's owner. With a sink the xfer never touches the socket itself, and the hybrid backend's
+ * threads never sendfile() to it: file bytes are read into the xfer's buffer (hot blocks with
+ * pread on the loop, cold ones through the backend, off the loop) and handed to write(). */
+typedef struct sl_xfer_sink {
+    /* Take up to len bytes of buf: the bytes taken (> 0), -EAGAIN when the peer cannot take more
+     * now (the owner learns when it can from its own events; resume() is not called for it),
+     * or another negative errno. A call after -EAGAIN passes the same bytes again. */
+    ssize_t (*write)(void *owner, const void *buf, size_t len);
+    /* Send len bytes of fd at off from the page cache, encrypted by the kernel (kTLS's
+     * SSL_sendfile); same results as write. NULL: file bytes go through buffers and write(). */
+    ssize_t (*sendfile)(void *owner, int fd, off_t off, size_t len);
+    const char *name;      /* what the status page and the logs call this path */
+} sl_xfer_sink;
+
 /* One file range being sent to one socket. At most one block read is in flight per xfer. */
 typedef struct sl_xfer {
     sl_job job;            /* thread-pool and POSIX-AIO completions travel as jobs */
@@ -44,6 +60,9 @@ typedef struct sl_xfer {
     /* Optional, loop thread: a block read finished (CLOCK_MONOTONIC ns; for the timing trace). */
     void (*on_read)(struct sl_xfer *x, uint64_t queued, uint64_t started, uint64_t done);
     void *owner;
+    /* NULL: bytes go to sock (sendfile, send). Otherwise through the sink (TLS); set by the
+     * owner before the first sl_xfer_send and kept for the xfer's life. */
+    const sl_xfer_sink *sink;
     /* The block read. */
     int fd;                /* the file (owned by the caller) */
     off_t off;             /* file offset of the first wanted byte */
@@ -155,8 +174,8 @@ void sl_xfer_init(sl_xfer *x, sl_io *io, int sock, void (*resume)(sl_xfer *x), v
  * loop found them all cached a moment ago. Cleared by sl_xfer_reset. */
 void sl_xfer_set_file(sl_xfer *x, int fd, const struct stat *st);
 
-/* Send bytes [*off, end) of fd to x->sock, at most about `budget` bytes now; *off advances and
- * *sent grows by what went out. Returns 0 when the range is sent, SL_XFER_AGAIN, SL_XFER_WAIT,
+/* Send bytes [*off, end) of fd to x->sock (or x->sink), at most about `budget` bytes now; *off
+ * advances and *sent grows by what went out. Returns 0 when the range is sent, SL_XFER_AGAIN, SL_XFER_WAIT,
  * or a negative errno; -ENODATA means the file ended before `end` (truncated while sent). */
 int sl_xfer_send(sl_xfer *x, int fd, off_t *off, off_t end, size_t budget, uint64_t *sent);
 

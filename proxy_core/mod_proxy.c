@@ -1191,7 +1191,7 @@ static sl_hresult proxy_handle(sl_conn *c)
         /* The client waits for this before sending the body. A 1.0 client does not know 100
          * and sends the body anyway (RFC 9110 §10.1.1: ignore the expectation in 1.0). */
         static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";
-        ssize_t w = send(c->fd, cont, sizeof cont - 1, MSG_NOSIGNAL);
+        ssize_t w = sl_conn_send_now(c, cont, sizeof cont - 1);
         (void)w;
     }
     /* CGI applications want CONTENT_LENGTH: a chunked body is collected for them. */

@@ -38,6 +38,7 @@
 #include "path.h"
 #include "server.h"
 #include "sl_version.h"
+#include "tls.h"
 
 #define LINGER_SECONDS 2
 #define LINGER_BYTES (256 * 1024)
@@ -218,7 +219,8 @@ int sl_conn_new(sl_loop *loop, int fd, const struct sockaddr *sa, int salen, uns
      * with edge-triggered events no further edge would announce it. */
     event_assign(&c->ev, loop->base, fd, EV_READ | EV_WRITE | EV_CLOSED | EV_PERSIST | EV_ET,
                  conn_event, c);
-    if (event_add(&c->ev, NULL) < 0) {
+    if (event_add(&c->ev, NULL) < 0 ||
+        (srv->tls && sl_tls_listener(srv, listener) && sl_tls_conn_start(c) < 0)) {
         sl_conn_close(c);
         return -ENOMEM;
     }
@@ -244,6 +246,7 @@ static void conn_free(sl_conn *c)
     if (c->fd >= 0) close(c->fd);
     c->fd = -1;
     request_reset(c);
+    if (c->tls) sl_tls_conn_free(c);
     sl_loop_buf_put(c->loop, c->in);
     free(c->conf_buf);
     free(c->caps);
@@ -253,6 +256,7 @@ static void conn_free(sl_conn *c)
 void sl_conn_close(sl_conn *c)
 {
     if (c->closed) return;
+    if (c->tls) sl_tls_close_notify(c);
     event_del(&c->ev);
     if (!c->xfer.inflight) {
         /* Nothing but a read thread ever uses the socket off the loop. */
@@ -650,15 +654,16 @@ static void parse_error(sl_conn *c, int status)
 
 /* c->host: the authority of an absolute-form target, else the Host field, normalized so that
  * conditions, the access log and backends see one spelling of each host (sl_host_normalize);
- * "" without either (HTTP/1.0). Every listener speaks http, so ":80" is the default port. An
- * invalid value is refused (400), as lighttpd does. */
+ * "" without either (HTTP/1.0). ":80" is the default port on a plain listener, ":443" on a TLS
+ * one. An invalid value is refused (400), as lighttpd does. */
 static int set_host(sl_conn *c, const char *auth, size_t alen)
 {
     const sl_http_header *h = c->req.host;
     c->host[0] = 0;
     if (!alen && !h) return 0;
-    ssize_t n = alen ? sl_host_normalize(auth, alen, 80, c->host, sizeof c->host)
-                     : sl_host_normalize(h->value, h->value_len, 80, c->host, sizeof c->host);
+    unsigned dport = c->tls ? 443 : 80;
+    ssize_t n = alen ? sl_host_normalize(auth, alen, dport, c->host, sizeof c->host)
+                     : sl_host_normalize(h->value, h->value_len, dport, c->host, sizeof c->host);
     return n < 0 ? (int)n : 0;
 }
 
@@ -907,7 +912,7 @@ static void handle_request(sl_conn *c)
     if (c->has_body) c->keep_alive = false;
     c->target = rq->target;
     c->target_len = rq->target_len;
-    c->scheme = "http";
+    c->scheme = sl_conn_scheme(c);
     bool asterisk = rq->target_len == 1 && rq->target[0] == '*';
     int st = asterisk ? (rq->method == SL_METHOD_OPTIONS ? 405 : 400)
                       : request_uri(c, rq->target, rq->target_len);
@@ -981,6 +986,7 @@ static int request_finished(sl_conn *c)
         if (had_body || c->in_len > 0) {
             /* Input may still be arriving: shut our side and drain before closing, or the
              * kernel answers the unread bytes with a reset that can destroy the response. */
+            if (c->tls) sl_tls_close_notify(c);
             shutdown(c->fd, SHUT_WR);
             c->state = SL_CONN_LINGER;
             c->in_len = 0;
@@ -1012,7 +1018,7 @@ static int request_finished(sl_conn *c)
  * nothing to read now, -1 when the connection was closed. */
 static int conn_read(sl_conn *c)
 {
-    if (!c->rd_ready) return 0;
+    if (c->tls ? !sl_tls_can_read(c) : !c->rd_ready) return 0;
     if (!c->in) {
         c->in_cap = (size_t)srv_of(c)->global->max_request_field_size + 1024;
         c->in = sl_loop_buf_get(c->loop, c->in_cap);
@@ -1023,7 +1029,24 @@ static int conn_read(sl_conn *c)
     }
     if (c->in_len == c->in_cap) return 0; /* full: the parser reports 431/414 */
     size_t room = c->in_cap - c->in_len;
-    ssize_t n = recv(c->fd, c->in + c->in_len, room, 0);
+    ssize_t n;
+    if (c->tls) {
+        /* The handshake runs inside these reads; readiness is the TLS layer's to clear (a
+         * short read says nothing while OpenSSL may hold decrypted bytes). */
+        n = sl_tls_recv(c, c->in + c->in_len, room);
+        if (n == -EAGAIN) return 0;
+        if (n <= 0) {
+            sl_conn_close(c); /* end of input, garbage, a failed handshake */
+            return -1;
+        }
+        if (c->in_len == 0 && c->requests > 0) {
+            c->deadline = deadline_in(c, srv_of(c)->global->max_read_idle);
+            request_start(c);
+        }
+        c->in_len += (size_t)n;
+        return 1;
+    }
+    n = recv(c->fd, c->in + c->in_len, room, 0);
     if (n > 0) {
         if (c->in_len == 0 && c->requests > 0) {
             /* A new request starts on a kept-alive connection. */
@@ -1047,6 +1070,7 @@ static int conn_read(sl_conn *c)
 
 ssize_t sl_conn_recv(sl_conn *c, void *buf, size_t len)
 {
+    if (c->tls) return sl_tls_can_read(c) ? sl_tls_recv(c, buf, len) : -EAGAIN;
     for (;;) {
         ssize_t n = recv(c->fd, buf, len, 0);
         if (n >= 0) {
@@ -1059,11 +1083,47 @@ ssize_t sl_conn_recv(sl_conn *c, void *buf, size_t len)
     }
 }
 
+ssize_t sl_conn_send_now(sl_conn *c, const void *buf, size_t len)
+{
+    if (c->tls) return sl_tls_send(c, buf, len);
+    ssize_t n = send(c->fd, buf, len, MSG_NOSIGNAL);
+    return n < 0 ? -errno : n;
+}
+
+/* The memory chunks at the head of the queue through TLS. Small ones are staged (tls.h) so that
+ * a response head and an error page, or a head and the first bytes of its file, leave in one
+ * record and one write(); the file's first sl_xfer_send completes the record, and an empty
+ * queue flushes it (conn_write). The same results as sl_chunkq_write_mem. */
+static int tls_write_mem(sl_conn *c, size_t budget, size_t *done)
+{
+    size_t here = 0;
+    sl_chunkq *q = &c->out;
+    while (q->head && q->head->fd < 0) {
+        if (here >= budget) return 1;
+        sl_chunk *h = q->head;
+        size_t len = (size_t)(h->end - h->off);
+        if (len == 0) {
+            sl_chunkq_pop(q);
+            continue;
+        }
+        ssize_t n = sl_tls_stage(c, h->data + h->off, len);
+        if (n == 0) n = sl_tls_send(c, h->data + h->off, len);
+        if (n == -EAGAIN) return 1;
+        if (n < 0) return (int)n;
+        here += (size_t)n;
+        *done += (size_t)n;
+        c->bytes_out += (uint64_t)n;
+        h->off += n;
+        if (h->off == h->end) sl_chunkq_pop(q);
+    }
+    return 0;
+}
+
 void sl_conn_want_body(sl_conn *c, long secs)
 {
     c->body_armed = true;
     c->deadline = deadline_in(c, secs > 0 ? secs : 1);
-    if (c->rd_ready) yield(c, EV_READ);
+    if (c->tls ? sl_tls_can_read(c) : c->rd_ready) yield(c, EV_READ);
 }
 
 void sl_conn_pause_body(sl_conn *c)
@@ -1080,11 +1140,17 @@ static int conn_write(sl_conn *c, size_t budget)
     size_t done = 0;
     for (;;) {
         sl_chunk *h = c->out.head;
-        if (!h) return 0;
+        if (!h) {
+            if (!c->tls) return 0;
+            int r = sl_tls_flush(c); /* what was staged for a body that did not follow */
+            return r == -EAGAIN ? 1 : r;
+        }
         if (done >= budget) return 3;
         int r;
         if (h->fd < 0) {
-            r = sl_chunkq_write_mem(&c->out, c->fd, budget - done, &c->bytes_out, &done);
+            r = c->tls ? tls_write_mem(c, budget - done, &done)
+                       : sl_chunkq_write_mem(&c->out, c->fd, budget - done, &c->bytes_out,
+                                             &done);
             if (r == 1) return done >= budget ? 3 : 1;
             if (r != 0) return r;
             continue;
@@ -1135,14 +1201,14 @@ static void conn_run(sl_conn *c)
         case SL_CONN_HANDLE:
             return; /* a module owns the connection */
         case SL_CONN_READ_BODY:
-            if (c->rd_ready && c->body_armed && c->on_body) {
+            if ((c->tls ? sl_tls_can_read(c) : c->rd_ready) && c->body_armed && c->on_body) {
                 c->body_armed = false;
                 c->deadline = 0;
                 c->on_body(c, EV_READ);
             }
             return;
         case SL_CONN_WRITE: {
-            if (!c->wr_ready) return;
+            if (c->tls ? !sl_tls_can_write(c) : !c->wr_ready) return;
             /* Bandwidth limits bound the turn's bytes; 0: a timer resumes us (bwlimit.c). */
             size_t budget = sl_bw_budget(c, WRITE_BUDGET);
             if (!budget) return;
@@ -1155,7 +1221,8 @@ static void conn_run(sl_conn *c)
             }
             if (r == 2) return; /* a read is in flight: on_xfer resumes us */
             if (r == 1) {
-                c->wr_ready = false; /* the next writable edge resumes us */
+                /* The next writable edge resumes us (TLS cleared what it waits for itself). */
+                if (!c->tls) c->wr_ready = false;
                 return;
             }
             if (r == 3) {

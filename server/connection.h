@@ -24,6 +24,7 @@
 #include "netback.h"
 
 struct sl_loop;
+struct sl_tls_conn;
 
 typedef enum {
     SL_CONN_READ_HEAD, /* waiting for (the rest of) a request head */
@@ -84,6 +85,7 @@ typedef struct sl_conn {
     struct event ev;               /* read|write|persist|edge-triggered, added once */
     bool rd_ready, wr_ready;       /* the kernel reported it and no short read/write since */
     bool rd_eof;                   /* the peer shut its side (EPOLLRDHUP): reads end in 0 */
+    struct sl_tls_conn *tls;       /* TLS (tls.h) on this connection, or NULL: plain */
     sl_conn_state state;
     time_t deadline;               /* the sweep acts after it (seconds, loop clock); 0: none */
     unsigned requests;             /* requests completed on this connection */
@@ -190,6 +192,14 @@ void sl_conn_pause_body(sl_conn *c);
 /* recv() from the client that keeps the readiness the connection tracks: bytes read, 0 at the
  * end of input, or a negative errno (-EAGAIN: nothing now; on_body follows when there is). */
 ssize_t sl_conn_recv(sl_conn *c, void *buf, size_t len);
+/* Send bytes now, outside the output queue (an interim 100 Continue): through TLS on a TLS
+ * connection. Bytes sent, or a negative errno (-EAGAIN: the socket is full). */
+ssize_t sl_conn_send_now(sl_conn *c, const void *buf, size_t len);
+/* The scheme requests on this connection have: "https" on a TLS listener, else "http". */
+static inline const char *sl_conn_scheme(const sl_conn *c)
+{
+    return c->tls ? "https" : "http";
+}
 /* Server is stopping: close the connection if it is idle, otherwise let it finish its response. */
 void sl_conn_shutdown(sl_conn *c);
 /* The 1-second sweep found c past its deadline. */

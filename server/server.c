@@ -27,6 +27,7 @@
 #include "connection.h"
 #include "fdcache.h"
 #include "log.h"
+#include "tls.h"
 
 #define LISTEN_BACKLOG 1024
 
@@ -76,7 +77,8 @@ int sl_server_setup(sl_server *srv, sl_conf_set *cs, char *err, size_t errlen)
     }
     srv->nb = sl_netback_find(g->network_backend);
     srv->n_loops = sl_server_loops_wanted(g);
-    return 0;
+    /* Certificates were loaded with the config; the contexts are made here, so -t checks them. */
+    return sl_tls_setup(srv, err, errlen);
 }
 
 static int bind_one(const char *canon, bool reuse_port, bool probe, char *err, size_t errlen)
@@ -440,6 +442,7 @@ void sl_server_free(sl_server *srv)
     }
     free(srv->listen_fd);
     srv->listen_fd = NULL;
+    sl_tls_free(srv);
     if (srv->cs) {
         for (size_t i = srv->cs->n_mods; i-- > 0;)
             if (srv->cs->mods[i]->fini) srv->cs->mods[i]->fini(srv);

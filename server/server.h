@@ -54,6 +54,7 @@ typedef struct sl_server {
      * like HUP. */
     int (*on_restart)(struct sl_server *srv);
     bool handed_over;                 /* a graceful restart replaced this server */
+    struct sl_tls *tls;               /* the TLS listeners' contexts (tls.h), NULL: none */
 } sl_server;
 
 /* First thing in main: ignore SIGPIPE, SIGTTOU and SIGXFSZ and block the signals the main thread

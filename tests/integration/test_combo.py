@@ -41,6 +41,7 @@ import re
 import shutil
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import tempfile
@@ -812,6 +813,19 @@ def vhost_start(level, env):
         os.symlink(env.root, os.path.join(env.tmp, "ev", "combo", "test"))
 
 
+def tls_config(level, env):
+    """The listener speaks TLS with a certificate made for this config (openssl CLI)."""
+    if level == "off":
+        return ""
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
+                    "ec_paramgen_curve:P-256", "-nodes", "-keyout", "tls.key", "-out", "tls.crt",
+                    "-days", "2", "-subj", "/CN=localhost"],
+                   cwd=env.tmp, check=True, capture_output=True)
+    env.tls = True
+    return (f'ssl.engine = "enable"\nssl.pemfile = "{env.tmp}/tls.crt"\n'
+            f'ssl.privkey = "{env.tmp}/tls.key"')
+
+
 def onoff(on, off=""):
     return lambda level, env: on if level == "on" else off
 
@@ -856,6 +870,8 @@ FACTORS = [
            onoff('server.range-requests = "enable"', 'server.range-requests = "disable"'), range_expect),
     Factor("bandwidth limit", ("off", "connection", "server"),
            lambda level, env: BANDWIDTH_CONF[level], bandwidth_expect),
+    # Every answer the same, through OpenSSL (the clients below wrap their sockets).
+    Factor("TLS", ("off", "on"), tls_config),
 ]
 
 # Error-log lines any config may write (start, stop) and those its helpers explain.
@@ -972,6 +988,7 @@ class Env:
         for name, data in BACKEND_FILES.items():
             write(os.path.join(self.backend_dir, name), data)
         self.stops = []
+        self.tls = False  # the listener speaks TLS (the TLS factor)
         self.root = None
         self.atime_ns = None
 
@@ -1033,8 +1050,9 @@ class Client:
     """One connection at a time to the server; answers are read with test_core.read_response,
     bytes before an answer's status line are kept as the previous answer's trailing bytes."""
 
-    def __init__(self, port):
+    def __init__(self, port, tls=False):
         self.port = port
+        self.tls = tls
         self.sock = None
         self.buf = b""
         self.last = None
@@ -1042,6 +1060,11 @@ class Client:
     def connect(self):
         self.close()
         self.sock = socket.create_connection(("127.0.0.1", self.port), timeout=TIMEOUT)
+        if self.tls:
+            ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+            ctx.check_hostname = False
+            ctx.verify_mode = ssl.CERT_NONE
+            self.sock = ctx.wrap_socket(self.sock, server_hostname="localhost")
         self.buf = b""
         self.last = None
 
@@ -1121,7 +1144,7 @@ class Run:
         self.srv.start()
 
     def send_new(self, reqs):
-        client = Client(self.srv.port)
+        client = Client(self.srv.port, self.env.tls)
         try:
             self.send(client, reqs)
         except OSError as e:
@@ -1163,7 +1186,7 @@ class Run:
                 self.fail(f"pipeline of {len(reqs)}: {answered} answered, expected {want}")
 
     def exercise(self):
-        client = Client(self.srv.port)
+        client = Client(self.srv.port, self.env.tls)
         try:
             for item in SEQUENCE:
                 if isinstance(item, Parallel):

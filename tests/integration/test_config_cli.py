@@ -325,6 +325,64 @@ class CheckConfig(unittest.TestCase):
                        '$HTTP["url"] =~ "^/free/" { connection.kbytes-per-second = 0 }\n')
         self.assertEqual((r.returncode, r.stdout, r.stderr), (0, "Syntax OK\n", ""))
 
+    def test_tls_mistakes(self):
+        head = 'server.document-root = "root"\nserver.port = 8080\n'
+        d = self.d.dir
+        def openssl(*args):
+            subprocess.run(["openssl", *args], cwd=d, check=True, capture_output=True)
+        openssl("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+                "-keyout", "a.key", "-out", "a.crt", "-days", "2", "-subj", "/CN=a")
+        openssl("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+                "-keyout", "b.key", "-out", "b.crt", "-days", "2", "-subj", "/CN=b")
+        sock = '$SERVER["socket"] == ":8443" {\n  ssl.engine = "enable"\n'
+        # A pemfile that is not there: its path and why, at its line.
+        r = self.check(head + sock + '  ssl.pemfile = "nope.pem"\n}\n', "a.conf")
+        self.assertIn(f"a.conf:5: ssl.pemfile {d}/nope.pem: No such file or directory",
+                      self.errors(r)[0])
+        # A key that belongs to another certificate.
+        r = self.check(head + sock + '  ssl.pemfile = "a.crt"\n  ssl.privkey = "b.key"\n}\n',
+                       "b.conf")
+        self.assertIn(f"ssl.privkey {d}/b.key does not match the certificate in ssl.pemfile "
+                      f"{d}/a.crt", self.errors(r)[0])
+        # A certificate without its key anywhere.
+        r = self.check(head + sock + '  ssl.pemfile = "a.crt"\n}\n', "c.conf")
+        self.assertIn("holds no private key", self.errors(r)[0])
+        # ssl.engine without a certificate.
+        r = self.check(head + sock + '}\n', "d.conf")
+        self.assertIn('ssl.engine is enabled for :8443 but no ssl.pemfile is set',
+                      self.errors(r)[0])
+        # An OpenSSL command that does not exist, and a value it does not take.
+        r = self.check(head + sock + '  ssl.pemfile = "a.crt"\n  ssl.privkey = "a.key"\n'
+                       '  ssl.openssl.ssl-conf-cmd = ( "MinProtocl" => "TLSv1.3" )\n}\n', "e.conf")
+        self.assertIn('e.conf:7: ssl.openssl.ssl-conf-cmd: unknown command "MinProtocl"',
+                      self.errors(r)[0])
+        r = self.check(head + sock + '  ssl.pemfile = "a.crt"\n  ssl.privkey = "a.key"\n'
+                       '  ssl.openssl.ssl-conf-cmd = ( "MinProtocol" => "TLSv9" )\n}\n', "f.conf")
+        self.assertIn('"MinProtocol" => "TLSv9"', self.errors(r)[0])
+        # lighttpd keys seekless does not implement are refused by name, never ignored.
+        r = self.check(head + sock + '  ssl.pemfile = "a.crt"\n  ssl.privkey = "a.key"\n'
+                       '  ssl.cipher-list = "HIGH"\n  ssl.verifyclient.activate = "enable"\n}\n',
+                       "g.conf")
+        errs = self.errors(r)
+        self.assertIn("g.conf:7: ssl.cipher-list is not supported by seekless: use "
+                      "ssl.openssl.ssl-conf-cmd", errs[0])
+        self.assertIn("g.conf:8: ssl.verifyclient.activate is not supported by seekless", errs[1])
+        # Protocol settings belong to a listener, not to a host.
+        r = self.check(head + sock + '  ssl.pemfile = "a.crt"\n  ssl.privkey = "a.key"\n}\n'
+                       '$HTTP["host"] == "b" { ssl.engine = "enable" }\n', "h.conf")
+        self.assertIn("h.conf:8: ssl.engine belongs to a listener", self.errors(r)[0])
+        # A stapling file that is no OCSP response.
+        r = self.check(head + sock + '  ssl.pemfile = "a.crt"\n  ssl.privkey = "a.key"\n'
+                       '  ssl.stapling-file = "a.crt"\n}\n', "i.conf")
+        self.assertIn("not a DER OCSP response", self.errors(r)[0])
+        # And all of it right, with SNI, mod_openssl listed as lighttpd wants it.
+        r = self.check(head + 'server.modules = ( "mod_openssl", "mod_staticfile" )\n' + sock +
+                       '  ssl.pemfile = "a.crt"\n  ssl.privkey = "a.key"\n  ssl.ca-file = "b.crt"\n'
+                       '  ssl.openssl.ssl-conf-cmd = ( "MinProtocol" => "TLSv1.3", '
+                       '"Options" => "-SessionTicket" )\n}\n'
+                       '$HTTP["host"] == "b" { ssl.pemfile = "b.crt"\n ssl.privkey = "b.key" }\n')
+        self.assertEqual((r.returncode, r.stdout, r.stderr), (0, "Syntax OK\n", ""))
+
     def test_every_error_in_one_run(self):
         c = self.d.path("c.conf")
         r = self.check('server.document-root = "root"\n'

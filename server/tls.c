@@ -1,0 +1,868 @@
+/* HTTPS with OpenSSL 3: certificates and contexts at start-up, a non-blocking TLS transport
+ * under the connection, and lighttpd's ssl.* keys.
+ *
+ * Keys. ssl.pemfile is loaded when the config is (start-up and -t, as the starting user, before
+ * privileges are dropped): the certificate, the chain behind it in the same file and the private
+ * key (from ssl.privkey of the same block, else from the pemfile), checked to belong together.
+ * ssl.openssl.ssl-conf-cmd is tried on a scratch SSL_CTX at load, so a misspelt command or value
+ * is a -t error, not a surprise at the first handshake. The lighttpd ssl.* keys seekless does not
+ * implement are declared here too and refused with a reason, never ignored.
+ *
+ * Contexts. sl_tls_setup makes one SSL_CTX per TLS listener, from that listener's block: safe
+ * defaults first (TLS 1.2 and 1.3 only, Mozilla's "intermediate" TLS 1.2 ciphers, no
+ * renegotiation, no compression), then the ssl-conf-cmd commands over them. The SSL_CTX is shared
+ * by every loop (OpenSSL locks what it must); so are its session ticket keys, which OpenSSL makes
+ * at random when the context is made: a ticket issued by one loop resumes on any other, and a
+ * graceful restart (a new process) makes new keys, so resumption across it falls back to a full
+ * handshake. SNI: where $HTTP["host"] blocks set their own ssl.pemfile, the servername callback
+ * evaluates the conditions for the name the client sent (as a request for that host on that
+ * listener would) and puts that block's certificate and key on the connection's SSL.
+ *
+ * Transport. The connection's socket stays registered edge-triggered for both directions; what
+ * OpenSSL wants (SSL_ERROR_WANT_READ / WANT_WRITE) becomes the connection's rd_ready / wr_ready
+ * going false, and a read that must write first (a handshake message, a session ticket) waits
+ * for writability instead (and the opposite for writes). The handshake is driven by the first
+ * SSL_read of the request head, so its deadline is the read-idle timeout. Garbage, a failed
+ * handshake or a renegotiation attempt fails that SSL_read: the connection closes, nothing else.
+ * Writes behave like send() on a non-blocking socket (partial writes, one record each); a small
+ * write that something follows (a response head) is staged in a 16 KiB buffer of the connection
+ * and leaves in one record with the first bytes of the body; reads use read-ahead.
+ * File bodies go through the network backend with a sink (netback.h): with kTLS the kernel
+ * encrypts and SSL_sendfile sends hot files from the page cache; without it (this kernel's
+ * case when tcp_available_ulp has no "tls") file bytes are read into the xfer's buffers (hot ones
+ * on the loop, cold ones by the backend off the loop) and SSL_write'n.
+ */
+#include "tls.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <openssl/err.h>
+#include <openssl/ocsp.h>
+#include <openssl/pem.h>
+#include <openssl/ssl.h>
+#include <openssl/x509.h>
+
+#include "conf.h"
+#include "connection.h"
+#include "core_conf.h"
+#include "loop.h"
+#include "path.h"
+#include "server.h"
+#include "status.h"
+#include "tls_ctx.h"
+
+/* A certificate with its chain and key, loaded from ssl.pemfile (and ssl.privkey). */
+typedef struct tls_cert {
+    X509 *cert;
+    EVP_PKEY *key;
+    STACK_OF(X509) *chain;
+} tls_cert;
+
+/* An OCSP response to staple (ssl.stapling-file), DER. */
+typedef struct tls_staple {
+    unsigned char *der;
+    long len;
+} tls_staple;
+
+/* The module's part of a conf block. */
+typedef struct tls_conf {
+    bool engine;                /* ssl.engine */
+    const tls_cert *pemfile;    /* ssl.pemfile, loaded with its key */
+    const char *privkey;        /* ssl.privkey (read by ssl.pemfile's prepare) */
+    const char *ca_file;        /* ssl.ca-file: CAs to complete the certificate's chain with */
+    sl_kvlist conf_cmd;         /* ssl.openssl.ssl-conf-cmd */
+    const tls_staple *staple;   /* ssl.stapling-file */
+    const void *refused;        /* the keys refused at load store nothing */
+} tls_conf;
+
+/* A TLS connection's state (one per connection on a TLS listener). */
+typedef struct sl_tls_conn {
+    SSL *ssl;
+    bool up;            /* the handshake completed */
+    bool dead;          /* a fatal error: no close_notify, no more calls but SSL_free */
+    bool shut;          /* close_notify was sent */
+    bool rd_wants_wr;   /* the last SSL_read wanted to write (WANT_WRITE) */
+    bool wr_wants_rd;   /* the last SSL_write wanted to read (WANT_READ) */
+    /* Small writes gathered into one record: a response head waits here for the first bytes
+     * of its body, so a small file leaves in one record and one write() instead of two. Ours,
+     * so a retry after WANT_WRITE passes the same bytes as OpenSSL requires. */
+    char *stage;        /* STAGE_CAP bytes while anything is staged, else NULL */
+    size_t staged;
+    bool stage_sealed;  /* being written: nothing more may be added until it is out */
+} sl_tls_conn;
+
+/* One TLS record's worth of plaintext. */
+#define STAGE_CAP 16384
+
+/* The process's TLS state (srv->tls). */
+typedef struct sl_tls {
+    SSL_CTX *ctx[SL_MAX_LISTENERS]; /* NULL: the listener is plain */
+    const tls_cert *cert[SL_MAX_LISTENERS]; /* the listener's default certificate */
+    bool sni[SL_MAX_LISTENERS];     /* host blocks may pick another certificate */
+} sl_tls;
+
+/* Counters for the status page, summed over loops (relaxed atomics: one add per handshake). */
+static atomic_ulong n_handshakes, n_failed, n_ktls, n_buffered, n_sni;
+
+extern sl_module sl_mod_tls;
+
+static const tls_conf *tls_of(const sl_conf *b)
+{
+    return SL_MODCONF(b, sl_mod_tls, tls_conf);
+}
+
+/* OpenSSL's first queued error as text (and the queue emptied), for messages. */
+static const char *ssl_err(char *buf, size_t len)
+{
+    unsigned long e = ERR_get_error();
+    if (!e) {
+        snprintf(buf, len, "unknown error");
+    } else {
+        ERR_error_string_n(e, buf, len);
+    }
+    ERR_clear_error();
+    return buf;
+}
+
+/* ---- keys ---- */
+
+static void cert_free(void *p)
+{
+    tls_cert *c = p;
+    if (!c) return;
+    X509_free(c->cert);
+    EVP_PKEY_free(c->key);
+    sk_X509_pop_free(c->chain, X509_free);
+    free(c);
+}
+
+/* A readable file, or -1 with "key path: reason" in ctx->err. */
+static BIO *open_file(const char *key, const char *path, const sl_key_ctx *ctx)
+{
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        snprintf(ctx->err, ctx->errlen, "%s %s: %s", key, path, strerror(errno));
+        return NULL;
+    }
+    BIO *b = BIO_new_fp(f, BIO_CLOSE);
+    if (!b) {
+        fclose(f);
+        snprintf(ctx->err, ctx->errlen, "%s %s: out of memory", key, path);
+    }
+    return b;
+}
+
+/* The first private key in path, or NULL (a message in ctx->err unless quiet). */
+static EVP_PKEY *read_key(const char *key, const char *path, const sl_key_ctx *ctx, bool quiet)
+{
+    BIO *b = open_file(key, path, ctx);
+    if (!b) return NULL;
+    EVP_PKEY *k = PEM_read_bio_PrivateKey(b, NULL, NULL, NULL);
+    BIO_free(b);
+    if (!k && !quiet) {
+        char e[256];
+        snprintf(ctx->err, ctx->errlen, "%s %s: no PEM private key (%s)", key, path,
+                 ssl_err(e, sizeof e));
+    }
+    ERR_clear_error();
+    return k;
+}
+
+/* The absolute path of the same block's `key` (a string), or NULL when the block sets none. */
+static char *block_path(const sl_key_ctx *ctx, const char *key)
+{
+    const sl_cblock *b = ctx->cond;
+    for (size_t i = 0; b && i < b->n_assigns; i++)
+        if (!strcmp(b->assigns[i].key, key) && b->assigns[i].val->type == SL_CV_STRING)
+            return sl_key_abs_path(ctx, b->assigns[i].val->str);
+    return NULL;
+}
+
+static int prep_pemfile(const sl_cval *v, const sl_key_ctx *ctx, void **out)
+{
+    if (v->type != SL_CV_STRING) {
+        snprintf(ctx->err, ctx->errlen, "'ssl.pemfile' must be a string");
+        return -1;
+    }
+    char *path = sl_key_abs_path(ctx, v->str);
+    char *kpath = block_path(ctx, "ssl.privkey");
+    tls_cert *c = calloc(1, sizeof *c);
+    int r = -1;
+    if (!path || !c) {
+        snprintf(ctx->err, ctx->errlen, "out of memory");
+        goto out;
+    }
+    BIO *b = open_file("ssl.pemfile", path, ctx);
+    if (!b) goto out;
+    c->cert = PEM_read_bio_X509_AUX(b, NULL, NULL, NULL);
+    if (!c->cert) {
+        char e[256];
+        snprintf(ctx->err, ctx->errlen, "ssl.pemfile %s: no PEM certificate (%s)", path,
+                 ssl_err(e, sizeof e));
+        BIO_free(b);
+        goto out;
+    }
+    /* The chain: every further certificate in the file, in order. */
+    c->chain = sk_X509_new_null();
+    X509 *x;
+    while (c->chain && (x = PEM_read_bio_X509(b, NULL, NULL, NULL)))
+        if (!sk_X509_push(c->chain, x)) X509_free(x);
+    ERR_clear_error(); /* the end of the file ends the loop with an error queued */
+    BIO_free(b);
+    c->key = read_key(kpath ? "ssl.privkey" : "ssl.pemfile", kpath ? kpath : path, ctx, false);
+    if (!c->key) {
+        if (!kpath)
+            snprintf(ctx->err, ctx->errlen,
+                     "ssl.pemfile %s holds no private key, and the block sets no ssl.privkey",
+                     path);
+        goto out;
+    }
+    if (X509_check_private_key(c->cert, c->key) != 1) {
+        ERR_clear_error();
+        snprintf(ctx->err, ctx->errlen, "ssl.privkey %s does not match the certificate in "
+                 "ssl.pemfile %s", kpath ? kpath : path, path);
+        goto out;
+    }
+    *out = c;
+    c = NULL;
+    r = 0;
+out:
+    cert_free(c);
+    free(path);
+    free(kpath);
+    return r;
+}
+
+/* ssl.privkey is read with ssl.pemfile (whose prepare needs both); here only its own faults. */
+static int prep_privkey(const sl_cval *v, const sl_key_ctx *ctx, void **out)
+{
+    (void)out;
+    char *path = sl_key_abs_path(ctx, v->str);
+    if (!path) return snprintf(ctx->err, ctx->errlen, "out of memory"), -1;
+    EVP_PKEY *k = read_key("ssl.privkey", path, ctx, false);
+    int r = k ? 0 : -1;
+    EVP_PKEY_free(k);
+    char *pem = r == 0 ? block_path(ctx, "ssl.pemfile") : NULL;
+    if (r == 0 && !pem) {
+        snprintf(ctx->err, ctx->errlen, "ssl.privkey is set without ssl.pemfile in the same "
+                 "block");
+        r = -1;
+    }
+    free(pem);
+    free(path);
+    return r;
+}
+
+static int prep_ca_file(const sl_cval *v, const sl_key_ctx *ctx, void **out)
+{
+    (void)out;
+    char *path = sl_key_abs_path(ctx, v->str);
+    if (!path) return snprintf(ctx->err, ctx->errlen, "out of memory"), -1;
+    BIO *b = open_file("ssl.ca-file", path, ctx);
+    int r = -1;
+    if (b) {
+        X509 *x = PEM_read_bio_X509(b, NULL, NULL, NULL);
+        if (x)
+            r = 0;
+        else
+            snprintf(ctx->err, ctx->errlen, "ssl.ca-file %s: no PEM certificate", path);
+        X509_free(x);
+        BIO_free(b);
+        ERR_clear_error();
+    }
+    free(path);
+    return r;
+}
+
+/* The protocol keys belong to a listener (one SSL_CTX each): the top level or $SERVER["socket"]. */
+static int listener_level(const char *key, const sl_key_ctx *ctx)
+{
+    for (const sl_cblock *b = ctx->cond; b; b = b->parent) {
+        if (b->field != SL_COND_NONE && b->field != SL_COND_SOCKET) {
+            snprintf(ctx->err, ctx->errlen,
+                     "%s belongs to a listener: set it at the top level or in a "
+                     "$SERVER[\"socket\"] block, not inside other conditions (only ssl.pemfile "
+                     "and ssl.privkey may differ per $HTTP[\"host\"], through SNI)",
+                     key);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static int prep_engine(const sl_cval *v, const sl_key_ctx *ctx, void **out)
+{
+    (void)v;
+    (void)out;
+    return listener_level("ssl.engine", ctx);
+}
+
+/* Apply ssl.openssl.ssl-conf-cmd to ctx. 0, or -1 with a message in err. */
+static int apply_conf_cmd(SSL_CTX *ctx, const sl_kvlist *l, char *err, size_t errlen)
+{
+    if (!l->n) return 0;
+    SSL_CONF_CTX *cc = SSL_CONF_CTX_new();
+    if (!cc) return snprintf(err, errlen, "out of memory"), -1;
+    SSL_CONF_CTX_set_flags(cc, SSL_CONF_FLAG_FILE | SSL_CONF_FLAG_SERVER |
+                                   SSL_CONF_FLAG_SHOW_ERRORS);
+    SSL_CONF_CTX_set_ssl_ctx(cc, ctx);
+    int r = 0;
+    for (size_t i = 0; i < l->n && r == 0; i++) {
+        int k = SSL_CONF_cmd(cc, l->k[i], l->v[i]);
+        if (k == -2) {
+            snprintf(err, errlen, "ssl.openssl.ssl-conf-cmd: unknown command \"%s\" (OpenSSL's "
+                     "SSL_CONF_cmd names: MinProtocol, MaxProtocol, CipherString, "
+                     "Ciphersuites, Options, Groups, ...)", l->k[i]);
+            r = -1;
+        } else if (k <= 0) {
+            char e[256];
+            snprintf(err, errlen, "ssl.openssl.ssl-conf-cmd: \"%s\" => \"%s\": %s", l->k[i],
+                     l->v[i], ssl_err(e, sizeof e));
+            r = -1;
+        }
+    }
+    if (r == 0 && !SSL_CONF_CTX_finish(cc)) {
+        char e[256];
+        snprintf(err, errlen, "ssl.openssl.ssl-conf-cmd: %s", ssl_err(e, sizeof e));
+        r = -1;
+    }
+    SSL_CONF_CTX_free(cc);
+    ERR_clear_error();
+    return r;
+}
+
+static int prep_conf_cmd(const sl_cval *v, const sl_key_ctx *ctx, void **out)
+{
+    (void)out;
+    if (listener_level("ssl.openssl.ssl-conf-cmd", ctx) < 0) return -1;
+    /* Tried on a scratch context, so a mistake is a -t error. */
+    SSL_CTX *t = SSL_CTX_new(TLS_server_method());
+    if (!t) return snprintf(ctx->err, ctx->errlen, "out of memory"), -1;
+    const char **k = calloc(v->n_items + 1, sizeof *k), **vv = calloc(v->n_items + 1, sizeof *vv);
+    int r = -1;
+    if (k && vv) {
+        for (size_t i = 0; i < v->n_items; i++) {
+            k[i] = v->items[i].key;
+            vv[i] = v->items[i].val->str;
+        }
+        sl_kvlist l = {k, vv, v->n_items};
+        r = apply_conf_cmd(t, &l, ctx->err, ctx->errlen);
+    }
+    free(k);
+    free(vv);
+    SSL_CTX_free(t);
+    return r;
+}
+
+static void staple_free(void *p)
+{
+    tls_staple *s = p;
+    if (s) OPENSSL_free(s->der);
+    free(s);
+}
+
+/* ssl.stapling-file: a DER OCSP response, read at load and sent to clients that ask for it. */
+static int prep_stapling(const sl_cval *v, const sl_key_ctx *ctx, void **out)
+{
+    if (v->type != SL_CV_STRING) {
+        snprintf(ctx->err, ctx->errlen, "'ssl.stapling-file' must be a string");
+        return -1;
+    }
+    if (listener_level("ssl.stapling-file", ctx) < 0) return -1;
+    char *path = sl_key_abs_path(ctx, v->str);
+    if (!path) return snprintf(ctx->err, ctx->errlen, "out of memory"), -1;
+    BIO *b = open_file("ssl.stapling-file", path, ctx);
+    int r = -1;
+    if (b) {
+        OCSP_RESPONSE *resp = d2i_OCSP_RESPONSE_bio(b, NULL);
+        tls_staple *s = calloc(1, sizeof *s);
+        if (!resp) {
+            snprintf(ctx->err, ctx->errlen, "ssl.stapling-file %s: not a DER OCSP response",
+                     path);
+        } else if (s && (s->len = i2d_OCSP_RESPONSE(resp, &s->der)) > 0) {
+            *out = s;
+            s = NULL;
+            r = 0;
+        } else {
+            snprintf(ctx->err, ctx->errlen, "out of memory");
+        }
+        staple_free(s);
+        OCSP_RESPONSE_free(resp);
+        BIO_free(b);
+        ERR_clear_error();
+    }
+    free(path);
+    return r;
+}
+
+/* lighttpd's ssl.* keys seekless does not implement: refused with what to do instead. */
+static const struct {
+    const char *key, *why;
+} refused_keys[] = {
+    {"ssl.cipher-list", "use ssl.openssl.ssl-conf-cmd = (\"CipherString\" => \"...\")"},
+    {"ssl.honor-cipher-order", "use ssl.openssl.ssl-conf-cmd = (\"Options\" => "
+                               "\"ServerPreference\")"},
+    {"ssl.dh-file", "DHE parameters are OpenSSL's built-in ones (RFC 7919 groups)"},
+    {"ssl.ec-curve", "use ssl.openssl.ssl-conf-cmd = (\"Groups\" => \"...\")"},
+    {"ssl.use-sslv2", "SSLv2 is never offered"},
+    {"ssl.use-sslv3", "SSLv3 is never offered"},
+    {"ssl.use-compression", "TLS compression is never offered (CRIME)"},
+    {"ssl.disable-client-renegotiation", "client renegotiation is always refused"},
+    {"ssl.empty-fragments", "TLS 1.0 is never offered"},
+    {"ssl.read-ahead", "seekless decides read-ahead itself"},
+    {"ssl.verifyclient.activate", "client certificates are not implemented yet (issue 19)"},
+    {"ssl.verifyclient.enforce", "client certificates are not implemented yet (issue 19)"},
+    {"ssl.verifyclient.depth", "client certificates are not implemented yet (issue 19)"},
+    {"ssl.verifyclient.username", "client certificates are not implemented yet (issue 19)"},
+    {"ssl.verifyclient.exportcert", "client certificates are not implemented yet (issue 19)"},
+    {"ssl.ca-dn-file", "client certificates are not implemented yet (issue 19)"},
+    {"ssl.ca-crl-file", "client certificates are not implemented yet (issue 19)"},
+    {"ssl.stek-file", "session ticket keys are OpenSSL's own, made at start-up"},
+    {"ssl.acme-tls-1", "ACME tls-alpn-01 is not implemented"},
+    {"ssl.message", "not implemented"},
+    {"ssl.openssl.ssl-conf-cmd-file", "not implemented"},
+    {NULL, NULL},
+};
+
+static int prep_refused(const sl_cval *v, const sl_key_ctx *ctx, void **out)
+{
+    (void)v;
+    (void)out;
+    const char *key = ctx->assign->key;
+    for (size_t i = 0; refused_keys[i].key; i++)
+        if (!strcmp(refused_keys[i].key, key))
+            snprintf(ctx->err, ctx->errlen, "%s is not supported by seekless: %s", key,
+                     refused_keys[i].why);
+    return -1;
+}
+
+/* ---- contexts ---- */
+
+const char *sl_tls_file_path(void)
+{
+    return sl_tls_kernel_ktls() ? "ktls-sendfile" : "buffered-ssl-write";
+}
+
+void sl_tls_print_features(void)
+{
+    printf("tls: %s\n", OpenSSL_version(OPENSSL_VERSION));
+    printf("tls-file-path: %s (%s)\n", sl_tls_file_path(),
+           sl_tls_kernel_ktls()
+               ? "kernel TLS: files go out with SSL_sendfile from the page cache"
+               : "no kernel TLS (tcp_available_ulp lists no tls): file bytes are read into "
+                 "buffers, cold ones off the loop, and SSL_write'n");
+}
+
+static int staple_cb(SSL *ssl, void *arg)
+{
+    const tls_staple *s = arg;
+    unsigned char *copy = OPENSSL_memdup(s->der, (size_t)s->len);
+    if (!copy) return SSL_TLSEXT_ERR_NOACK;
+    if (!SSL_set_tlsext_status_ocsp_resp(ssl, copy, s->len)) {
+        OPENSSL_free(copy);
+        return SSL_TLSEXT_ERR_NOACK;
+    }
+    return SSL_TLSEXT_ERR_OK;
+}
+
+/* SNI: the certificate the blocks for this host name on this listener choose. */
+static int servername_cb(SSL *ssl, int *alert, void *arg)
+{
+    (void)alert;
+    sl_conn *c = SSL_get_app_data(ssl);
+    sl_server *srv = arg;
+    const char *name = SSL_get_servername(ssl, TLSEXT_NAMETYPE_host_name);
+    if (!c || !name) return SSL_TLSEXT_ERR_OK;
+    char host[256];
+    if (sl_host_normalize(name, strlen(name), 443, host, sizeof host) < 0)
+        return SSL_TLSEXT_ERR_OK; /* not a name we could match: the listener's certificate */
+    const sl_conf_set *cs = srv->cs;
+    if (!c->conf_buf && !(c->conf_buf = malloc(cs->block_size))) return SSL_TLSEXT_ERR_OK;
+    if (cs->n_captures && !c->caps && !(c->caps = calloc(cs->n_captures, sizeof *c->caps)))
+        return SSL_TLSEXT_ERR_OK;
+    sl_cond_input in = {.socket = cs->listen[c->listener].literal, .host = host, .url = "/",
+                        .scheme = "https", .peer = (const struct sockaddr *)&c->peer};
+    const sl_conf *b = sl_conf_for_request(cs, c->listener, &in, c->conf_buf, c->caps);
+    const tls_cert *cert = tls_of(b)->pemfile;
+    if (cert && cert != srv->tls->cert[c->listener]) {
+        if (SSL_use_cert_and_key(ssl, cert->cert, cert->key, cert->chain, 1) != 1) {
+            ERR_clear_error();
+            return SSL_TLSEXT_ERR_ALERT_FATAL;
+        }
+        atomic_fetch_add_explicit(&n_sni, 1, memory_order_relaxed);
+    }
+    return SSL_TLSEXT_ERR_OK;
+}
+
+/* The SSL_CTX of a listener whose block is tc. NULL with a message in err. */
+static SSL_CTX *make_ctx(sl_server *srv, const tls_conf *tc, bool sni, char *err, size_t errlen)
+{
+    char e[256];
+    SSL_CTX *ctx = sl_tls_ctx_new(); /* the defaults (tls_ctx.c), then the config over them */
+    if (!ctx) return snprintf(err, errlen, "TLS context: %s", ssl_err(e, sizeof e)), NULL;
+    if (SSL_CTX_use_cert_and_key(ctx, tc->pemfile->cert, tc->pemfile->key, tc->pemfile->chain,
+                                 1) != 1)
+        goto fail;
+    if (tc->ca_file && !SSL_CTX_load_verify_locations(ctx, tc->ca_file, NULL)) goto fail;
+    if (apply_conf_cmd(ctx, &tc->conf_cmd, err, errlen) < 0) {
+        SSL_CTX_free(ctx);
+        return NULL;
+    }
+    if (tc->staple) {
+        SSL_CTX_set_tlsext_status_cb(ctx, staple_cb);
+        SSL_CTX_set_tlsext_status_arg(ctx, (void *)tc->staple);
+    }
+    if (sni) {
+        SSL_CTX_set_tlsext_servername_callback(ctx, servername_cb);
+        SSL_CTX_set_tlsext_servername_arg(ctx, srv);
+    }
+    return ctx;
+fail:
+    snprintf(err, errlen, "TLS context: %s", ssl_err(e, sizeof e));
+    SSL_CTX_free(ctx);
+    return NULL;
+}
+
+/* Does any block below b (not a $SERVER["socket"] one) set ssl.pemfile? Then SNI may pick it. */
+static bool host_certs(const sl_cblock *b)
+{
+    if (b->field != SL_COND_NONE && b->field != SL_COND_SOCKET)
+        for (size_t i = 0; i < b->n_assigns; i++)
+            if (!strcmp(b->assigns[i].key, "ssl.pemfile")) return true;
+    for (size_t i = 0; i < b->n_children; i++)
+        for (const sl_cblock *x = b->children[i]; x; x = x->else_next)
+            if (host_certs(x)) return true;
+    return false;
+}
+
+int sl_tls_setup(sl_server *srv, char *err, size_t errlen)
+{
+    sl_conf_set *cs = srv->cs;
+    sl_tls *t = NULL;
+    sl_conf *buf = malloc(cs->block_size);
+    if (!buf) return snprintf(err, errlen, "out of memory"), -1;
+    bool sni = host_certs(cs->tree->root);
+    for (size_t l = 0; l < cs->n_listen; l++) {
+        /* The listener's block: what a request on it sees before its host is known. */
+        sl_cond_input in = {.socket = cs->listen[l].literal, .scheme = "https"};
+        const tls_conf *tc = tls_of(sl_conf_for_request(cs, (unsigned)l, &in, buf, NULL));
+        if (!tc->engine) continue;
+        if (!tc->pemfile) {
+            snprintf(err, errlen, "ssl.engine is enabled for %s but no ssl.pemfile is set",
+                     cs->listen[l].literal);
+            goto fail;
+        }
+        if (!t && !(t = calloc(1, sizeof *t))) {
+            snprintf(err, errlen, "out of memory");
+            goto fail;
+        }
+        t->cert[l] = tc->pemfile;
+        t->sni[l] = sni;
+        if (!(t->ctx[l] = make_ctx(srv, tc, sni, err, errlen))) goto fail;
+    }
+    free(buf);
+    srv->tls = t;
+    return 0;
+fail:
+    free(buf);
+    srv->tls = t;
+    sl_tls_free(srv);
+    return -1;
+}
+
+void sl_tls_free(sl_server *srv)
+{
+    sl_tls *t = srv->tls;
+    if (!t) return;
+    for (size_t l = 0; l < SL_MAX_LISTENERS; l++) SSL_CTX_free(t->ctx[l]);
+    free(t);
+    srv->tls = NULL;
+}
+
+bool sl_tls_listener(const sl_server *srv, unsigned listener)
+{
+    return srv->tls && listener < SL_MAX_LISTENERS && srv->tls->ctx[listener];
+}
+
+/* ---- the transport ---- */
+
+static ssize_t sink_write(void *owner, const void *buf, size_t len)
+{
+    return sl_tls_send(owner, buf, len);
+}
+
+#ifndef OPENSSL_NO_KTLS
+static ssize_t sink_sendfile(void *owner, int fd, off_t off, size_t len)
+{
+    sl_conn *c = owner;
+    sl_tls_conn *t = c->tls;
+    int r = sl_tls_flush(c); /* a staged head goes before the file's bytes */
+    if (r < 0) return r;
+    ossl_ssize_t n = SSL_sendfile(t->ssl, fd, off, len, 0);
+    if (n > 0) return n;
+    int e = SSL_get_error(t->ssl, (int)n);
+    ERR_clear_error();
+    if (e == SSL_ERROR_WANT_WRITE) {
+        c->wr_ready = false;
+        return -EAGAIN;
+    }
+    t->dead = true;
+    return errno ? -errno : -EIO;
+}
+#endif
+
+static const sl_xfer_sink sink_buffered = {.write = sink_write, .name = "buffered-ssl-write"};
+#ifndef OPENSSL_NO_KTLS
+static const sl_xfer_sink sink_ktls = {.write = sink_write, .sendfile = sink_sendfile,
+                                       .name = "ktls-sendfile"};
+#endif
+
+int sl_tls_conn_start(sl_conn *c)
+{
+    sl_tls *tls = c->loop->srv->tls;
+    sl_tls_conn *t = calloc(1, sizeof *t);
+    if (!t) return -ENOMEM;
+    t->ssl = SSL_new(tls->ctx[c->listener]);
+    if (!t->ssl || !SSL_set_fd(t->ssl, c->fd)) {
+        SSL_free(t->ssl);
+        free(t);
+        ERR_clear_error();
+        return -ENOMEM;
+    }
+    SSL_set_accept_state(t->ssl);
+    SSL_set_app_data(t->ssl, c);
+    c->tls = t;
+    c->xfer.sink = &sink_buffered;
+    return 0;
+}
+
+void sl_tls_conn_free(sl_conn *c)
+{
+    sl_tls_conn *t = c->tls;
+    if (!t) return;
+    free(t->stage);
+    SSL_free(t->ssl);
+    free(t);
+    c->tls = NULL;
+}
+
+/* The handshake just completed: count it and choose how files go out on this connection. */
+static void established(sl_conn *c)
+{
+    sl_tls_conn *t = c->tls;
+    t->up = true;
+    atomic_fetch_add_explicit(&n_handshakes, 1, memory_order_relaxed);
+#ifndef OPENSSL_NO_KTLS
+    if (BIO_get_ktls_send(SSL_get_wbio(t->ssl))) {
+        c->xfer.sink = &sink_ktls;
+        atomic_fetch_add_explicit(&n_ktls, 1, memory_order_relaxed);
+        return;
+    }
+#endif
+    atomic_fetch_add_explicit(&n_buffered, 1, memory_order_relaxed);
+}
+
+bool sl_tls_can_read(const sl_conn *c)
+{
+    return c->tls->rd_wants_wr ? c->wr_ready : c->rd_ready;
+}
+
+bool sl_tls_can_write(const sl_conn *c)
+{
+    return c->tls->wr_wants_rd ? c->rd_ready : c->wr_ready;
+}
+
+/* A failed SSL_read/SSL_write that is not WANT_*: what to tell the caller. */
+static ssize_t fatal(sl_conn *c, int e, int ret)
+{
+    sl_tls_conn *t = c->tls;
+    int saved = errno;
+    t->dead = true;
+    if (!t->up) atomic_fetch_add_explicit(&n_failed, 1, memory_order_relaxed);
+    ERR_clear_error();
+    if (e == SSL_ERROR_ZERO_RETURN) {
+        t->dead = false; /* the peer's close_notify: ours may still be sent */
+        return 0;
+    }
+    if (e == SSL_ERROR_SYSCALL) return ret == 0 || !saved ? 0 : -saved; /* EOF or reset */
+    return -EPROTO; /* a TLS protocol error: garbage, a failed handshake, renegotiation */
+}
+
+ssize_t sl_tls_recv(sl_conn *c, void *buf, size_t len)
+{
+    sl_tls_conn *t = c->tls;
+    if (t->dead) return -EPIPE;
+    errno = 0;
+    int n = SSL_read(t->ssl, buf, len > INT_MAX ? INT_MAX : (int)len);
+    if (n > 0) {
+        t->rd_wants_wr = false;
+        if (!t->up) established(c);
+        return n;
+    }
+    int e = SSL_get_error(t->ssl, n);
+    switch (e) {
+    case SSL_ERROR_WANT_READ:
+        t->rd_wants_wr = false;
+        c->rd_ready = false;
+        if (!t->up && SSL_is_init_finished(t->ssl)) established(c);
+        return -EAGAIN;
+    case SSL_ERROR_WANT_WRITE:
+        t->rd_wants_wr = true;
+        c->wr_ready = false;
+        return -EAGAIN;
+    default:
+        return fatal(c, e, n);
+    }
+}
+
+/* SSL_write as the connection wants it (see sl_tls_send). */
+static ssize_t ssl_write(sl_conn *c, const void *buf, size_t len)
+{
+    sl_tls_conn *t = c->tls;
+    if (t->dead) return -EPIPE;
+    if (len == 0) return 0;
+    errno = 0;
+    int n = SSL_write(t->ssl, buf, len > INT_MAX ? INT_MAX : (int)len);
+    if (n > 0) {
+        t->wr_wants_rd = false;
+        return n;
+    }
+    int e = SSL_get_error(t->ssl, n);
+    switch (e) {
+    case SSL_ERROR_WANT_WRITE:
+        t->wr_wants_rd = false;
+        c->wr_ready = false;
+        return -EAGAIN;
+    case SSL_ERROR_WANT_READ:
+        t->wr_wants_rd = true;
+        c->rd_ready = false;
+        return -EAGAIN;
+    default: {
+        ssize_t r = fatal(c, e, n);
+        return r == 0 ? -EPIPE : r;
+    }
+    }
+}
+
+int sl_tls_flush(sl_conn *c)
+{
+    sl_tls_conn *t = c->tls;
+    if (!t->staged) return 0;
+    t->stage_sealed = true;
+    while (t->staged) {
+        ssize_t n = ssl_write(c, t->stage, t->staged);
+        if (n < 0) return (int)n;
+        /* One record at most: partial writes return whole records, so this is the rest. */
+        memmove(t->stage, t->stage + n, t->staged - (size_t)n);
+        t->staged -= (size_t)n;
+    }
+    /* Given back at once: 10,000 idle connections keep no staging buffer. */
+    free(t->stage);
+    t->stage = NULL;
+    t->stage_sealed = false;
+    return 0;
+}
+
+ssize_t sl_tls_stage(sl_conn *c, const void *buf, size_t len)
+{
+    sl_tls_conn *t = c->tls;
+    if (t->dead) return -EPIPE;
+    if (t->stage_sealed || t->staged + len > STAGE_CAP) return 0;
+    if (!t->stage && !(t->stage = malloc(STAGE_CAP))) return 0; /* then written unstaged */
+    memcpy(t->stage + t->staged, buf, len);
+    t->staged += len;
+    return (ssize_t)len;
+}
+
+ssize_t sl_tls_send(sl_conn *c, const void *buf, size_t len)
+{
+    sl_tls_conn *t = c->tls;
+    if (!t->staged) return ssl_write(c, buf, len);
+    /* A staged head: complete its record with the first of these bytes, then send it. */
+    size_t take = 0;
+    if (!t->stage_sealed) {
+        take = STAGE_CAP - t->staged < len ? STAGE_CAP - t->staged : len;
+        memcpy(t->stage + t->staged, buf, take);
+        t->staged += take;
+    }
+    int r = sl_tls_flush(c);
+    if (take) return (ssize_t)take; /* taken, whether or not the record is out yet */
+    return r < 0 ? r : ssl_write(c, buf, len);
+}
+
+void sl_tls_close_notify(sl_conn *c)
+{
+    sl_tls_conn *t = c->tls;
+    if (!t || !t->up || t->dead || t->shut) return;
+    t->shut = true;
+    SSL_shutdown(t->ssl);
+    ERR_clear_error();
+}
+
+/* ---- the module ---- */
+
+static void tls_status(struct sl_server *srv, sl_status_out *o)
+{
+    if (!srv->tls) return; /* no TLS listener: nothing to say */
+    sl_status_list(o, "tls", "tls_path");
+    sl_status_item(o, sl_tls_file_path());
+    sl_status_num(o, "handshakes", atomic_load_explicit(&n_handshakes, memory_order_relaxed), true);
+    sl_status_num(o, "handshake_failures", atomic_load_explicit(&n_failed, memory_order_relaxed),
+                  true);
+    sl_status_num(o, "sni_certificates", atomic_load_explicit(&n_sni, memory_order_relaxed), true);
+    sl_status_num(o, "ktls_connections", atomic_load_explicit(&n_ktls, memory_order_relaxed),
+                  true);
+    sl_status_num(o, "buffered_connections",
+                  atomic_load_explicit(&n_buffered, memory_order_relaxed), true);
+    sl_status_item_end(o);
+    sl_status_list_end(o);
+}
+
+#define OFF(f) offsetof(tls_conf, f)
+#define REFUSED(name) {name, SL_KEY_VALUE, 0, OFF(refused), prep_refused, NULL}
+static const sl_key tls_keys[] = {
+    {"ssl.engine", SL_KEY_BOOL, 0, OFF(engine), prep_engine, NULL},
+    {"ssl.pemfile", SL_KEY_VALUE, 0, OFF(pemfile), prep_pemfile, cert_free},
+    {"ssl.privkey", SL_KEY_PATH, 0, OFF(privkey), prep_privkey, NULL},
+    {"ssl.ca-file", SL_KEY_PATH, 0, OFF(ca_file), prep_ca_file, NULL},
+    {"ssl.openssl.ssl-conf-cmd", SL_KEY_KVLIST, 0, OFF(conf_cmd), prep_conf_cmd, NULL},
+    {"ssl.stapling-file", SL_KEY_VALUE, 0, OFF(staple), prep_stapling, staple_free},
+    REFUSED("ssl.cipher-list"),
+    REFUSED("ssl.honor-cipher-order"),
+    REFUSED("ssl.dh-file"),
+    REFUSED("ssl.ec-curve"),
+    REFUSED("ssl.use-sslv2"),
+    REFUSED("ssl.use-sslv3"),
+    REFUSED("ssl.use-compression"),
+    REFUSED("ssl.disable-client-renegotiation"),
+    REFUSED("ssl.empty-fragments"),
+    REFUSED("ssl.read-ahead"),
+    REFUSED("ssl.verifyclient.activate"),
+    REFUSED("ssl.verifyclient.enforce"),
+    REFUSED("ssl.verifyclient.depth"),
+    REFUSED("ssl.verifyclient.username"),
+    REFUSED("ssl.verifyclient.exportcert"),
+    REFUSED("ssl.ca-dn-file"),
+    REFUSED("ssl.ca-crl-file"),
+    REFUSED("ssl.stek-file"),
+    REFUSED("ssl.acme-tls-1"),
+    REFUSED("ssl.message"),
+    REFUSED("ssl.openssl.ssl-conf-cmd-file"),
+    {NULL},
+};
+
+static const char *const tls_aliases[] = {"mod_openssl", NULL};
+
+sl_module sl_mod_tls = {
+    .name = "openssl",
+    .aliases = tls_aliases,
+    .always = true,
+    .keys = tls_keys,
+    .conf_size = sizeof(tls_conf),
+    .status = tls_status,
+};
