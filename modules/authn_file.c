@@ -228,7 +228,7 @@ static int load(const char *path, char **out, size_t *n)
 }
 
 /* Find the line of user (and realm, for htdigest: fields == 3) in the file: sets *val to its last
- * field (the password or hash, without CR) and *vlen. 0, -ENOENT, or the errno of the read.
+ * field (the password or hash, without CR) and *vlen. 0, -ENOKEY, or the errno of the read.
  * The caller wipes and frees *data. For htdigest the hash must also be want_len hex
  * characters (lighttpd keeps looking otherwise: a file may hold MD5 and SHA-256 lines). */
 static int find(const sl_authn_query *q, bool htdigest, size_t want_len, char **data, size_t *dlen,
@@ -261,7 +261,7 @@ static int find(const sl_authn_query *q, bool htdigest, size_t want_len, char **
         *vlen = fl;
         return 0;
     }
-    return -ENOENT;
+    return -ENOKEY;
 }
 
 static void drop(char *data, size_t dlen)
@@ -315,7 +315,7 @@ int sl_authn_digest_ha1(const sl_authn_query *q, unsigned char *ha1)
     int r = find(q, htd, 2 * dl, &data, &dlen, &val, &vlen);
     if (r == 0) {
         if (htd) {
-            r = unhex(val, vlen, ha1) < 0 ? -ENOENT : 0;
+            r = unhex(val, vlen, ha1) < 0 ? -ENOKEY : 0;
         } else {
             const char *parts[3] = {q->user, q->realm, val};
             size_t lens[3] = {q->ulen, strlen(q->realm), vlen};

@@ -3,7 +3,8 @@
  *
  * Every function here may block (it reads the user file, and a bcrypt hash costs milliseconds):
  * mod_auth calls them on a stat thread. They touch nothing but their arguments and are
- * thread-safe.
+ * thread-safe. A file that cannot be read is its negative errno (-ENOENT: it does not exist),
+ * told apart from a user the file does not have (-ENOKEY).
  */
 #ifndef SL_AUTHN_FILE_H
 #define SL_AUTHN_FILE_H
@@ -58,13 +59,13 @@ typedef struct sl_authn_query {
                           * htdigest file: the rule's first algorithm) */
 } sl_authn_query;
 
-/* Basic: does pw match the user's entry? 0 yes; -EACCES wrong password; -ENOENT no such user
+/* Basic: does pw match the user's entry? 0 yes; -EACCES wrong password; -ENOKEY no such user
  * (for htdigest: no line of this user, realm and hash length); -EPERM the backend cannot check
  * Basic (none); or the negative errno of reading the file. */
 int sl_authn_basic(const sl_authn_query *q, const char *pw, size_t pwlen);
 
 /* Digest: the user's H(user:realm:password) for q->algo into ha1 (sl_digest_len bytes): from
- * an htdigest line, or computed from a plain file's password. 0; -ENOENT no such user; -EPERM
+ * an htdigest line, or computed from a plain file's password. 0; -ENOKEY no such user; -EPERM
  * the backend keeps no digest (htpasswd, none); or the negative errno of reading the file. */
 int sl_authn_digest_ha1(const sl_authn_query *q, unsigned char *ha1);
 

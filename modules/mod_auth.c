@@ -605,7 +605,7 @@ static sl_hresult finish(sl_conn *c, auth_job *j)
         passed(c, x, j->q.user, j->q.ulen, "Basic");
         return SL_GO_ON;
     }
-    if (j->result == -EACCES || j->result == -ENOENT)
+    if (j->result == -EACCES || j->result == -ENOKEY)
         return deny(c, x, true, j->result == -EACCES ? "wrong password" : "unknown user",
                     j->q.user);
     /* The file cannot be read, or the backend cannot answer this method: our fault (lighttpd
