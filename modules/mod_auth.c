@@ -42,6 +42,7 @@
 #include <strings.h>
 #include <sys/mman.h>
 #include <sys/random.h>
+#include <sys/stat.h>
 #include <time.h>
 
 #include "auth_parse.h"
@@ -283,6 +284,25 @@ static int prep_require(const sl_cval *v, const sl_key_ctx *ctx, void **out)
     }
     *out = rs;
     return 0;
+}
+
+/* A user file: at start-up (and -t) it must exist as a regular file, so a typo in its name is
+ * named then rather than by a 500 on the first login. Its content is read per request. */
+static int prep_userfile(const sl_cval *v, const sl_key_ctx *ctx, void **out)
+{
+    (void)out;
+    if (!ctx->check_system || !v->str[0]) return 0;
+    char path[4096];
+    if (v->str[0] == '/')
+        snprintf(path, sizeof path, "%s", v->str);
+    else
+        snprintf(path, sizeof path, "%s/%s", ctx->basedir, v->str);
+    struct stat st;
+    const char *why = stat(path, &st) < 0 ? strerror(errno)
+                    : !S_ISREG(st.st_mode) ? "not a regular file" : NULL;
+    if (!why) return 0;
+    snprintf(ctx->err, ctx->errlen, "%s \"%s\": %s", ctx->assign->key, path, why);
+    return -1;
 }
 
 static int prep_refused(const sl_cval *v, const sl_key_ctx *ctx, void **out)
@@ -890,9 +910,9 @@ static void auth_status(sl_server *srv, sl_status_out *o)
 #define OFF(f) offsetof(auth_conf, f)
 static const sl_key auth_keys[] = {
     {"auth.backend", SL_KEY_VALUE, 0, OFF(backend), prep_backend, NULL},
-    {"auth.backend.plain.userfile", SL_KEY_PATH, 0, OFF(plain_file), NULL, NULL},
-    {"auth.backend.htpasswd.userfile", SL_KEY_PATH, 0, OFF(htpasswd_file), NULL, NULL},
-    {"auth.backend.htdigest.userfile", SL_KEY_PATH, 0, OFF(htdigest_file), NULL, NULL},
+    {"auth.backend.plain.userfile", SL_KEY_PATH, 0, OFF(plain_file), prep_userfile, NULL},
+    {"auth.backend.htpasswd.userfile", SL_KEY_PATH, 0, OFF(htpasswd_file), prep_userfile, NULL},
+    {"auth.backend.htdigest.userfile", SL_KEY_PATH, 0, OFF(htdigest_file), prep_userfile, NULL},
     {"auth.require", SL_KEY_VALUE, 0, OFF(require), prep_require, rules_release},
     {"auth.debug", SL_KEY_INT, 0, OFF(debug), NULL, NULL},
     {"auth.cache", SL_KEY_VALUE, 0, 0, prep_refused, NULL},
