@@ -197,6 +197,10 @@ $HTTP["url"] =^ "/nd/" {{
         # oversized credentials: refused without a look (401), a head too large for the server 431
         self.assertEqual(get(self.srv, "/b/f.txt", "Basic " + "QUFB" * 2000)[0], 401)
         self.assertIn(get(self.srv, "/b/f.txt", "Basic " + "QUFB" * 40000)[0], (400, 431))
+        # two Authorization fields: which one was meant? 400
+        st, _, _, s = raw(self.srv, [("Authorization", basic("apr", "pw-apr1"))] * 2, "/b/f.txt")
+        s.close()
+        self.assertEqual(st, 400)
         # unprotected paths need nothing
         self.assertEqual(get(self.srv, "/open/f.txt")[0], 200)
 
