@@ -20,31 +20,24 @@
  * client is still there. With server.max-stat-threads = 0 (everything on the loop by choice)
  * the check runs inline.
  *
- * Digest nonces are "<time>:<random>:<HMAC-SHA-256(secret, time random realm)>" in hex: the
- * server keeps no state for a nonce it hands out, forged ones fail the HMAC, and one older than
- * 10 minutes is stale (401 with stale=true, so the client retries with a new one without asking
- * the user). The secret is the rule's nonce_secret or 32 random bytes drawn at start-up, before
- * server.max-worker forks, so every worker accepts every worker's nonces. Replays: a table of
- * the nonces in use, shared by the workers (an anonymous shared mapping with a robust
- * process-shared lock), keeps the highest nonce-count each nonce was accepted with; a request
- * must count higher. The table is bounded: when it is full the oldest nonce is dropped and every
- * nonce as old or older is from then on stale, so a dropped nonce can never be replayed.
+ * Digest nonces (auth_nonce.c) are HMACs of time and randomness, so handing one out keeps no
+ * state; one older than 10 minutes is stale (401 with stale=true, so the client retries with a
+ * new one without asking the user), and a table shared by the workers refuses a nonce-count used
+ * before. The checks that need no file (syntax, realm, algorithm, uri, nonce) run on the loop
+ * before the job; the response is computed on the loop after it (a few hashes).
  */
 #include <errno.h>
 #include <openssl/crypto.h>
-#include <openssl/hmac.h>
-#include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <sys/mman.h>
-#include <sys/random.h>
 #include <sys/stat.h>
 #include <time.h>
 
+#include "auth_nonce.h"
 #include "auth_parse.h"
 #include "authn_file.h"
 #include "conf.h"
@@ -88,8 +81,7 @@ sl_module sl_mod_auth;
 #define ACONF(c) SL_MODCONF((c)->conf, sl_mod_auth, auth_conf)
 
 /* Nonces live 10 minutes; within the last minute a success announces the next one. */
-#define NONCE_LIFE 600
-#define NONCE_NEXT 540
+#define NONCE_NEXT (SL_NONCE_LIFE - 60)
 /* The longest Authorization values looked at: Basic's is lighttpd's bound (1363 base64
  * characters, 1023 decoded bytes); longer ones are refused with a challenge, as lighttpd does. */
 #define MAX_BASIC (6 + 1363)
@@ -322,132 +314,6 @@ static int prep_refused(const sl_cval *v, const sl_key_ctx *ctx, void **out)
     return -1;
 }
 
-/* ---- the secret and the nonces in use ---- */
-
-static unsigned char secret[32];
-
-#define REPLAY_SLOTS 8192
-#define REPLAY_PROBE 8
-
-typedef struct replay_entry {
-    int64_t ts;      /* 0: free */
-    uint32_t rnd;
-    unsigned char mac[8];
-    uint64_t nc;     /* the highest nonce-count accepted */
-} replay_entry;
-
-typedef struct replay_table {
-    pthread_mutex_t lock; /* robust, process-shared */
-    int64_t watermark;    /* nonces issued at or before it and not in the table are stale */
-    replay_entry e[REPLAY_SLOTS];
-} replay_table;
-
-static replay_table *replay;
-
-static void replay_lock(void)
-{
-    if (pthread_mutex_lock(&replay->lock) == EOWNERDEAD)
-        pthread_mutex_consistent(&replay->lock); /* a worker died holding it: the table is
-                                                  * still sound (entries are written whole) */
-}
-
-/* Accept nonce (ts, rnd, mac) with count nc? true: first use, or a higher count than before
- * (recorded). false: a replay, or a nonce the table had to drop. */
-static bool replay_accept(int64_t ts, uint32_t rnd, const unsigned char *mac, uint64_t nc,
-                          int64_t now)
-{
-    if (!replay) return true;
-    uint32_t h = (rnd ^ (uint32_t)ts ^ ((uint32_t)mac[0] << 24)) * 2654435761u;
-    size_t base = (h >> 8) % REPLAY_SLOTS;
-    bool ok = false;
-    replay_lock();
-    replay_entry *free_slot = NULL, *oldest = NULL;
-    for (size_t k = 0; k < REPLAY_PROBE; k++) {
-        replay_entry *e = &replay->e[(base + k) % REPLAY_SLOTS];
-        if (e->ts && e->ts == ts && e->rnd == rnd && !memcmp(e->mac, mac, sizeof e->mac)) {
-            ok = nc > e->nc;
-            if (ok) e->nc = nc;
-            goto out;
-        }
-        if (!e->ts || e->ts + NONCE_LIFE < now) {
-            if (!free_slot) free_slot = e;
-        } else if (!oldest || e->ts < oldest->ts) {
-            oldest = e;
-        }
-    }
-    if (ts <= replay->watermark) goto out; /* dropped earlier, or older than what was dropped */
-    if (!free_slot) {
-        if (oldest->ts > replay->watermark) replay->watermark = oldest->ts;
-        free_slot = oldest;
-        if (ts <= replay->watermark) goto out;
-    }
-    *free_slot = (replay_entry){.ts = ts, .rnd = rnd, .nc = nc};
-    memcpy(free_slot->mac, mac, sizeof free_slot->mac);
-    ok = true;
-out:
-    pthread_mutex_unlock(&replay->lock);
-    return ok;
-}
-
-/* The MAC of a nonce: HMAC-SHA-256(secret, ts rnd realm), its first 16 bytes. */
-static void nonce_mac(const auth_rule *r, int64_t ts, uint32_t rnd, unsigned char *mac16)
-{
-    unsigned char msg[12 + 256], md[32];
-    unsigned int mdlen = 0;
-    size_t rl = strlen(r->realm);
-    if (rl > 256) rl = 256;
-    for (int i = 0; i < 8; i++) msg[i] = (unsigned char)((uint64_t)ts >> (8 * i));
-    for (int i = 0; i < 4; i++) msg[8 + i] = (unsigned char)(rnd >> (8 * i));
-    memcpy(msg + 12, r->realm, rl);
-    const void *key = r->nonce_secret ? (const void *)r->nonce_secret : secret;
-    int klen = r->nonce_secret ? (int)strlen(r->nonce_secret) : (int)sizeof secret;
-    if (!HMAC(EVP_sha256(), key, klen, msg, 12 + rl, md, &mdlen)) memset(md, 0, sizeof md);
-    memcpy(mac16, md, 16);
-}
-
-/* A new nonce into out (at least 16 + 1 + 8 + 1 + 32 + 1 bytes). */
-static void nonce_make(const auth_rule *r, char *out, size_t cap)
-{
-    uint32_t rnd;
-    if (getrandom(&rnd, sizeof rnd, GRND_NONBLOCK) != sizeof rnd) rnd = (uint32_t)random();
-    int64_t ts = time(NULL);
-    unsigned char mac[16];
-    char hex[33];
-    nonce_mac(r, ts, rnd, mac);
-    sl_hex(mac, 16, hex);
-    snprintf(out, cap, "%llx:%08x:%s", (unsigned long long)ts, rnd, hex);
-}
-
-/* Parse and check a nonce: 0 good, -ESTALE ours but too old, -EINVAL not ours. */
-static int nonce_check(const auth_rule *r, const char *n, int64_t now, int64_t *ts_out,
-                       uint32_t *rnd_out, unsigned char *mac_out)
-{
-    char *end;
-    errno = 0;
-    unsigned long long ts = strtoull(n, &end, 16);
-    if (end == n || *end != ':' || errno || end - n > 16) return -EINVAL;
-    const char *p = end + 1;
-    unsigned long rnd = strtoul(p, &end, 16);
-    if (end - p != 8 || *end != ':') return -EINVAL;
-    p = end + 1;
-    if (strlen(p) != 32) return -EINVAL;
-    unsigned char want[16], got[16];
-    for (int i = 0; i < 16; i++) {
-        unsigned v;
-        if (sscanf(p + 2 * i, "%2x", &v) != 1 || !strchr("0123456789abcdef", p[2 * i]) ||
-            !strchr("0123456789abcdef", p[2 * i + 1]))
-            return -EINVAL;
-        got[i] = (unsigned char)v;
-    }
-    nonce_mac(r, (int64_t)ts, (uint32_t)rnd, want);
-    if (CRYPTO_memcmp(want, got, 16)) return -EINVAL;
-    *ts_out = (int64_t)ts;
-    *rnd_out = (uint32_t)rnd;
-    memcpy(mac_out, got, 8);
-    if ((int64_t)ts > now + 1 || now - (int64_t)ts > NONCE_LIFE) return -ESTALE;
-    return 0;
-}
-
 /* ---- per request ---- */
 
 /* The state of one request's check, in request memory. */
@@ -459,9 +325,7 @@ typedef struct auth_ctx {
     /* Digest, while the HA1 job is out */
     sl_digest_params dp;
     int algo;
-    int64_t ts;
-    uint32_t rnd;
-    unsigned char mac[8];
+    sl_nonce nonce;
     uint64_t nc;
 } auth_ctx;
 
@@ -600,16 +464,16 @@ static sl_hresult digest_finish(sl_conn *c, auth_ctx *x, const unsigned char *ha
     if (!allowed(r, dp->username, ulen))
         return deny(c, x, true, "user not allowed by the rule", dp->username);
     int64_t now = time(NULL);
-    if (!replay_accept(x->ts, x->rnd, x->mac, x->nc, now)) {
+    if (!sl_nonce_use(&x->nonce, x->nc, now)) {
         /* A replayed (or dropped) nonce: the client gets a new one. */
         atomic_fetch_add_explicit(&n_replayed, 1, memory_order_relaxed);
         x->stale = true;
         return deny(c, x, true, "nonce replayed or dropped", dp->username);
     }
-    if (now - x->ts > NONCE_NEXT) {
-        char n[80], *v = sl_conn_alloc(c, 100);
-        nonce_make(r, n, sizeof n);
-        if (v) snprintf(v, 100, "nextnonce=\"%s\"", n);
+    if (now - x->nonce.ts > NONCE_NEXT) {
+        char n[SL_NONCE_MAX], *v = sl_conn_alloc(c, SL_NONCE_MAX + 16);
+        sl_nonce_make(r->realm, r->nonce_secret, now, n);
+        if (v) snprintf(v, SL_NONCE_MAX + 16, "nextnonce=\"%s\"", n);
         x->auth_info = v;
     }
     passed(c, x, dp->username, ulen, "Digest");
@@ -776,7 +640,7 @@ static sl_hresult check_digest(sl_conn *c, const auth_conf *ac, auth_ctx *x,
     /* The response covers the uri: it must be this request's (lighttpd's check too). */
     if (strlen(dp->uri) != c->req.target_len || memcmp(dp->uri, c->req.target, c->req.target_len))
         return bad_request(c, "digest: uri mismatch");
-    int n = nonce_check(r, dp->nonce, time(NULL), &x->ts, &x->rnd, x->mac);
+    int n = sl_nonce_check(dp->nonce, r->realm, r->nonce_secret, time(NULL), &x->nonce);
     if (n == -ESTALE) {
         atomic_fetch_add_explicit(&n_stale, 1, memory_order_relaxed);
         x->stale = true;
@@ -841,8 +705,8 @@ static void auth_response_start(sl_conn *c)
             {SL_DIGEST_SHA256, "SHA-256"}, {SL_DIGEST_MD5, "MD5"}};
         for (size_t i = 0; i < 2; i++) {
             if (!(r->algos & al[i].a)) continue;
-            char n[80];
-            nonce_make(r, n, sizeof n);
+            char n[SL_NONCE_MAX];
+            sl_nonce_make(r->realm, r->nonce_secret, time(NULL), n);
             snprintf(v, sizeof v,
                      "Digest realm=\"%s\", charset=\"UTF-8\", algorithm=%s%s, nonce=\"%s\", "
                      "qop=\"auth\"%s", r->realm, al[i].name,
@@ -860,36 +724,15 @@ static int auth_init(sl_server *srv, const void *conf, char *err, size_t errlen)
 {
     (void)srv;
     (void)conf;
-    if (replay) return 0; /* a reload keeps the secret and the table */
-    if (getrandom(secret, sizeof secret, 0) != sizeof secret) {
-        snprintf(err, errlen, "mod_auth: no random bytes for the nonce secret: %s", strerror(errno));
-        return -1;
-    }
-    /* Shared with the workers server.max-worker forks. */
-    void *m = mmap(NULL, sizeof(replay_table), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
-                   -1, 0);
-    if (m == MAP_FAILED) {
-        snprintf(err, errlen, "mod_auth: the nonce table: %s", strerror(errno));
-        return -1;
-    }
-    replay = m;
-    pthread_mutexattr_t a;
-    pthread_mutexattr_init(&a);
-    pthread_mutexattr_setpshared(&a, PTHREAD_PROCESS_SHARED);
-    pthread_mutexattr_setrobust(&a, PTHREAD_MUTEX_ROBUST);
-    pthread_mutex_init(&replay->lock, &a);
-    pthread_mutexattr_destroy(&a);
-    return 0;
+    int r = sl_nonce_init(0);
+    if (r < 0) snprintf(err, errlen, "mod_auth: the Digest nonce secret and table: %s", strerror(-r));
+    return r < 0 ? -1 : 0;
 }
 
 static void auth_fini(sl_server *srv)
 {
     (void)srv;
-    if (!replay) return;
-    pthread_mutex_destroy(&replay->lock);
-    munmap(replay, sizeof(replay_table));
-    replay = NULL;
-    OPENSSL_cleanse(secret, sizeof secret);
+    sl_nonce_fini();
 }
 
 static void auth_status(sl_server *srv, sl_status_out *o)
