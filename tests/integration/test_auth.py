@@ -119,7 +119,8 @@ class Auth(unittest.TestCase):
             "sha1": ("pw-sha1", "{SHA}" + base64.b64encode(hashlib.sha1(b"pw-sha1").digest()).decode()),
         }
         conf = f'''
-server.modules = ( "mod_auth", "mod_accesslog", "mod_staticfile" )
+server.modules = ( "mod_auth", "mod_accesslog", "mod_status", "mod_staticfile" )
+status.status-url = "/server-status"
 accesslog.filename = "@DIR@/access.log"
 accesslog.format = "%u %s %U"
 auth.backend = "htpasswd"
@@ -242,6 +243,17 @@ $HTTP["url"] =^ "/nd/" {{
             time.sleep(0.05)
         self.assertIn("sha1 200 /b/f.txt", lines)
         self.assertIn("- 401 /b/f.txt", lines)
+
+    def test_status_counters(self):
+        get(self.srv, "/b/f.txt", basic("sha1", "pw-sha1"))
+        import json
+        st, _, body = get(self.srv, "/server-status?json")
+        self.assertEqual(st, 200)
+        (item,) = json.loads(body)["auth"]
+        # (each worker counts its own requests: which ones this one saw is not known here)
+        self.assertEqual(sorted(item), sorted(["name", "passed", "challenged", "denied", "malformed",
+                                               "stale_nonces", "replayed_nonces", "busy", "errors"]))
+        self.assertTrue(all(isinstance(v, int) and v >= 0 for k, v in item.items() if k != "name"))
 
     # ---- Digest ----
 
