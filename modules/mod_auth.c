@@ -368,14 +368,13 @@ static void debug_log(const sl_conn *c, const char *what, const char *user)
 
 /* 401: the challenge goes out in response_start (also on a custom error page). A refused
  * password closes the connection after the answer, as lighttpd does. */
-static sl_hresult deny(sl_conn *c, auth_ctx *x, bool failed, const char *why, const char *user)
+static sl_hresult deny(sl_conn *c, bool failed, const char *why, const char *user)
 {
     atomic_fetch_add_explicit(failed ? &n_denied : &n_challenged, 1, memory_order_relaxed);
     if (failed) {
         c->keep_alive = c->ka_after_body = false;
         debug_log(c, why, user);
     }
-    (void)x;
     c->status = 401;
     return SL_ERROR;
 }
@@ -426,11 +425,12 @@ static sl_hresult digest_finish(sl_conn *c, auth_ctx *x, const unsigned char *ha
     size_t dl = sl_digest_len(x->algo);
     char h1[2 * SL_DIGEST_MAX + 1], h2[2 * SL_DIGEST_MAX + 1], want[2 * SL_DIGEST_MAX + 1];
     unsigned char buf[SL_DIGEST_MAX];
+    bool hok = true; /* the library may fail (no memory): then nobody passes */
     sl_hex(ha1, dl, h1);
     if (x->algo & SL_DIGEST_SESS) {
         const char *p[3] = {h1, dp->nonce, dp->cnonce};
         size_t l[3] = {2 * dl, strlen(dp->nonce), strlen(dp->cnonce)};
-        sl_digest_hash(x->algo, buf, p, l, 3);
+        hok &= sl_digest_hash(x->algo, buf, p, l, 3) == 0;
         sl_hex(buf, dl, h1);
     }
     const char *method = c->req.method_str ? c->req.method_str : "GET";
@@ -438,18 +438,18 @@ static sl_hresult digest_finish(sl_conn *c, auth_ctx *x, const unsigned char *ha
     {
         const char *p[2] = {method, dp->uri};
         size_t l[2] = {mlen, strlen(dp->uri)};
-        sl_digest_hash(x->algo, buf, p, l, 2);
+        hok &= sl_digest_hash(x->algo, buf, p, l, 2) == 0;
         sl_hex(buf, dl, h2);
     }
     if (dp->qop) {
         const char *p[6] = {h1, dp->nonce, dp->nc, dp->cnonce, dp->qop, h2};
         size_t l[6] = {2 * dl, strlen(dp->nonce), strlen(dp->nc), strlen(dp->cnonce),
                        strlen(dp->qop), 2 * dl};
-        sl_digest_hash(x->algo, buf, p, l, 6);
+        hok &= sl_digest_hash(x->algo, buf, p, l, 6) == 0;
     } else {
         const char *p[3] = {h1, dp->nonce, h2};
         size_t l[3] = {2 * dl, strlen(dp->nonce), 2 * dl};
-        sl_digest_hash(x->algo, buf, p, l, 3);
+        hok &= sl_digest_hash(x->algo, buf, p, l, 3) == 0;
     }
     sl_hex(buf, dl, want);
     char got[2 * SL_DIGEST_MAX + 1];
@@ -459,16 +459,21 @@ static sl_hresult digest_finish(sl_conn *c, auth_ctx *x, const unsigned char *ha
     bool ok = rl == 2 * dl && CRYPTO_memcmp(got, want, 2 * dl) == 0;
     OPENSSL_cleanse(h1, sizeof h1);
     OPENSSL_cleanse(buf, sizeof buf);
-    if (!ok) return deny(c, x, true, "wrong password (digest)", dp->username);
+    if (!hok) {
+        atomic_fetch_add_explicit(&n_errors, 1, memory_order_relaxed);
+        c->status = 503;
+        return SL_ERROR;
+    }
+    if (!ok) return deny(c, true, "wrong password (digest)", dp->username);
     size_t ulen = strlen(dp->username);
     if (!allowed(r, dp->username, ulen))
-        return deny(c, x, true, "user not allowed by the rule", dp->username);
+        return deny(c, true, "user not allowed by the rule", dp->username);
     int64_t now = time(NULL);
     if (!sl_nonce_use(&x->nonce, x->nc, now)) {
         /* A replayed (or dropped) nonce: the client gets a new one. */
         atomic_fetch_add_explicit(&n_replayed, 1, memory_order_relaxed);
         x->stale = true;
-        return deny(c, x, true, "nonce replayed or dropped", dp->username);
+        return deny(c, true, "nonce replayed or dropped", dp->username);
     }
     if (now - x->nonce.ts > NONCE_NEXT) {
         char n[SL_NONCE_MAX], *v = sl_conn_alloc(c, SL_NONCE_MAX + 16);
@@ -487,12 +492,12 @@ static sl_hresult finish(sl_conn *c, auth_job *j)
     if (j->result == 0) {
         if (j->digest) return digest_finish(c, x, j->ha1);
         if (!allowed(x->rule, j->q.user, j->q.ulen))
-            return deny(c, x, true, "user not allowed by the rule", j->q.user);
+            return deny(c, true, "user not allowed by the rule", j->q.user);
         passed(c, x, j->q.user, j->q.ulen, "Basic");
         return SL_GO_ON;
     }
     if (j->result == -EACCES || j->result == -ENOKEY)
-        return deny(c, x, true, j->result == -EACCES ? "wrong password" : "unknown user",
+        return deny(c, true, j->result == -EACCES ? "wrong password" : "unknown user",
                     j->q.user);
     /* The file cannot be read, or the backend cannot answer this method: our fault (lighttpd
      * answers 500 for a backend that cannot do the method too). */
@@ -572,8 +577,8 @@ static sl_hresult check_basic(sl_conn *c, const auth_conf *ac, auth_ctx *x,
                               const sl_http_header *h)
 {
     const auth_rule *r = x->rule;
-    if (!h) return deny(c, x, false, NULL, NULL);
-    if (h->value_len > MAX_BASIC) return deny(c, x, true, "credentials too long", NULL);
+    if (!h) return deny(c, false, NULL, NULL);
+    if (h->value_len > MAX_BASIC) return deny(c, true, "credentials too long", NULL);
     char *buf = sl_conn_alloc(c, h->value_len + 1);
     if (!buf) {
         c->status = 503;
@@ -583,7 +588,7 @@ static sl_hresult check_basic(sl_conn *c, const auth_conf *ac, auth_ctx *x,
     size_t ulen, pwlen;
     int e = sl_auth_basic_parse(h->value, h->value_len, buf, h->value_len + 1, &user, &ulen, &pw,
                                 &pwlen);
-    if (e == -ENOENT) return deny(c, x, false, NULL, NULL);
+    if (e == -ENOENT) return deny(c, false, NULL, NULL);
     if (e < 0) return bad_request(c, "malformed Basic credentials");
     sl_authn_backend b = ac->backend ? (sl_authn_backend)*ac->backend : SL_AUTHN_NONE;
     sl_authn_query q = {.backend = b, .file = backend_file(ac, b), .user = user, .ulen = ulen,
@@ -607,8 +612,8 @@ static sl_hresult check_digest(sl_conn *c, const auth_conf *ac, auth_ctx *x,
                                const sl_http_header *h)
 {
     const auth_rule *r = x->rule;
-    if (!h) return deny(c, x, false, NULL, NULL);
-    if (h->value_len > MAX_CREDENTIALS) return deny(c, x, true, "credentials too long", NULL);
+    if (!h) return deny(c, false, NULL, NULL);
+    if (h->value_len > MAX_CREDENTIALS) return deny(c, true, "credentials too long", NULL);
     char *buf = sl_conn_alloc(c, h->value_len + 1);
     if (!buf) {
         c->status = 503;
@@ -616,7 +621,7 @@ static sl_hresult check_digest(sl_conn *c, const auth_conf *ac, auth_ctx *x,
     }
     sl_digest_params *dp = &x->dp;
     int e = sl_auth_digest_parse(h->value, h->value_len, buf, h->value_len + 1, dp);
-    if (e == -ENOENT) return deny(c, x, false, NULL, NULL);
+    if (e == -ENOENT) return deny(c, false, NULL, NULL);
     if (e < 0) return bad_request(c, "malformed Digest credentials");
     /* What lighttpd requires (qop needs nc and cnonce); username* and userhash are not offered. */
     if ((dp->qop && (!dp->nc || !dp->cnonce)) || !dp->username || !dp->realm || !dp->nonce ||
@@ -624,12 +629,12 @@ static sl_hresult check_digest(sl_conn *c, const auth_conf *ac, auth_ctx *x,
         return bad_request(c, dp->username_star ? "username* is not supported" : "digest: missing field");
     if (dp->userhash && !strcasecmp(dp->userhash, "true"))
         return bad_request(c, "digest: userhash is not supported");
-    if (strcmp(dp->realm, r->realm)) return deny(c, x, true, "digest: realm mismatch", dp->username);
+    if (strcmp(dp->realm, r->realm)) return deny(c, true, "digest: realm mismatch", dp->username);
     int algo = 0;
     if (parse_algos(dp->algorithm ? dp->algorithm : "", &algo) < 0 || (algo & (algo - 1) & 3) ||
         !(r->algos & algo & (SL_DIGEST_MD5 | SL_DIGEST_SHA256)) ||
         ((algo & SL_DIGEST_SESS) && !(r->algos & SL_DIGEST_SESS)))
-        return deny(c, x, true, "digest: algorithm not offered", dp->username);
+        return deny(c, true, "digest: algorithm not offered", dp->username);
     if ((algo & SL_DIGEST_SESS) && !dp->cnonce) return bad_request(c, "digest: -sess without cnonce");
     x->algo = algo;
     if (!all_hex(dp->response, 64) || strlen(dp->response) != 2 * sl_digest_len(algo))
@@ -644,9 +649,9 @@ static sl_hresult check_digest(sl_conn *c, const auth_conf *ac, auth_ctx *x,
     if (n == -ESTALE) {
         atomic_fetch_add_explicit(&n_stale, 1, memory_order_relaxed);
         x->stale = true;
-        return deny(c, x, false, NULL, NULL);
+        return deny(c, false, NULL, NULL);
     }
-    if (n < 0) return deny(c, x, true, "digest: nonce not ours", dp->username);
+    if (n < 0) return deny(c, true, "digest: nonce not ours", dp->username);
     sl_authn_backend b = ac->backend ? (sl_authn_backend)*ac->backend : SL_AUTHN_NONE;
     sl_authn_query q = {.backend = b, .file = backend_file(ac, b), .user = dp->username,
                         .ulen = strlen(dp->username), .realm = r->realm, .algo = algo};
@@ -674,7 +679,7 @@ static sl_hresult auth_uri_clean(sl_conn *c)
         c->remote_user) {
         x->rule = r;
         if (allowed(r, c->remote_user, strlen(c->remote_user))) return SL_GO_ON;
-        return deny(c, x, true, "user not allowed by the rule", c->remote_user);
+        return deny(c, true, "user not allowed by the rule", c->remote_user);
     }
     x->rule = r;
     x->passed = x->stale = false;
