@@ -381,5 +381,34 @@ $HTTP["url"] =^ "/nd/" {{
                 f.write(old)
 
 
+
+class Inline(unittest.TestCase):
+    """server.max-stat-threads = 0 keeps everything on the loop by choice: the check runs inline."""
+
+    def test_basic_and_digest_without_stat_threads(self):
+        srv = Server('server.modules = ( "mod_auth", "mod_staticfile" )\n'
+                     'server.max-stat-threads = 0\n'
+                     'auth.backend = "plain"\nauth.backend.plain.userfile = "@DIR@/plain"\n'
+                     'auth.require = ( "/b/" => ( "method" => "basic", "realm" => "B", "require" => "valid-user" ),\n'
+                     '                 "/d/" => ( "method" => "digest", "realm" => "D", "require" => "valid-user" ) )\n',
+                     {"b/f.txt": b"b", "d/f.txt": b"d"})
+        with open(srv.conf) as f:
+            text = f.read().replace("@DIR@", srv.dir)
+        with open(srv.conf, "w") as f:
+            f.write(text)
+        with open(os.path.join(srv.dir, "plain"), "w") as f:
+            f.write("alice:wonder\n")
+        srv.start()
+        try:
+            self.assertEqual(get(srv, "/b/f.txt", basic("alice", "wonder"))[::2], (200, b"b"))
+            self.assertEqual(get(srv, "/b/f.txt", basic("alice", "x"))[0], 401)
+            st, fields, _ = get(srv, "/d/f.txt")
+            n = params(challenges(fields)[0])["nonce"]
+            self.assertEqual(get(srv, "/d/f.txt", digest_auth("alice", "wonder", "D", n, "/d/f.txt"))[::2], (200, b"d"))
+            self.assertEqual(get(srv, "/d/f.txt", digest_auth("alice", "x", "D", n, "/d/f.txt", nc=2))[0], 401)
+        finally:
+            self.assertEqual(srv.stop(), 0, srv.log_text)
+
+
 if __name__ == "__main__":
     test_core.main()
