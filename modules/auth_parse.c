@@ -169,3 +169,65 @@ int sl_auth_digest_parse(const char *v, size_t len, char *buf, size_t cap, sl_di
     }
     return 0;
 }
+
+static int hexdig(char ch)
+{
+    return ch >= '0' && ch <= '9' ? ch - '0'
+         : (ch | 0x20) >= 'a' && (ch | 0x20) <= 'f' ? (ch | 0x20) - 'a' + 10 : -1;
+}
+
+/* Is s[0..n) well-formed UTF-8 (no overlong forms, no surrogates, at most U+10FFFF)? */
+static bool utf8_ok(const unsigned char *s, size_t n)
+{
+    for (size_t i = 0; i < n;) {
+        unsigned char c = s[i];
+        size_t len = c < 0x80 ? 1 : (c & 0xe0) == 0xc0 ? 2 : (c & 0xf0) == 0xe0 ? 3
+                   : (c & 0xf8) == 0xf0 ? 4 : 0;
+        if (!len || i + len > n) return false;
+        unsigned cp = len == 1 ? c : c & (0x7f >> len);
+        for (size_t k = 1; k < len; k++) {
+            if ((s[i + k] & 0xc0) != 0x80) return false;
+            cp = (cp << 6) | (s[i + k] & 0x3f);
+        }
+        static const unsigned min[5] = {0, 0, 0x80, 0x800, 0x10000};
+        if (cp < min[len] || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return false;
+        i += len;
+    }
+    return true;
+}
+
+long sl_auth_ext_value_decode(const char *in, char *out, size_t cap)
+{
+    bool utf8;
+    if (!strncasecmp(in, "UTF-8'", 6)) {
+        utf8 = true;
+        in += 6;
+    } else if (!strncasecmp(in, "ISO-8859-1'", 11)) {
+        utf8 = false;
+        in += 11;
+    } else {
+        return -EINVAL;
+    }
+    const char *q = strchr(in, '\''); /* the end of the language tag */
+    if (!q) return -EINVAL;
+    in = q + 1;
+    size_t o = 0;
+    for (; *in; in++) {
+        unsigned char ch = (unsigned char)*in;
+        if (ch == '%') {
+            int hi = hexdig(in[1]), lo = hi < 0 ? -1 : hexdig(in[2]);
+            if (lo < 0) return -EINVAL;
+            ch = (unsigned char)(hi << 4 | lo);
+            in += 2;
+        } else if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+                     (ch >= '0' && ch <= '9') || strchr("!#$&+-.^_`|~", ch))) {
+            return -EINVAL; /* attr-char only (RFC 8187 §3.2.1) */
+        }
+        if (ch < 0x20 || ch == 0x7f) return -EINVAL;
+        if (o + 1 >= cap) return -E2BIG;
+        out[o++] = (char)ch;
+    }
+    if (utf8 && !utf8_ok((const unsigned char *)out, o)) return -EINVAL;
+    out[o] = 0;
+    return (long)o;
+}

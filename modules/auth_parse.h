@@ -37,4 +37,12 @@ typedef struct sl_digest_params {
  * fit into buf (a buffer of len + 1 bytes always suffices). */
 int sl_auth_digest_parse(const char *v, size_t len, char *buf, size_t cap, sl_digest_params *p);
 
+/* An RFC 8187 ext-value (charset "'" [language] "'" value-chars), as Digest's username* carries
+ * a user name that is not ASCII (RFC 7616 §3.4.4): charset UTF-8 or ISO-8859-1 (any case), the
+ * percent-encoding undone into out (cap bytes, NUL-terminated), bytes kept as they are (no
+ * conversion between charsets, as lighttpd). Returns the length, or -EINVAL (another charset, a
+ * bad escape, a character that may not appear unencoded, invalid UTF-8, or a control character
+ * after decoding), or -E2BIG. */
+long sl_auth_ext_value_decode(const char *in, char *out, size_t cap);
+
 #endif

@@ -623,12 +623,24 @@ static sl_hresult check_digest(sl_conn *c, const auth_conf *ac, auth_ctx *x,
     int e = sl_auth_digest_parse(h->value, h->value_len, buf, h->value_len + 1, dp);
     if (e == -ENOENT) return deny(c, false, NULL, NULL);
     if (e < 0) return bad_request(c, "malformed Digest credentials");
-    /* What lighttpd requires (qop needs nc and cnonce); username* and userhash are not offered. */
-    if ((dp->qop && (!dp->nc || !dp->cnonce)) || !dp->username || !dp->realm || !dp->nonce ||
-        !dp->uri || !dp->response)
-        return bad_request(c, dp->username_star ? "username* is not supported" : "digest: missing field");
+    /* What lighttpd requires: qop needs nc and cnonce, and a user name, either as username or
+     * as username* (RFC 8187, for names that are not ASCII). userhash is never offered. */
+    if ((dp->qop && (!dp->nc || !dp->cnonce)) || !dp->username == !dp->username_star ||
+        !dp->realm || !dp->nonce || !dp->uri || !dp->response)
+        return bad_request(c, "digest: missing field");
     if (dp->userhash && !strcasecmp(dp->userhash, "true"))
         return bad_request(c, "digest: userhash is not supported");
+    if (dp->username_star) {
+        size_t cap = strlen(dp->username_star) + 1;
+        char *u = sl_conn_alloc(c, cap);
+        if (!u) {
+            c->status = 503;
+            return SL_ERROR;
+        }
+        if (sl_auth_ext_value_decode(dp->username_star, u, cap) < 0)
+            return bad_request(c, "digest: invalid username*");
+        dp->username = u;
+    }
     if (strcmp(dp->realm, r->realm)) return deny(c, true, "digest: realm mismatch", dp->username);
     int algo = 0;
     if (parse_algos(dp->algorithm ? dp->algorithm : "", &algo) < 0 || (algo & (algo - 1) & 3) ||

@@ -5,7 +5,7 @@
  * smaller one (which may only make them answer -E2BIG). Invariants: the results are in the
  * documented set; what they return lies inside the buffer, is NUL-terminated and holds no control
  * character; Basic's user holds no ':'; and a result never depends on the buffer being larger
- * than needed.
+ * than needed. The same bytes also go through the username* ext-value decoder.
  */
 #include <errno.h>
 #include <stdint.h>
@@ -67,6 +67,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     check(r2 == r || (r2 == -E2BIG && r != -ENOENT), "digest: a smaller buffer only E2BIG");
     if (r2 == 0 && r == 0 && p.username)
         check(p2d.username && !strcmp(p.username, p2d.username), "digest: same username");
+    /* username*: the input as a NUL-terminated ext-value */
+    memcpy(small, v, size);
+    small[size] = 0;
+    long e = sl_auth_ext_value_decode(small, buf, cap);
+    check(e == -EINVAL || (e >= 0 && (size_t)e < cap), "ext-value: result");
+    if (e >= 0) {
+        check(buf[e] == 0 && strlen(buf) == (size_t)e, "ext-value: NUL-terminated, no NUL inside");
+        in_buf(buf, buf, cap);
+    }
     free(buf);
     free(small);
     return 0;

@@ -156,8 +156,8 @@ $HTTP["url"] =^ "/nd/" {{
             f.write(text)
         with open(os.path.join(d, "htpasswd"), "w") as f:
             f.write("# users\n" + "".join(f"{u}:{h}\n" for u, (_, h) in cls.users.items()))
-        with open(os.path.join(d, "plain"), "w") as f:
-            f.write("alice:wonder\nbob:builder\n")
+        with open(os.path.join(d, "plain"), "w", encoding="utf-8") as f:
+            f.write("alice:wonder\nbob:builder\nJ\u00e4s\u00f8n:pw-utf8\n")
         with open(os.path.join(d, "htdigest"), "w") as f:
             f.write(f"carol:HD:{hashlib.sha256(b'carol:HD:pw-c').hexdigest()}\n")
         cls.srv.start()
@@ -278,6 +278,18 @@ $HTTP["url"] =^ "/nd/" {{
         # wrong password, unknown user
         self.assertEqual(get(self.srv, "/d5/f.txt", digest_auth("bob", "x", "D", n, "/d5/f.txt", nc=9))[0], 401)
         self.assertEqual(get(self.srv, "/d5/f.txt", digest_auth("zed", "x", "D", n, "/d5/f.txt", nc=9))[0], 401)
+
+    def test_digest_username_star(self):
+        # RFC 7616 §3.4.4: a user name that is not ASCII travels as an RFC 8187 ext-value
+        (c,) = self.challenge("/d5/f.txt")
+        a = digest_auth("J\u00e4s\u00f8n", "pw-utf8", "D", c["nonce"], "/d5/f.txt")
+        a = a.replace('username="J\u00e4s\u00f8n"', "username*=UTF-8''J%C3%A4s%C3%B8n")
+        self.assertEqual(get(self.srv, "/d5/f.txt", a)[0], 200)
+        # both forms at once, or a bad ext-value: 400
+        both = a.replace("username*=", 'username="x", username*=')
+        self.assertEqual(get(self.srv, "/d5/f.txt", both)[0], 400)
+        bad = a.replace("%C3%A4", "%E4")
+        self.assertEqual(get(self.srv, "/d5/f.txt", bad)[0], 400)
 
     def test_digest_stale_and_forged_nonces(self):
         now = int(time.time())

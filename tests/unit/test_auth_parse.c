@@ -110,12 +110,31 @@ static void test_digest(void **state)
     assert_int_equal(sl_auth_digest_parse(v, strlen(v), small, sizeof small, &p), -E2BIG);
 }
 
+static void test_ext_value(void **state)
+{
+    char out[64];
+    assert_int_equal(sl_auth_ext_value_decode("UTF-8''J%C3%A4s%C3%B8n%20Doe", out, sizeof out), 11);
+    assert_string_equal(out, "J\xc3\xa4s\xc3\xb8n Doe");
+    assert_int_equal(sl_auth_ext_value_decode("utf-8'en'abc", out, sizeof out), 3);
+    assert_int_equal(sl_auth_ext_value_decode("ISO-8859-1''%E4", out, sizeof out), 1);
+    assert_int_equal((unsigned char)out[0], 0xe4);
+    assert_int_equal(sl_auth_ext_value_decode("UTF-8''%E4", out, sizeof out), -EINVAL); /* not UTF-8 */
+    assert_int_equal(sl_auth_ext_value_decode("UTF-8''%C0%80", out, sizeof out), -EINVAL); /* overlong */
+    assert_int_equal(sl_auth_ext_value_decode("UTF-16''a", out, sizeof out), -EINVAL);
+    assert_int_equal(sl_auth_ext_value_decode("UTF-8'a", out, sizeof out), -EINVAL);
+    assert_int_equal(sl_auth_ext_value_decode("UTF-8''a%0Ab", out, sizeof out), -EINVAL);
+    assert_int_equal(sl_auth_ext_value_decode("UTF-8''a%4", out, sizeof out), -EINVAL);
+    assert_int_equal(sl_auth_ext_value_decode("UTF-8''a b", out, sizeof out), -EINVAL);
+    assert_int_equal(sl_auth_ext_value_decode("UTF-8''abcdef", out, 4), -E2BIG);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_base64),
         cmocka_unit_test(test_basic),
         cmocka_unit_test(test_digest),
+        cmocka_unit_test(test_ext_value),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
