@@ -722,6 +722,9 @@ static void auth_response_start(sl_conn *c)
             {SL_DIGEST_SHA256, "SHA-256"}, {SL_DIGEST_MD5, "MD5"}};
         for (size_t i = 0; i < 2; i++) {
             if (!(r->algos & al[i].a)) continue;
+            /* A stale nonce is renewed for the algorithm the client used (as lighttpd). */
+            if (x->stale && (x->algo & (SL_DIGEST_MD5 | SL_DIGEST_SHA256)) && !(x->algo & al[i].a))
+                continue;
             char n[SL_NONCE_MAX];
             sl_nonce_make(r->realm, r->nonce_secret, time(NULL), n);
             snprintf(v, sizeof v,
