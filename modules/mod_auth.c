@@ -28,6 +28,7 @@
  */
 #include <errno.h>
 #include <openssl/crypto.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -41,6 +42,7 @@
 #include "auth_parse.h"
 #include "authn_file.h"
 #include "conf.h"
+#include "core_conf.h"
 #include "connection.h"
 #include "log.h"
 #include "loop.h"
@@ -321,6 +323,7 @@ typedef struct auth_ctx {
     const auth_rule *rule;      /* the rule being checked, or that passed */
     bool passed;
     bool stale;                 /* a 401 announces stale=true */
+    bool busy;                  /* a 503 for lack of stat threads: Retry-After */
     const char *auth_info;      /* Authentication-Info value for the answer (Digest) */
     /* Digest, while the HA1 job is out */
     sl_digest_params dp;
@@ -339,8 +342,20 @@ typedef struct auth_job {
     unsigned char ha1[SL_DIGEST_MAX];
     size_t pwlen;
     char *pw;                   /* Basic: in the strings below */
+    struct auth_job *next_waiting;
+    sl_tpool *pool;
+    sl_tport *port;             /* the loop of the connection */
     char strings[];             /* user, realm, file, pw */
 } auth_job;
+
+/* Checks in the process: at most half the stat threads hash passwords at once (a bcrypt hash
+ * holds one for milliseconds), so a flood of logins cannot starve the file lookups of every
+ * other client; the rest wait here, oldest first, any loop's, and a check that ends starts the
+ * next. Beyond MAX_WAITING waiting the answer is 503 with Retry-After. */
+#define MAX_WAITING 1024
+static pthread_mutex_t wait_lock = PTHREAD_MUTEX_INITIALIZER;
+static auth_job *wait_head, *wait_tail;
+static unsigned n_running, n_waiting;
 
 static auth_ctx *ctx_of(sl_conn *c)
 {
@@ -499,6 +514,12 @@ static sl_hresult finish(sl_conn *c, auth_job *j)
     if (j->result == -EACCES || j->result == -ENOKEY)
         return deny(c, true, j->result == -EACCES ? "wrong password" : "unknown user",
                     j->q.user);
+    if (j->result == -EAGAIN) {
+        atomic_fetch_add_explicit(&n_busy, 1, memory_order_relaxed);
+        x->busy = true;
+        c->status = 503;
+        return SL_ERROR;
+    }
     /* The file cannot be read, or the backend cannot answer this method: our fault (lighttpd
      * answers 500 for a backend that cannot do the method too). */
     atomic_fetch_add_explicit(&n_errors, 1, memory_order_relaxed);
@@ -510,10 +531,36 @@ static sl_hresult finish(sl_conn *c, auth_job *j)
     return SL_ERROR;
 }
 
+static void job_done(sl_job *job);
+
+/* A check ended (done: it ran) or never started: its thread slot goes to the oldest waiting
+ * check, if any (whose done() runs on its own loop). */
+static void start_next(void)
+{
+    pthread_mutex_lock(&wait_lock);
+    auth_job *next = wait_head;
+    if (next) {
+        wait_head = next->next_waiting;
+        if (!wait_head) wait_tail = NULL;
+        n_waiting--;
+    } else {
+        n_running--;
+    }
+    pthread_mutex_unlock(&wait_lock);
+    if (next && sl_tpool_submit(next->pool, next->port, &next->job) < 0) {
+        /* The pool stops or is full: answered 503 on its own loop, whose done() passes the
+         * slot on again. */
+        next->job.work = NULL;
+        next->result = -EAGAIN;
+        sl_tport_complete(next->port, &next->job);
+    }
+}
+
 static void job_done(sl_job *job)
 {
     auth_job *j = (auth_job *)job;
     sl_conn *c = j->c;
+    start_next();
     c->pending--;
     if (c->closed) {
         job_free(j);
@@ -562,14 +609,35 @@ static sl_hresult start_job(sl_conn *c, const sl_authn_query *q, bool digest, co
         job_free(j);
         return r;
     }
-    c->pending++;
-    if (sl_tpool_submit(srv->stat_pool, c->loop->port, &j->job) < 0) {
-        c->pending--;
+    /* Half the pool (server.max-stat-threads), at least one. */
+    unsigned limit = (unsigned)srv->global->max_stat_threads / 2;
+    if (!limit) limit = 1;
+    j->pool = srv->stat_pool;
+    j->port = c->loop->port;
+    pthread_mutex_lock(&wait_lock);
+    bool run = n_running < limit, wait = !run && n_waiting < MAX_WAITING;
+    if (run) n_running++;
+    if (wait) {
+        if (wait_tail)
+            wait_tail->next_waiting = j;
+        else
+            wait_head = j;
+        wait_tail = j;
+        n_waiting++;
+    }
+    pthread_mutex_unlock(&wait_lock);
+    if (run && sl_tpool_submit(srv->stat_pool, c->loop->port, &j->job) < 0) {
+        start_next(); /* give the slot back (or to a waiting check) */
+        run = false;
+    }
+    if (!run && !wait) {
         job_free(j);
         atomic_fetch_add_explicit(&n_busy, 1, memory_order_relaxed);
+        ((auth_ctx *)SL_CTX(c, sl_mod_auth))->busy = true;
         c->status = 503;
         return SL_ERROR;
     }
+    c->pending++;
     return SL_WAIT;
 }
 
@@ -694,7 +762,7 @@ static sl_hresult auth_uri_clean(sl_conn *c)
         return deny(c, true, "user not allowed by the rule", c->remote_user);
     }
     x->rule = r;
-    x->passed = x->stale = false;
+    x->passed = x->stale = x->busy = false;
     x->auth_info = NULL;
     c->remote_user = NULL;
     c->auth_type = NULL;
@@ -733,6 +801,8 @@ static void auth_response_start(sl_conn *c)
                      (r->algos & SL_DIGEST_SESS) ? "-sess" : "", n, x->stale ? ", stale=true" : "");
             sl_resp_header(c, "WWW-Authenticate", v);
         }
+    } else if (c->resp.status == 503 && x->busy) {
+        sl_resp_header(c, "Retry-After", "2"); /* the client may come back shortly */
     } else if (x->passed && x->auth_info) {
         sl_resp_header(c, "Authentication-Info", x->auth_info);
     }
@@ -768,6 +838,11 @@ static void auth_status(sl_server *srv, sl_status_out *o)
     sl_status_num(o, "stale_nonces", N(n_stale), true);
     sl_status_num(o, "replayed_nonces", N(n_replayed), true);
     sl_status_num(o, "busy", N(n_busy), true);
+    pthread_mutex_lock(&wait_lock);
+    unsigned running = n_running, waiting = n_waiting;
+    pthread_mutex_unlock(&wait_lock);
+    sl_status_num(o, "running", running, false);
+    sl_status_num(o, "waiting", waiting, false);
     sl_status_num(o, "errors", N(n_errors), true);
     sl_status_item_end(o);
     sl_status_list_end(o);

@@ -252,7 +252,8 @@ $HTTP["url"] =^ "/nd/" {{
         (item,) = json.loads(body)["auth"]
         # (each worker counts its own requests: which ones this one saw is not known here)
         self.assertEqual(sorted(item), sorted(["name", "passed", "challenged", "denied", "malformed",
-                                               "stale_nonces", "replayed_nonces", "busy", "errors"]))
+                                               "stale_nonces", "replayed_nonces", "busy", "errors",
+                                               "running", "waiting"]))
         self.assertTrue(all(isinstance(v, int) and v >= 0 for k, v in item.items() if k != "name"))
 
     # ---- Digest ----
@@ -418,6 +419,49 @@ class Inline(unittest.TestCase):
             n = params(challenges(fields)[0])["nonce"]
             self.assertEqual(get(srv, "/d/f.txt", digest_auth("alice", "wonder", "D", n, "/d/f.txt"))[::2], (200, b"d"))
             self.assertEqual(get(srv, "/d/f.txt", digest_auth("alice", "x", "D", n, "/d/f.txt", nc=2))[0], 401)
+        finally:
+            self.assertEqual(srv.stop(), 0, srv.log_text)
+
+
+
+class HalfThePool(unittest.TestCase):
+    """At most half the stat threads hash at once; the other checks wait their turn and pass."""
+
+    def test_checks_wait_for_a_thread(self):
+        srv = Server('server.modules = ( "mod_auth", "mod_status", "mod_staticfile" )\n'
+                     'server.max-worker = 1\nserver.max-stat-threads = 2\n'
+                     'status.status-url = "/server-status"\n'
+                     'auth.backend = "htpasswd"\nauth.backend.htpasswd.userfile = "@DIR@/htpasswd"\n'
+                     'auth.require = ( "/b/" => ( "method" => "basic", "realm" => "B", "require" => "valid-user" ) )\n',
+                     {"b/f.txt": b"b", "open.txt": b"o"})
+        with open(srv.conf) as f:
+            text = f.read().replace("@DIR@", srv.dir)
+        with open(srv.conf, "w") as f:
+            f.write(text)
+        wrapped = bool(os.environ.get("SEEKLESS_WRAPPER"))
+        with open(os.path.join(srv.dir, "htpasswd"), "w") as f:
+            f.write("slow:" + bcrypt("pw", 8 if wrapped else 12) + "\n")
+        srv.start()
+        try:
+            import json
+            results, seen_waiting = [], []
+
+            def check():
+                results.append(get(srv, "/b/f.txt", basic("slow", "pw"))[0])
+            ts = [threading.Thread(target=check) for _ in range(3)]
+            for t in ts:
+                t.start()
+            deadline = time.time() + 30
+            while any(t.is_alive() for t in ts) and time.time() < deadline:
+                item = json.loads(get(srv, "/server-status?json")[2])["auth"][0]
+                self.assertLessEqual(item["running"], 1)  # half of 2 threads
+                seen_waiting.append(item["waiting"])
+                self.assertEqual(get(srv, "/open.txt")[0], 200)  # the other thread serves files
+                time.sleep(0.01)
+            for t in ts:
+                t.join()
+            self.assertEqual(results, [200, 200, 200])
+            self.assertTrue(any(w > 0 for w in seen_waiting), seen_waiting)
         finally:
             self.assertEqual(srv.stop(), 0, srv.log_text)
 
