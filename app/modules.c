@@ -11,6 +11,7 @@
 extern sl_module sl_mod_accesslog;
 extern sl_module sl_mod_alias;
 extern sl_module sl_mod_bwlimit;
+extern sl_module sl_mod_auth;
 extern sl_module sl_mod_deflate;
 extern sl_module sl_mod_evasive;
 extern sl_module sl_mod_extforward;
@@ -31,6 +32,7 @@ sl_module *const sl_modules_builtin[] = {
     &sl_mod_bwlimit,
     &sl_mod_tls,
     &sl_mod_evasive,
+    &sl_mod_auth,
     &sl_mod_status,
     &sl_mod_proxy,
     &sl_mod_simple_vhost,

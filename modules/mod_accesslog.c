@@ -224,6 +224,7 @@ static void alog_log_request(sl_conn *c)
     alog_resp aresp = {.c = c};
     sl_accesslog_rec r = {
         .remote_addr = ip,
+        .remote_user = c->remote_user,
         .method = c->req.method_str,
         .method_len = c->req.method_str ? c->req.method_len : 0,
         .target = c->req.target,

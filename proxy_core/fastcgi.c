@@ -167,6 +167,10 @@ static int fcgi_head(const sl_proxy_msg *m, sl_buf *b)
         P("CONTENT_LENGTH", buf);
     }
     if (rq->content_type) PN("CONTENT_TYPE", rq->content_type->value, rq->content_type->value_len);
+    if (m->remote_user) { /* RFC 3875 §4.1.11, §4.1.1: who mod_auth let in, and how */
+        P("REMOTE_USER", m->remote_user);
+        P("AUTH_TYPE", m->auth_type ? m->auth_type : "Basic");
+    }
 #undef P
 #undef PN
     if (!r) r = header_params(&w, rq, m->edits);

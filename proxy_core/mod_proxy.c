@@ -288,6 +288,8 @@ static int build(proxy_req *pr)
         m->target_len = c->target_len;
     }
     m->edits = c->edits;
+    m->remote_user = c->remote_user;
+    m->auth_type = c->auth_type;
     m->host = c->host;
     /* lighttpd's SERVER_NAME: server.name when set (whatever the Host), else the host. */
     m->server_name = sl_core(c->conf)->server_name ? sl_core(c->conf)->server_name : c->host;

@@ -33,7 +33,8 @@ typedef struct sl_proxy_msg {
     const char *scheme;          /* "http" or "https" (REQUEST_SCHEME, X-Forwarded-Proto) */
     unsigned forwarded;          /* HTTP: SL_FWD_* parameters of an RFC 7239 Forwarded element
                                   * (proxy.forwarded); 0: no Forwarded field is made */
-    const char *remote_user;     /* the authenticated user (Forwarded's remote_user), or NULL */
+    const char *remote_user;     /* the authenticated user (mod_auth): FastCGI REMOTE_USER,
+                                  * Forwarded's remote_user; or NULL */
     int remote_port;
     const char *server_addr;     /* the address and port the request came in on (NULL: unknown) */
     const char *server_port;
@@ -49,6 +50,7 @@ typedef struct sl_proxy_msg {
     const char *target;
     size_t target_len;
     const sl_req_edits *edits;   /* fields and variables the config adds or sets (NULL: none) */
+    const char *auth_type;       /* with remote_user: "Basic" or "Digest" (FastCGI AUTH_TYPE) */
     const char *host_header;     /* HTTP: the Host value for the backend; NULL: the client's */
     long long body_length;       /* CONTENT_LENGTH / Content-Length; -1: the request has none */
     bool body_chunked;           /* the body goes on chunked (HTTP only: see collect_chunked) */

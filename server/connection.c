@@ -608,6 +608,7 @@ static void request_reset(sl_conn *c)
     c->phys_len = 0;
     c->handler = NULL;
     c->edits = NULL;
+    c->remote_user = c->auth_type = NULL;
     c->status = c->error = 0;
     c->eh_status = 0;
     memset(&c->resp, 0, sizeof c->resp);

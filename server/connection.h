@@ -124,6 +124,8 @@ typedef struct sl_conn {
      * on requests nobody claimed (url.rewrite-if-not-file) leave it alone. */
     const struct sl_module *handler;
     const sl_req_edits *edits;     /* fields and variables for back ends (NULL: none) */
+    const char *remote_user;       /* who authenticated (mod_auth; request memory), NULL: nobody */
+    const char *auth_type;         /* how: "Basic" or "Digest" (NULL with remote_user) */
     char host[256];                /* Host (or absolute-form authority), normalized
                                     * (sl_host_normalize) */
     const char *scheme;            /* "http": the listener's; or what a trusted proxy said it

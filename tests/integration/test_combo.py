@@ -83,6 +83,7 @@ FILES = {
     "seek-bound/s.txt": b"looked up by the stat accelerator\n",
     "gz/c.txt": COMP_TEXT,
     "gz/c.txt.gz": gzip.compress(COMP_TEXT, mtime=0),  # written after c.txt: not older
+    "auth/a.txt": b"behind mod_auth\n",
 }
 SYMLINKS = {"link.txt": "small.txt", "seek-bound/link.bin": "data.bin"}
 BACKEND_FILES = {"px/hello.txt": b"hello from http.server\n",  # served by python3 -m http.server
@@ -218,6 +219,12 @@ SEQUENCE = [
     PIPELINE,
     Parallel(4, PIPELINE),
     Req("noatime", "GET", "/atime.txt"),
+    Req("auth-none", "GET", "/auth/a.txt"),
+    Req("auth-ok", "GET", "/auth/a.txt", ("Authorization: Basic YWxpY2U6cHcx",)),  # alice:pw1
+    Req("auth-head", "HEAD", "/auth/a.txt", ("Authorization: Basic YWxpY2U6cHcx",)),
+    Req("auth-range", "GET", "/auth/a.txt", ("Authorization: Basic YWxpY2U6cHcx", "Range: bytes=0-5")),
+    Req("auth-wrong", "GET", "/auth/a.txt", ("Authorization: Basic YWxpY2U6cHcy",)),  # alice:pw2
+    Req("auth-malformed", "GET", "/auth/a.txt", ("Authorization: Basic !",)),
     Req("status", "GET", STATUS_URL + "?json"),
 ]
 
@@ -242,6 +249,7 @@ class Model:
     header_rules: bool = False     # HEADER_CONF (mod_setenv, mod_expire)
     compress: str = "off"          # off | precompressed | on the fly (mod_deflate)
     etags: bool = True
+    auth: bool = False             # AUTH_CONF (mod_auth): /auth/ wants alice:pw1
     mime: dict = dataclasses.field(default_factory=lambda: dict(MIME))
     netback: str = None
     bandwidth: bool = False        # a bandwidth limit is set (the status page lists "bandwidth")
@@ -352,6 +360,15 @@ def answer_as(m, req, etags, conn):
         return Expected(501, conn="any")
     head = req.method == "HEAD"
     req = m.served or req  # after url.rewrite-*
+    if m.auth and req.path.startswith("/auth/"):
+        cred = req.header("authorization")
+        if cred == "Basic !":
+            return Expected(400, {"content-type": PRESENT}, conn="close", body=b"" if head else None)
+        if cred != "Basic YWxpY2U6cHcx":
+            # A refused password closes the connection (lighttpd's rule); no credentials do not.
+            return Expected(401, {"www-authenticate": 'Basic realm="combo", charset="UTF-8"',
+                                  "content-type": PRESENT},
+                            conn="close" if cred else conn, body=b"" if head else None)
     if m.route == "status":
         return Expected(200, {"content-type": "application/json"}, conn=conn,
                         checks=[status_json_check(m)])
@@ -789,6 +806,21 @@ COMPRESS_CONF = {"off": "", "precompressed": 'deflate.precompressed = "enable"',
                                '( "gzip" )\ndeflate.min-compress-size = 0'}
 
 
+# Basic against an htpasswd file (apr1), the password checked on a stat thread.
+AUTH_CONF = ('auth.backend = "htpasswd"\nauth.backend.htpasswd.userfile = "{tmp}/htpasswd"\n'
+             'auth.require = ( "/auth/" => ( "method" => "basic", "realm" => "combo", '
+             '"require" => "user=alice" ) )')
+
+
+def auth_start(level, env):
+    with open(os.path.join(env.tmp, "htpasswd"), "w") as f:
+        f.write("alice:$apr1$abcdefgh$VDRNIfeXktYVAN7OPI/sv.\n")  # openssl passwd -apr1 pw1
+
+
+def auth_expect(level, req, m):
+    m.auth = level == "on"
+
+
 def range_expect(level, req, m):
     m.ranges = level == "on"
 
@@ -866,6 +898,9 @@ FACTORS = [
     Factor("response fields", ("off", "on"), onoff(HEADER_CONF), header_expect),
     Factor("compression", ("off", "precompressed", "on the fly"),
            lambda level, env: COMPRESS_CONF[level], compress_expect),
+    Factor("authentication", ("off", "on"),
+           lambda level, env: AUTH_CONF.format(tmp=env.tmp) if level == "on" else "",
+           auth_expect, auth_start),
     Factor("Range requests", ("on", "off"),
            onoff('server.range-requests = "enable"', 'server.range-requests = "disable"'), range_expect),
     Factor("bandwidth limit", ("off", "connection", "server"),

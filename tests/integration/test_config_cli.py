@@ -383,6 +383,56 @@ class CheckConfig(unittest.TestCase):
                        '$HTTP["host"] == "b" { ssl.pemfile = "b.crt"\n ssl.privkey = "b.key" }\n')
         self.assertEqual((r.returncode, r.stdout, r.stderr), (0, "Syntax OK\n", ""))
 
+    def test_auth_mistakes(self):
+        head = ('server.document-root = "root"\nserver.port = 8080\n'
+                'server.modules = ( "mod_auth" )\n')
+        req = ('auth.require = ( "/a/" => ( "method" => "basic", "realm" => "R", '
+               '"require" => "valid-user" ) )\n')
+        cases = [
+            ('auth.backend = "ldap"\n', 'auth.backend "ldap" is not implemented in seekless'),
+            ('auth.backend = "pam"\n', 'auth.backend "pam" is not implemented in seekless'),
+            ('auth.backend = "htpassword"\n', 'auth.backend "htpassword" is not a backend'),
+            ('auth.backend.htpasswd.userfile = "missing"\n',
+             'auth.backend.htpasswd.userfile "' + self.d.path("missing") + '": No such file'),
+            ('auth.cache = ( "max-age" => "600" )\n', "auth.cache is not implemented in seekless"),
+            ('auth.extern-authn = "enable"\n', "auth.extern-authn is not implemented in seekless"),
+            (req.replace('"method" => "basic", ', ''), 'auth.require "/a/": "method" is missing'),
+            (req.replace('"basic"', '"extern"'), '"method" => "extern" is not implemented'),
+            (req.replace('"basic"', '"ntlm"'), 'unknown method "ntlm"'),
+            (req.replace('"realm" => "R", ', ''), '"realm" is missing'),
+            (req.replace('"valid-user"', '""'), '"require" is missing'),
+            (req.replace('"valid-user"', '"group=admins"'), "group= and host= are not implemented"),
+            (req.replace('"valid-user"', '"user=a|valid-user"'), "valid-user can not be combined"),
+            (req.replace('"valid-user"', '"users=a"'), '"users=a" is not "valid-user" or "user=name"'),
+            (req.replace(' ) )', ', "algorithm" => "SHA-512-256" ) )'), 'algorithm "SHA-512-256"'),
+            (req.replace(' ) )', ', "userhash" => "enable" ) )'), '"userhash" is not implemented'),
+            (req.replace(' ) )', ', "colour" => "red" ) )'), 'unknown option "colour"'),
+            ('auth.require = ( "/a/" => "basic" )\n', 'auth.require "/a/": each entry must be'),
+            ('auth.debug = "loud"\n', "'auth.debug' must be"),
+        ]
+        for i, (text, want) in enumerate(cases):
+            with self.subTest(text=text):
+                r = self.check(head + text, f"m{i}.conf")
+                err = self.errors(r)[0]
+                self.assertIn(f"m{i}.conf:4: ", err)
+                self.assertIn(want, err)
+        # A key of mod_auth without it loaded names the module to add.
+        r = self.check('server.document-root = "root"\nserver.port = 8080\n'
+                       'server.modules = ( "mod_staticfile" )\n' + req, "n.conf")
+        self.assertIn("mod_auth", self.errors(r)[0])
+        # Every key, in a block too, and mod_authn_file loading the same module.
+        self.d.write("htpasswd", "alice:{SHA}qxNml/j2V32C481Qd+/9XSOxmfo=\n")
+        self.d.write("htdigest", "")
+        r = self.check('server.document-root = "root"\nserver.port = 8080\n'
+                       'server.modules = ( "mod_authn_file", "mod_auth" )\n'
+                       'auth.backend = "htpasswd"\nauth.backend.htpasswd.userfile = "htpasswd"\n'
+                       'auth.backend.htdigest.userfile = "htdigest"\nauth.debug = 1\n' + req +
+                       '$HTTP["url"] =^ "/d/" {\n  auth.backend = "htdigest"\n'
+                       '  auth.require = ( "/d/" => ( "method" => "digest", "realm" => "D", '
+                       '"require" => "user=alice|user=bob", "algorithm" => "SHA-256|MD5", '
+                       '"nonce_secret" => "x" ) )\n}\n')
+        self.assertEqual((r.returncode, r.stdout, r.stderr), (0, "Syntax OK\n", ""))
+
     def test_every_error_in_one_run(self):
         c = self.d.path("c.conf")
         r = self.check('server.document-root = "root"\n'

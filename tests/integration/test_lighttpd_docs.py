@@ -70,7 +70,7 @@ REFUSED = {
     ("cgi.txt", 43): ('"mod_cgi" is not a module of seekless', NOT_YET),
     ("cgi.txt", 48): ('"mod_cgi" is not a module of seekless', NOT_YET),
     ("compress.txt.gz", 71): ("bzip2", BY_DESIGN + ": no browser accepts bzip2"),
-    ("configuration.txt.gz", 360): ('"mod_auth" is not a module of seekless', NOT_YET),
+    ("configuration.txt.gz", 360): ('"mod_cgi" is not a module of seekless', NOT_YET),
     ("fastcgi.txt.gz", 203): ('"mode" => "authorizer" is not supported',
                               BY_DESIGN + ": FastCGI applications run as responders"),
 }

@@ -38,7 +38,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 CORPUS = os.path.join(ROOT, "examples", "lighttpd")
 CASES = ("fastcgi-php", "proxy-map-urlpath", "debian-fastcgi-proxy", "alias", "redirect", "rewrite",
          "dirlisting", "setenv-expire", "conditions", "deflate", "errorpages", "extforward", "vhosts",
-         "bandwidth", "userdir")
+         "bandwidth", "userdir", "auth")
 WRAPPER = os.environ.get("SEEKLESS_WRAPPER", "").split()
 # Not Accept-Ranges: lighttpd 1.4 announces ranges on FastCGI answers too, seekless only where it
 # serves them (RFC 9110 §14.3); the proxied static files below compare Content-Range.
@@ -312,6 +312,11 @@ class Corpus(unittest.TestCase):
 
     def test_bandwidth(self):
         self.run_case("bandwidth")
+
+    def test_auth(self):
+        if not os.path.exists(PHP_CGI):
+            self.fail("php-cgi is not installed (scripts/install-deps installs it)")
+        self.run_case("auth")
 
     def test_rewrite(self):
         if not os.path.exists(PHP_CGI):
