@@ -380,6 +380,46 @@ char *sl_key_abs_path(const sl_key_ctx *ctx, const char *p)
     return abs_path(ctx->basedir, p);
 }
 
+/* lighttpd modules seekless leaves out on purpose, and why: naming one in server.modules is an
+ * error that says so (any other unknown name gets the list of the modules seekless has). This is
+ * lighttpd's language, not a seekless module: the config layer still knows none of those. */
+static const struct {
+    const char *name, *prefix, *why; /* prefix: of the module's keys (NULL: none of its own) */
+} absent[] = {
+    {"mod_cgi", "cgi.", "it runs no programs itself (a fork per request beside the event loops); put CGI "
+                "scripts behind fastcgi.server through a FastCGI-to-CGI bridge such as fcgiwrap, "
+                "as nginx users do"},
+    {"mod_ssi", "ssi.", "it never parses or rewrites the files it serves (they leave with sendfile and "
+                "the network backends); serve server-side includes from an application behind "
+                "proxy.server or fastcgi.server"},
+    {"mod_sockproxy", "sockproxy.", "it speaks HTTP and relays no raw TCP connections; put a TCP proxy "
+                      "(haproxy, a systemd socket unit) in front of it for that"},
+    {"mod_webdav", "webdav.", "it serves files read-only: no method that writes (PUT, DELETE, MKCOL, "
+                   "PROPPATCH, ...)"},
+    {"mod_magnet", "magnet.", "it embeds no Lua: the modules' keys say what it does"},
+    {"mod_gnutls", NULL, "TLS is OpenSSL's: load mod_openssl (or nothing: ssl.* keys load it)"},
+    {"mod_mbedtls", NULL, "TLS is OpenSSL's: load mod_openssl (or nothing: ssl.* keys load it)"},
+    {"mod_nss", NULL, "TLS is OpenSSL's: load mod_openssl (or nothing: ssl.* keys load it)"},
+    {"mod_wolfssl", NULL, "TLS is OpenSSL's: load mod_openssl (or nothing: ssl.* keys load it)"},
+    {NULL, NULL, NULL},
+};
+
+static const char *absent_why(const char *name)
+{
+    for (size_t i = 0; absent[i].name; i++)
+        if (!strcmp(absent[i].name, name)) return absent[i].why;
+    return NULL;
+}
+
+/* The left-out module a key belongs to (by its prefix), or -1. */
+static int absent_of_key(const char *key)
+{
+    for (int i = 0; absent[i].name; i++)
+        if (absent[i].prefix && !strncmp(key, absent[i].prefix, strlen(absent[i].prefix)))
+            return i;
+    return -1;
+}
+
 /* Check one assignment and turn it into a store. Returns 0 (stored in *o) or -1 (reported). */
 static int compile_assign(load_ctx *lc, const sl_cblock *b, const sl_cassign *a, op *o)
 {
@@ -389,7 +429,12 @@ static int compile_assign(load_ctx *lc, const sl_cblock *b, const sl_cassign *a,
     const sl_cval *v = a->val;
     if (!strcmp(a->key, "server.modules")) return 1; /* read before everything else */
     if (!k) {
-        lc_fail(lc, a->file, a->line, "unknown config key '%s'", a->key);
+        int ab = absent_of_key(a->key);
+        if (ab >= 0)
+            lc_fail(lc, a->file, a->line, "config key '%s' belongs to %s, which seekless leaves "
+                    "out: %s", a->key, absent[ab].name, absent[ab].why);
+        else
+            lc_fail(lc, a->file, a->line, "unknown config key '%s'", a->key);
         return -1;
     }
     const sl_module *m = lc->builtin[mi];
@@ -561,6 +606,13 @@ static void pick_modules(load_ctx *lc)
                         if (!strcmp(mod->aliases[a], name)) found = m;
                 }
                 if (found == SIZE_MAX) {
+                    const char *why = absent_why(name);
+                    if (why) {
+                        lc_fail(lc, list->file, list->line,
+                                "server.modules: \"%s\" is not a module of seekless: %s", name,
+                                why);
+                        continue;
+                    }
                     char have[1024] = "";
                     for (size_t m = 1; lc->builtin[m]; m++)
                         for (size_t a = 0; lc->builtin[m]->aliases && lc->builtin[m]->aliases[a]; a++)

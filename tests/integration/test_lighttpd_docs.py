@@ -61,16 +61,17 @@ PATH_KEYS = {"server.document-root": "d", "server.errorlog": "f", "accesslog.fil
              "auth.backend.plain.userfile": "e", "ssl.pemfile": "e", "ssl.ca-file": "e",
              "ssl.privkey": "e"}
 
-NOT_YET = "not implemented yet"
 BY_DESIGN = "refused by design"
+NO_CGI = ('"mod_cgi" is not a module of seekless: it runs no programs itself',
+          BY_DESIGN + ": CGI scripts run behind fastcgi.server through fcgiwrap")
 # (doc file, line of the snippet's `::`) -> (what seekless's message must contain, why).
 # Each reason is also a row of README's "lighttpd keys seekless refuses".
 REFUSED = {
-    ("cgi.txt", 34): ('"mod_cgi" is not a module of seekless', NOT_YET),
-    ("cgi.txt", 43): ('"mod_cgi" is not a module of seekless', NOT_YET),
-    ("cgi.txt", 48): ('"mod_cgi" is not a module of seekless', NOT_YET),
+    ("cgi.txt", 34): NO_CGI,
+    ("cgi.txt", 43): NO_CGI,
+    ("cgi.txt", 48): NO_CGI,
     ("compress.txt.gz", 71): ("bzip2", BY_DESIGN + ": no browser accepts bzip2"),
-    ("configuration.txt.gz", 360): ('"mod_cgi" is not a module of seekless', NOT_YET),
+    ("configuration.txt.gz", 360): NO_CGI,
     ("fastcgi.txt.gz", 203): ('"mode" => "authorizer" is not supported',
                               BY_DESIGN + ": FastCGI applications run as responders"),
 }

@@ -244,7 +244,13 @@ static const struct {
      "t.conf:3: 'status.status-url' belongs to mod_status, which server.modules does "
      "not load (add \"mod_status\" to it)"},
     {"server.modules = ( \"mod_rainbow\" )\nserver.document-root = \"a\"\n",
-     "t.conf:1: server.modules: \"mod_rainbow\" is not a module of seekless"},
+     "t.conf:1: server.modules: \"mod_rainbow\" is not a module of seekless (it has: "},
+    /* A lighttpd module seekless leaves out by design says why, by name and by its keys. */
+    {"server.modules = ( \"mod_cgi\" )\nserver.document-root = \"a\"\n",
+     "t.conf:1: server.modules: \"mod_cgi\" is not a module of seekless: it runs no programs"},
+    {"server.document-root = \"a\"\nsockproxy.backend = \"x\"\n",
+     "t.conf:2: config key 'sockproxy.backend' belongs to mod_sockproxy, which seekless leaves "
+     "out: it speaks HTTP"},
     /* Networks and the status URL. */
     {"server.document-root = \"a\"\nstatus.allow-networks = ( \"1.2.3.4/99\" )\n",
      "t.conf:2: status.allow-networks: \"1.2.3.4/99\" is not a network"},
