@@ -7,6 +7,12 @@
  * an eventfd written only by the completion that found the list empty. The loop swaps the whole
  * list out under the lock and runs the done() callbacks without it, in completion order. Workers
  * block every signal, so a signal sent to the process always reaches the main thread.
+ *
+ * A limiter is a counter of taken slots and a FIFO under its own lock, in front of the pool. A
+ * job that ends does not give its slot back when another waits: it hands it to the oldest
+ * waiting job, which it submits to the pool; if the pool refuses it then, the job is completed
+ * on its port without having run (t_started stays 0, which sl_tlimit_done reports), and its own
+ * done() hands the slot on again.
  */
 #include "threadpool.h"
 
@@ -249,4 +255,91 @@ void sl_tpool_free(sl_tpool *p)
     pthread_mutex_destroy(&p->qlock);
     free(p->threads);
     free(p);
+}
+
+/* ---- limiters ---- */
+
+unsigned sl_tlimit_slots(unsigned threads)
+{
+    return threads / 2 ? threads / 2 : 1;
+}
+
+/* A slot is free (the job that ended gives it up or the submit failed): hand it to the oldest
+ * waiting job, or give it back. */
+static void tlimit_next(sl_tlimit *l)
+{
+    pthread_mutex_lock(&l->lock);
+    sl_job *next = l->head;
+    if (next) {
+        l->head = next->next;
+        if (!l->head) l->tail = NULL;
+        l->waiting--;
+    } else {
+        l->running--;
+    }
+    sl_tpool *p = l->pool;
+    pthread_mutex_unlock(&l->lock);
+    if (next && sl_tpool_submit(p, next->port, next) < 0) {
+        /* Answered "busy" on its own loop, whose done() passes the slot on again. */
+        next->t_started = 0;
+        sl_tport_complete(next->port, next);
+    }
+}
+
+int sl_tlimit_submit(sl_tlimit *l, sl_tpool *p, sl_tport *port, sl_job *job)
+{
+    job->next = NULL;
+    job->port = port;
+    job->t_started = 0;
+    pthread_mutex_lock(&l->lock);
+    l->pool = p;
+    bool run = l->running < sl_tlimit_slots(p->n_threads);
+    bool wait = !run && l->waiting < l->max_waiting;
+    if (run) l->running++;
+    if (wait) {
+        SL_QUEUE_APPEND(l->head, l->tail, job, next);
+        l->waiting++;
+    }
+    if (!run && !wait) l->refused++;
+    pthread_mutex_unlock(&l->lock);
+    if (run && sl_tpool_submit(p, port, job) < 0) {
+        tlimit_next(l); /* give the slot back (or to a waiting job) */
+        pthread_mutex_lock(&l->lock);
+        l->refused++;
+        pthread_mutex_unlock(&l->lock);
+        return -EAGAIN;
+    }
+    return run || wait ? 0 : -EAGAIN;
+}
+
+bool sl_tlimit_done(sl_tlimit *l, sl_job *job)
+{
+    tlimit_next(l);
+    return job->t_started != 0;
+}
+
+bool sl_tlimit_enter(sl_tlimit *l, unsigned threads)
+{
+    pthread_mutex_lock(&l->lock);
+    bool ok = l->running < sl_tlimit_slots(threads);
+    if (ok)
+        l->running++;
+    else
+        l->refused++;
+    pthread_mutex_unlock(&l->lock);
+    return ok;
+}
+
+void sl_tlimit_leave(sl_tlimit *l)
+{
+    tlimit_next(l);
+}
+
+void sl_tlimit_get(sl_tlimit *l, unsigned *running, unsigned *waiting, uint64_t *refused)
+{
+    pthread_mutex_lock(&l->lock);
+    if (running) *running = l->running;
+    if (waiting) *waiting = l->waiting;
+    if (refused) *refused = l->refused;
+    pthread_mutex_unlock(&l->lock);
 }

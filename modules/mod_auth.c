@@ -28,7 +28,6 @@
  */
 #include <errno.h>
 #include <openssl/crypto.h>
-#include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -342,20 +341,14 @@ typedef struct auth_job {
     unsigned char ha1[SL_DIGEST_MAX];
     size_t pwlen;
     char *pw;                   /* Basic: in the strings below */
-    struct auth_job *next_waiting;
-    sl_tpool *pool;
-    sl_tport *port;             /* the loop of the connection */
     char strings[];             /* user, realm, file, pw */
 } auth_job;
 
 /* Checks in the process: at most half the stat threads hash passwords at once (a bcrypt hash
  * holds one for milliseconds), so a flood of logins cannot starve the file lookups of every
- * other client; the rest wait here, oldest first, any loop's, and a check that ends starts the
- * next. Beyond MAX_WAITING waiting the answer is 503 with Retry-After. */
-#define MAX_WAITING 1024
-static pthread_mutex_t wait_lock = PTHREAD_MUTEX_INITIALIZER;
-static auth_job *wait_head, *wait_tail;
-static unsigned n_running, n_waiting;
+ * other client; the rest wait in the limiter, oldest first, any loop's, and a check that ends
+ * starts the next. Beyond 1024 waiting the answer is 503 with Retry-After. */
+static sl_tlimit checks = SL_TLIMIT_INIT(1024);
 
 static auth_ctx *ctx_of(sl_conn *c)
 {
@@ -531,36 +524,11 @@ static sl_hresult finish(sl_conn *c, auth_job *j)
     return SL_ERROR;
 }
 
-static void job_done(sl_job *job);
-
-/* A check ended (done: it ran) or never started: its thread slot goes to the oldest waiting
- * check, if any (whose done() runs on its own loop). */
-static void start_next(void)
-{
-    pthread_mutex_lock(&wait_lock);
-    auth_job *next = wait_head;
-    if (next) {
-        wait_head = next->next_waiting;
-        if (!wait_head) wait_tail = NULL;
-        n_waiting--;
-    } else {
-        n_running--;
-    }
-    pthread_mutex_unlock(&wait_lock);
-    if (next && sl_tpool_submit(next->pool, next->port, &next->job) < 0) {
-        /* The pool stops or is full: answered 503 on its own loop, whose done() passes the
-         * slot on again. */
-        next->job.work = NULL;
-        next->result = -EAGAIN;
-        sl_tport_complete(next->port, &next->job);
-    }
-}
-
 static void job_done(sl_job *job)
 {
     auth_job *j = (auth_job *)job;
     sl_conn *c = j->c;
-    start_next();
+    if (!sl_tlimit_done(&checks, job)) j->result = -EAGAIN; /* its turn came to a full pool */
     c->pending--;
     if (c->closed) {
         job_free(j);
@@ -609,28 +577,7 @@ static sl_hresult start_job(sl_conn *c, const sl_authn_query *q, bool digest, co
         job_free(j);
         return r;
     }
-    /* Half the pool (server.max-stat-threads), at least one. */
-    unsigned limit = (unsigned)srv->global->max_stat_threads / 2;
-    if (!limit) limit = 1;
-    j->pool = srv->stat_pool;
-    j->port = c->loop->port;
-    pthread_mutex_lock(&wait_lock);
-    bool run = n_running < limit, wait = !run && n_waiting < MAX_WAITING;
-    if (run) n_running++;
-    if (wait) {
-        if (wait_tail)
-            wait_tail->next_waiting = j;
-        else
-            wait_head = j;
-        wait_tail = j;
-        n_waiting++;
-    }
-    pthread_mutex_unlock(&wait_lock);
-    if (run && sl_tpool_submit(srv->stat_pool, c->loop->port, &j->job) < 0) {
-        start_next(); /* give the slot back (or to a waiting check) */
-        run = false;
-    }
-    if (!run && !wait) {
+    if (sl_tlimit_submit(&checks, srv->stat_pool, c->loop->port, &j->job) < 0) {
         job_free(j);
         atomic_fetch_add_explicit(&n_busy, 1, memory_order_relaxed);
         ((auth_ctx *)SL_CTX(c, sl_mod_auth))->busy = true;
@@ -838,9 +785,8 @@ static void auth_status(sl_server *srv, sl_status_out *o)
     sl_status_num(o, "stale_nonces", N(n_stale), true);
     sl_status_num(o, "replayed_nonces", N(n_replayed), true);
     sl_status_num(o, "busy", N(n_busy), true);
-    pthread_mutex_lock(&wait_lock);
-    unsigned running = n_running, waiting = n_waiting;
-    pthread_mutex_unlock(&wait_lock);
+    unsigned running, waiting;
+    sl_tlimit_get(&checks, &running, &waiting, NULL);
     sl_status_num(o, "running", running, false);
     sl_status_num(o, "waiting", waiting, false);
     sl_status_num(o, "errors", N(n_errors), true);

@@ -90,8 +90,8 @@ static const char *const sibling_ext[SL_ENC_N] = {".br", ".zst", ".gz", ""};
 /* Counters for the status page (any thread). */
 static _Atomic uint64_t n_precompressed, n_cache_hits, n_compressed, n_busy, n_failed,
     n_not_modified, bytes_in, bytes_out;
-static _Atomic unsigned n_running;   /* compressions in progress */
-static unsigned max_running = 1;     /* half the stat threads (set at init) */
+static sl_tlimit compressing = SL_TLIMIT_INIT(0); /* half the stat threads; none waits */
+static unsigned stat_threads = 1;    /* server.max-stat-threads (set at init) */
 static _Atomic long last_bad_log;    /* rate limits of the malformed Accept-Encoding line */
 static _Atomic long last_fail_log;   /* and of the "sent uncompressed" line (a full disk fails
                                       * every request: one line a second says it) */
@@ -633,14 +633,12 @@ static int variant(const sl_conf *conf, int dirfd, const sl_http_request *req, c
     }
     if (!worker) return may_wait ? -EAGAIN : 0;
     /* Never more than half the stat threads compress: lookups keep finding a thread. */
-    unsigned running = atomic_fetch_add(&n_running, 1);
-    if (running >= max_running) {
-        atomic_fetch_sub(&n_running, 1);
+    if (!sl_tlimit_enter(&compressing, stat_threads)) {
         atomic_fetch_add_explicit(&n_busy, 1, memory_order_relaxed);
         return 0;
     }
     int f = make_copy(fd, st, e, d, cache_name);
-    atomic_fetch_sub(&n_running, 1);
+    sl_tlimit_leave(&compressing);
     if (f < 0) {
         uint64_t failed = atomic_fetch_add_explicit(&n_failed, 1, memory_order_relaxed) + 1;
         if (log_turn(&last_fail_log))
@@ -671,7 +669,7 @@ static int deflate_init(sl_server *srv, const void *conf, char *err, size_t errl
     (void)errlen;
     /* (The pool starts later; its size is the config's.) */
     long t = srv->global->max_stat_threads;
-    max_running = t / 2 > 0 ? (unsigned)(t / 2) : 1;
+    stat_threads = t > 0 ? (unsigned)t : 1;
     sl_static_set_variant_hook(variant);
     return 0;
 }
@@ -696,7 +694,9 @@ static void deflate_status(sl_server *srv, sl_status_out *o)
     sl_status_num(o, "failed_uncompressed", L(n_failed), true);
     sl_status_num(o, "bytes_in", L(bytes_in), true);
     sl_status_num(o, "bytes_out", L(bytes_out), true);
-    sl_status_num(o, "running", L(n_running), false);
+    unsigned running;
+    sl_tlimit_get(&compressing, &running, NULL, NULL);
+    sl_status_num(o, "running", running, false);
     sl_status_item_end(o);
     sl_status_list_end(o);
 #undef L

@@ -22,7 +22,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pcre2.h>
-#include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -72,14 +72,11 @@ sl_module sl_mod_dirlisting;
 
 #define DCONF(c) SL_MODCONF((c)->conf, sl_mod_dirlisting, dl_conf)
 
-/* Listings in the process: at most `limit` hold stat threads at once (half of them, so plain
- * lookups always find one); the rest wait here, oldest first, any loop's, and a listing that
- * finishes starts the next. Beyond MAX_WAITING waiting the answer is 503 with Retry-After. */
-#define MAX_WAITING 256
-static pthread_mutex_t wait_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct dl_job *wait_head, *wait_tail;
-static unsigned n_running, n_waiting;
-static uint64_t n_listed, n_refused; /* for the status page */
+/* Listings in the process: at most half the stat threads hold one at once, so plain lookups
+ * always find a thread; the rest wait in the limiter, oldest first, any loop's, and a listing
+ * that finishes starts the next. Beyond 256 waiting the answer is 503 with Retry-After. */
+static sl_tlimit listings = SL_TLIMIT_INIT(256);
+static _Atomic uint64_t n_listed; /* for the status page */
 
 /* ---- keys ---- */
 
@@ -302,9 +299,6 @@ static dl_order order_of(const char *q)
 /* What a listing job needs from the request, copied so the thread touches no connection. */
 typedef struct dl_job {
     sl_job job;
-    struct dl_job *next_waiting;
-    sl_tpool *pool;
-    sl_tport *port;                /* the loop of the connection */
     sl_conn *c;
     const dl_conf *dc;             /* the request's conf (kept while the job is out) */
     const sl_strlist *index_files; /* index-file.names */
@@ -589,41 +583,16 @@ static void job_work(sl_job *job)
     list_dir((dl_job *)job);
 }
 
-static void job_work(sl_job *job);
-static void job_done(sl_job *job);
-
-/* A listing ended (done: it ran), or never started: its thread slot goes to the oldest waiting
- * listing, if any. */
-static void start_next(bool done)
-{
-    pthread_mutex_lock(&wait_lock);
-    if (done) n_listed++;
-    dl_job *next = wait_head;
-    if (next) {
-        wait_head = next->next_waiting;
-        if (!wait_head) wait_tail = NULL;
-        n_waiting--;
-    } else {
-        n_running--;
-    }
-    pthread_mutex_unlock(&wait_lock);
-    if (!next) return;
-    next->job.work = job_work;
-    next->job.done = job_done;
-    if (sl_tpool_submit(next->pool, next->port, &next->job) < 0) {
-        /* The pool stops or is full: the listing is answered 503 on its own loop (whose
-         * done() passes the slot on again). */
-        next->status = 503;
-        next->err = -EAGAIN;
-        sl_tport_complete(next->port, &next->job);
-    }
-}
-
 static void job_done(sl_job *job)
 {
     dl_job *j = (dl_job *)job;
     sl_conn *c = j->c;
-    start_next(true);
+    if (sl_tlimit_done(&listings, job)) {
+        atomic_fetch_add_explicit(&n_listed, 1, memory_order_relaxed);
+    } else { /* its turn came to a full pool */
+        j->status = 503;
+        j->err = -EAGAIN;
+    }
     c->pending--;
     if (c->closed) {
         job_free(j);
@@ -667,29 +636,7 @@ static sl_hresult dirlisting_handle(sl_conn *c)
         job_free(j);
         return r;
     }
-    /* Half the pool (server.max-stat-threads), at least one. */
-    unsigned limit = (unsigned)srv->global->max_stat_threads / 2;
-    if (!limit) limit = 1;
-    j->pool = srv->stat_pool;
-    j->port = c->loop->port;
-    pthread_mutex_lock(&wait_lock);
-    bool run = n_running < limit, wait = !run && n_waiting < MAX_WAITING;
-    if (run) n_running++;
-    if (!run && !wait) n_refused++;
-    if (wait) {
-        if (wait_tail)
-            wait_tail->next_waiting = j;
-        else
-            wait_head = j;
-        wait_tail = j;
-        n_waiting++;
-    }
-    pthread_mutex_unlock(&wait_lock);
-    if (run && sl_tpool_submit(srv->stat_pool, c->loop->port, &j->job) < 0) {
-        start_next(false); /* give the slot back (or to a waiting listing) */
-        run = false;
-    }
-    if (!run && !wait) {
+    if (sl_tlimit_submit(&listings, srv->stat_pool, c->loop->port, &j->job) < 0) {
         job_free(j);
         /* Too many listings: the client may come back shortly (lighttpd answers the same). */
         c->status = 503;
@@ -701,14 +648,13 @@ static sl_hresult dirlisting_handle(sl_conn *c)
     return SL_WAIT;
 }
 
-/* Listings now and since start (any loop's thread: the counters are read under the lock). */
+/* Listings now and since start (any loop's thread: the counters are atomic or locked). */
 static void dirlisting_status(sl_server *srv, sl_status_out *o)
 {
     (void)srv;
-    pthread_mutex_lock(&wait_lock);
-    unsigned running = n_running, waiting = n_waiting;
-    uint64_t listed = n_listed, refused = n_refused;
-    pthread_mutex_unlock(&wait_lock);
+    unsigned running, waiting;
+    uint64_t refused, listed = atomic_load_explicit(&n_listed, memory_order_relaxed);
+    sl_tlimit_get(&listings, &running, &waiting, &refused);
     sl_status_list(o, "dirlisting", "what");
     sl_status_item(o, "listings");
     sl_status_num(o, "running", running, false);
