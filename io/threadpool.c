@@ -30,17 +30,14 @@
 
 struct sl_tpool {
     pthread_t *threads;
-    unsigned n_threads;
     unsigned max_queue;
 
     pthread_mutex_t qlock; /* guards everything below */
     pthread_cond_t qcond;
     sl_job *qhead, *qtail;
-    unsigned queued, running;
     bool stop;
-    uint64_t submitted, rejected, completed, wait_total, wait_max;
-    uint32_t wait_us[SL_TPOOL_WAIT_SAMPLES]; /* ring of the latest queue waits */
-    unsigned n_wait;
+    sl_tpool_stats st; /* the counters as sl_tpool_get_stats gives them; wait_us is a ring of
+                        * the latest queue waits, n_wait_samples its next slot */
 };
 
 struct sl_tport {
@@ -147,14 +144,15 @@ static void *worker(void *arg)
         sl_job *job = p->qhead;
         p->qhead = job->next;
         if (!p->qhead) p->qtail = NULL;
-        p->queued--;
-        p->running++;
+        p->st.queued--;
+        p->st.running++;
         job->t_started = sl_now_ns();
         uint64_t w = job->t_started - job->t_queued;
-        p->wait_total += w;
-        if (w > p->wait_max) p->wait_max = w;
+        p->st.wait_ns_total += w;
+        if (w > p->st.wait_ns_max) p->st.wait_ns_max = w;
         uint64_t us = w / 1000;
-        p->wait_us[p->n_wait++ % SL_TPOOL_WAIT_SAMPLES] = us > UINT32_MAX ? UINT32_MAX : (uint32_t)us;
+        p->st.wait_us[p->st.n_wait_samples++ % SL_TPOOL_WAIT_SAMPLES] =
+            us > UINT32_MAX ? UINT32_MAX : (uint32_t)us;
         pthread_mutex_unlock(&p->qlock);
 
         job->work(job);
@@ -162,8 +160,8 @@ static void *worker(void *arg)
         sl_tport_complete(job->port, job);
 
         pthread_mutex_lock(&p->qlock);
-        p->running--;
-        p->completed++;
+        p->st.running--;
+        p->st.completed++;
     }
     pthread_mutex_unlock(&p->qlock);
     return NULL;
@@ -195,7 +193,7 @@ sl_tpool *sl_tpool_new(const char *name, unsigned threads, unsigned max_queue)
             errno = e;
             return NULL;
         }
-        p->n_threads++;
+        p->st.threads++;
         if (name) pthread_setname_np(p->threads[i], name);
     }
     pthread_sigmask(SIG_SETMASK, &old, NULL);
@@ -213,14 +211,14 @@ int sl_tpool_submit(sl_tpool *p, sl_tport *port, sl_job *job)
         pthread_mutex_unlock(&p->qlock);
         return -ESHUTDOWN;
     }
-    if (p->queued >= p->max_queue) {
-        p->rejected++;
+    if (p->st.queued >= p->max_queue) {
+        p->st.rejected++;
         pthread_mutex_unlock(&p->qlock);
         return -EAGAIN;
     }
     SL_QUEUE_APPEND(p->qhead, p->qtail, job, next);
-    p->queued++;
-    p->submitted++;
+    p->st.queued++;
+    p->st.submitted++;
     pthread_cond_signal(&p->qcond);
     pthread_mutex_unlock(&p->qlock);
     return 0;
@@ -228,18 +226,9 @@ int sl_tpool_submit(sl_tpool *p, sl_tport *port, sl_job *job)
 
 void sl_tpool_get_stats(sl_tpool *p, sl_tpool_stats *out)
 {
-    memset(out, 0, sizeof *out);
     pthread_mutex_lock(&p->qlock);
-    out->threads = p->n_threads;
-    out->queued = p->queued;
-    out->running = p->running;
-    out->submitted = p->submitted;
-    out->rejected = p->rejected;
-    out->completed = p->completed;
-    out->wait_ns_total = p->wait_total;
-    out->wait_ns_max = p->wait_max;
-    out->n_wait_samples = p->n_wait < SL_TPOOL_WAIT_SAMPLES ? p->n_wait : SL_TPOOL_WAIT_SAMPLES;
-    memcpy(out->wait_us, p->wait_us, sizeof out->wait_us);
+    *out = p->st;
+    if (out->n_wait_samples > SL_TPOOL_WAIT_SAMPLES) out->n_wait_samples = SL_TPOOL_WAIT_SAMPLES;
     pthread_mutex_unlock(&p->qlock);
 }
 
@@ -250,7 +239,7 @@ void sl_tpool_free(sl_tpool *p)
     p->stop = true;
     pthread_cond_broadcast(&p->qcond);
     pthread_mutex_unlock(&p->qlock);
-    for (unsigned i = 0; i < p->n_threads; i++) pthread_join(p->threads[i], NULL);
+    for (unsigned i = 0; i < p->st.threads; i++) pthread_join(p->threads[i], NULL);
     pthread_cond_destroy(&p->qcond);
     pthread_mutex_destroy(&p->qlock);
     free(p->threads);
@@ -293,7 +282,7 @@ int sl_tlimit_submit(sl_tlimit *l, sl_tpool *p, sl_tport *port, sl_job *job)
     job->t_started = 0;
     pthread_mutex_lock(&l->lock);
     l->pool = p;
-    bool run = l->running < sl_tlimit_slots(p->n_threads);
+    bool run = l->running < sl_tlimit_slots(p->st.threads);
     bool wait = !run && l->waiting < l->max_waiting;
     if (run) l->running++;
     if (wait) {

@@ -319,13 +319,8 @@ static const sl_key alog_keys[] = {
     {NULL},
 };
 
-static const char *const alog_aliases[] = {"mod_accesslog", NULL};
-
 sl_module sl_mod_accesslog = {
-    .name = "accesslog",
-    .aliases = alog_aliases,
-    .keys = alog_keys,
-    .conf_size = sizeof(alog_conf),
+    SL_MODULE_HEAD("accesslog", alog_keys, alog_conf, "mod_accesslog"),
     .init = alog_init,
     .fini = alog_fini,
     .reopen = alog_reopen,

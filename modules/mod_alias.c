@@ -182,18 +182,13 @@ static sl_hresult alias_physical(sl_conn *c)
     return SL_GO_ON;
 }
 
-#define OFF(f) offsetof(sl_alias_conf, f)
+#define SL_KEY_CONF sl_alias_conf
 static const sl_key alias_keys[] = {
-    {"alias.url", SL_KEY_VALUE, 0, OFF(map), prep_alias, map_release},
+    SL_KEY_PREP("alias.url", SL_KEY_VALUE, map, prep_alias, map_release),
     {NULL},
 };
 
-static const char *const alias_aliases[] = {"mod_alias", NULL};
-
 sl_module sl_mod_alias = {
-    .name = "alias",
-    .aliases = alias_aliases,
-    .keys = alias_keys,
-    .conf_size = sizeof(sl_alias_conf),
+    SL_MODULE_HEAD("alias", alias_keys, sl_alias_conf, "mod_alias"),
     .physical = alias_physical,
 };

@@ -795,14 +795,14 @@ static void auth_status(sl_server *srv, sl_status_out *o)
 #undef N
 }
 
-#define OFF(f) offsetof(auth_conf, f)
+#define SL_KEY_CONF auth_conf
 static const sl_key auth_keys[] = {
-    {"auth.backend", SL_KEY_VALUE, 0, OFF(backend), prep_backend, NULL},
-    {"auth.backend.plain.userfile", SL_KEY_PATH, 0, OFF(plain_file), prep_userfile, NULL},
-    {"auth.backend.htpasswd.userfile", SL_KEY_PATH, 0, OFF(htpasswd_file), prep_userfile, NULL},
-    {"auth.backend.htdigest.userfile", SL_KEY_PATH, 0, OFF(htdigest_file), prep_userfile, NULL},
-    {"auth.require", SL_KEY_VALUE, 0, OFF(require), prep_require, rules_release},
-    {"auth.debug", SL_KEY_INT, 0, OFF(debug), NULL, NULL},
+    SL_KEY_PREP("auth.backend", SL_KEY_VALUE, backend, prep_backend, NULL),
+    SL_KEY_PREP("auth.backend.plain.userfile", SL_KEY_PATH, plain_file, prep_userfile, NULL),
+    SL_KEY_PREP("auth.backend.htpasswd.userfile", SL_KEY_PATH, htpasswd_file, prep_userfile, NULL),
+    SL_KEY_PREP("auth.backend.htdigest.userfile", SL_KEY_PATH, htdigest_file, prep_userfile, NULL),
+    SL_KEY_PREP("auth.require", SL_KEY_VALUE, require, prep_require, rules_release),
+    SL_KEY_AT("auth.debug", SL_KEY_INT, debug),
     {"auth.cache", SL_KEY_VALUE, 0, 0, prep_refused, NULL},
     {"auth.extern-authn", SL_KEY_VALUE, 0, 0, prep_refused, NULL},
     {NULL},
@@ -810,13 +810,8 @@ static const sl_key auth_keys[] = {
 
 /* lighttpd loads mod_authn_file with mod_auth (its file backends were split off in 1.4.43 and
  * are appended automatically): here they are one module, loaded by either name. */
-static const char *const auth_aliases[] = {"mod_auth", "mod_authn_file", NULL};
-
 sl_module sl_mod_auth = {
-    .name = "auth",
-    .aliases = auth_aliases,
-    .keys = auth_keys,
-    .conf_size = sizeof(auth_conf),
+    SL_MODULE_HEAD("auth", auth_keys, auth_conf, "mod_auth", "mod_authn_file"),
     .init = auth_init,
     .fini = auth_fini,
     .uri_clean = auth_uri_clean,

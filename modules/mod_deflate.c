@@ -709,35 +709,30 @@ static void deflate_defaults(void *p)
     d->min_size = 256;
 }
 
-#define OFF(f) offsetof(df_conf, f)
+#define SL_KEY_CONF df_conf
 static const sl_key deflate_keys[] = {
-    {"deflate.mimetypes", SL_KEY_VALUE, 0, OFF(mimetypes), prep_mimetypes, mimes_release},
-    {"deflate.allowed-encodings", SL_KEY_VALUE, 0, OFF(allowed), prep_encodings, free},
-    {"deflate.max-compress-size", SL_KEY_INT, 0, OFF(max_size_kb), NULL, NULL},
-    {"deflate.min-compress-size", SL_KEY_INT, 0, OFF(min_size), NULL, NULL},
-    {"deflate.compression-level", SL_KEY_VALUE, 0, OFF(level), prep_level, free},
-    {"deflate.output-buffer-size", SL_KEY_INT, 0, OFF(output_buffer_size), prep_outbuf, NULL},
-    {"deflate.work-block-size", SL_KEY_INT, 0, OFF(work_block_size), prep_workblock, NULL},
-    {"deflate.max-loadavg", SL_KEY_VALUE, 0, OFF(max_loadavg), prep_loadavg, free},
-    {"deflate.cache-dir", SL_KEY_VALUE, 0, OFF(cache_dir), prep_cache_dir, free},
+    SL_KEY_PREP("deflate.mimetypes", SL_KEY_VALUE, mimetypes, prep_mimetypes, mimes_release),
+    SL_KEY_PREP("deflate.allowed-encodings", SL_KEY_VALUE, allowed, prep_encodings, free),
+    SL_KEY_AT("deflate.max-compress-size", SL_KEY_INT, max_size_kb),
+    SL_KEY_AT("deflate.min-compress-size", SL_KEY_INT, min_size),
+    SL_KEY_PREP("deflate.compression-level", SL_KEY_VALUE, level, prep_level, free),
+    SL_KEY_PREP("deflate.output-buffer-size", SL_KEY_INT, output_buffer_size, prep_outbuf, NULL),
+    SL_KEY_PREP("deflate.work-block-size", SL_KEY_INT, work_block_size, prep_workblock, NULL),
+    SL_KEY_PREP("deflate.max-loadavg", SL_KEY_VALUE, max_loadavg, prep_loadavg, free),
+    SL_KEY_PREP("deflate.cache-dir", SL_KEY_VALUE, cache_dir, prep_cache_dir, free),
     {"deflate.params", SL_KEY_VALUE, 0, 0, prep_params, NULL},
-    {"deflate.precompressed", SL_KEY_BOOL, 0, OFF(precompressed), NULL, NULL},
+    SL_KEY_AT("deflate.precompressed", SL_KEY_BOOL, precompressed),
     /* lighttpd's mod_compress names, which lighttpd 1.4 maps onto these. */
-    {"compress.filetype", SL_KEY_VALUE, 0, OFF(mimetypes), prep_mimetypes, mimes_release},
-    {"compress.allowed-encodings", SL_KEY_VALUE, 0, OFF(allowed), prep_encodings, free},
-    {"compress.cache-dir", SL_KEY_VALUE, 0, OFF(cache_dir), prep_cache_dir, free},
-    {"compress.max-filesize", SL_KEY_INT, 0, OFF(max_size_kb), NULL, NULL},
-    {"compress.max-loadavg", SL_KEY_VALUE, 0, OFF(max_loadavg), prep_loadavg, free},
+    SL_KEY_PREP("compress.filetype", SL_KEY_VALUE, mimetypes, prep_mimetypes, mimes_release),
+    SL_KEY_PREP("compress.allowed-encodings", SL_KEY_VALUE, allowed, prep_encodings, free),
+    SL_KEY_PREP("compress.cache-dir", SL_KEY_VALUE, cache_dir, prep_cache_dir, free),
+    SL_KEY_AT("compress.max-filesize", SL_KEY_INT, max_size_kb),
+    SL_KEY_PREP("compress.max-loadavg", SL_KEY_VALUE, max_loadavg, prep_loadavg, free),
     {NULL},
 };
 
-static const char *const deflate_aliases[] = {"mod_deflate", "mod_compress", NULL};
-
 sl_module sl_mod_deflate = {
-    .name = "deflate",
-    .aliases = deflate_aliases,
-    .keys = deflate_keys,
-    .conf_size = sizeof(df_conf),
+    SL_MODULE_HEAD("deflate", deflate_keys, df_conf, "mod_deflate", "mod_compress"),
     .defaults = deflate_defaults,
     .init = deflate_init,
     .fini = deflate_fini,

@@ -673,36 +673,31 @@ static void dirlisting_defaults(void *p)
     dc->auto_layout = true;
 }
 
-#define OFF(f) offsetof(dl_conf, f)
+#define SL_KEY_CONF dl_conf
 static const sl_key dirlisting_keys[] = {
-    {"dir-listing.activate", SL_KEY_BOOL, 0, OFF(activate), NULL, NULL},
-    {"server.dir-listing", SL_KEY_BOOL, 0, OFF(activate), NULL, NULL},
-    {"dir-listing.hide-dotfiles", SL_KEY_BOOL, 0, OFF(hide_dotfiles), NULL, NULL},
-    {"dir-listing.external-css", SL_KEY_STRING, 0, OFF(external_css), NULL, NULL},
-    {"dir-listing.external-js", SL_KEY_STRING, 0, OFF(external_js), NULL, NULL},
-    {"dir-listing.encoding", SL_KEY_STRING, 0, OFF(encoding), NULL, NULL},
-    {"dir-listing.set-footer", SL_KEY_STRING, 0, OFF(footer), NULL, NULL},
-    {"dir-listing.exclude", SL_KEY_VALUE, 0, OFF(exclude), prep_exclude, regexes_release},
-    {"dir-listing.show-readme", SL_KEY_VALUE, 0, OFF(readme), prep_readme, free},
-    {"dir-listing.show-header", SL_KEY_VALUE, 0, OFF(header), prep_header, free},
-    {"dir-listing.hide-readme-file", SL_KEY_BOOL, 0, OFF(hide_readme), NULL, NULL},
-    {"dir-listing.hide-header-file", SL_KEY_BOOL, 0, OFF(hide_header), NULL, NULL},
-    {"dir-listing.encode-readme", SL_KEY_BOOL, 0, OFF(encode_readme), NULL, NULL},
-    {"dir-listing.encode-header", SL_KEY_BOOL, 0, OFF(encode_header), NULL, NULL},
-    {"dir-listing.auto-layout", SL_KEY_BOOL, 0, OFF(auto_layout), NULL, NULL},
+    SL_KEY_AT("dir-listing.activate", SL_KEY_BOOL, activate),
+    SL_KEY_AT("server.dir-listing", SL_KEY_BOOL, activate),
+    SL_KEY_AT("dir-listing.hide-dotfiles", SL_KEY_BOOL, hide_dotfiles),
+    SL_KEY_AT("dir-listing.external-css", SL_KEY_STRING, external_css),
+    SL_KEY_AT("dir-listing.external-js", SL_KEY_STRING, external_js),
+    SL_KEY_AT("dir-listing.encoding", SL_KEY_STRING, encoding),
+    SL_KEY_AT("dir-listing.set-footer", SL_KEY_STRING, footer),
+    SL_KEY_PREP("dir-listing.exclude", SL_KEY_VALUE, exclude, prep_exclude, regexes_release),
+    SL_KEY_PREP("dir-listing.show-readme", SL_KEY_VALUE, readme, prep_readme, free),
+    SL_KEY_PREP("dir-listing.show-header", SL_KEY_VALUE, header, prep_header, free),
+    SL_KEY_AT("dir-listing.hide-readme-file", SL_KEY_BOOL, hide_readme),
+    SL_KEY_AT("dir-listing.hide-header-file", SL_KEY_BOOL, hide_header),
+    SL_KEY_AT("dir-listing.encode-readme", SL_KEY_BOOL, encode_readme),
+    SL_KEY_AT("dir-listing.encode-header", SL_KEY_BOOL, encode_header),
+    SL_KEY_AT("dir-listing.auto-layout", SL_KEY_BOOL, auto_layout),
     {"dir-listing.cache", SL_KEY_VALUE, 0, 0, prep_cache, NULL},
     {NULL},
 };
 
 /* lighttpd always loads mod_dirlisting (its listing is off until dir-listing.activate). */
-static const char *const dirlisting_aliases[] = {"mod_dirlisting", NULL};
-
 sl_module sl_mod_dirlisting = {
-    .name = "dirlisting",
-    .aliases = dirlisting_aliases,
+    SL_MODULE_HEAD("dirlisting", dirlisting_keys, dl_conf, "mod_dirlisting"),
     .always = true,
-    .keys = dirlisting_keys,
-    .conf_size = sizeof(dl_conf),
     .defaults = dirlisting_defaults,
     .handle = dirlisting_handle,
     .status = dirlisting_status,

@@ -174,13 +174,8 @@ static const sl_key evh_keys[] = {
     {NULL},
 };
 
-static const char *const evh_aliases[] = {"mod_evhost", NULL};
-
 sl_module sl_mod_evhost = {
-    .name = "evhost",
-    .aliases = evh_aliases,
-    .keys = evh_keys,
-    .conf_size = sizeof(evh_conf),
+    SL_MODULE_HEAD("evhost", evh_keys, evh_conf, "mod_evhost"),
     .uri_clean = evh_uri_clean,
     .request_done = evh_request_done,
 };

@@ -158,19 +158,14 @@ static void expire_response_start(sl_conn *c)
     }
 }
 
-#define OFF(f) offsetof(expire_conf, f)
+#define SL_KEY_CONF expire_conf
 static const sl_key expire_keys[] = {
-    {"expire.url", SL_KEY_VALUE, 0, OFF(url), prep_rules, free},
-    {"expire.mimetypes", SL_KEY_VALUE, 0, OFF(mimetypes), prep_rules, free},
+    SL_KEY_PREP("expire.url", SL_KEY_VALUE, url, prep_rules, free),
+    SL_KEY_PREP("expire.mimetypes", SL_KEY_VALUE, mimetypes, prep_rules, free),
     {NULL},
 };
 
-static const char *const expire_aliases[] = {"mod_expire", NULL};
-
 sl_module sl_mod_expire = {
-    .name = "expire",
-    .aliases = expire_aliases,
-    .keys = expire_keys,
-    .conf_size = sizeof(expire_conf),
+    SL_MODULE_HEAD("expire", expire_keys, expire_conf, "mod_expire"),
     .response_start = expire_response_start,
 };

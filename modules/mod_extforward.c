@@ -266,23 +266,18 @@ static void xf_request_done(sl_conn *c)
     SL_CTX(c, sl_mod_extforward) = NULL;
 }
 
-#define OFF(f) offsetof(xf_conf, f)
+#define SL_KEY_CONF xf_conf
 static const sl_key xf_keys[] = {
-    {"extforward.forwarder", SL_KEY_VALUE, 0, OFF(trust), prep_forwarder, free},
-    {"extforward.headers", SL_KEY_STRLIST, 0, OFF(headers), prep_headers, NULL},
+    SL_KEY_PREP("extforward.forwarder", SL_KEY_VALUE, trust, prep_forwarder, free),
+    SL_KEY_PREP("extforward.headers", SL_KEY_STRLIST, headers, prep_headers, NULL),
     {"extforward.params", SL_KEY_VALUE, 0, 0, prep_refused, NULL},
     {"extforward.hap-PROXY", SL_KEY_VALUE, 0, 0, prep_refused, NULL},
     {"extforward.hap-PROXY-ssl-client-verify", SL_KEY_VALUE, 0, 0, prep_refused, NULL},
     {NULL},
 };
 
-static const char *const xf_aliases[] = {"mod_extforward", NULL};
-
 sl_module sl_mod_extforward = {
-    .name = "extforward",
-    .aliases = xf_aliases,
-    .keys = xf_keys,
-    .conf_size = sizeof(xf_conf),
+    SL_MODULE_HEAD("extforward", xf_keys, xf_conf, "mod_extforward"),
     .uri_raw = xf_uri_raw,
     .request_done = xf_request_done,
 };

@@ -99,20 +99,15 @@ static void redirect_defaults(void *p)
     rc->code = 301;
 }
 
-#define OFF(f) offsetof(sl_redirect_conf, f)
+#define SL_KEY_CONF sl_redirect_conf
 static const sl_key redirect_keys[] = {
-    {"url.redirect", SL_KEY_VALUE, 0, OFF(rules), prep_rules, sl_urlrules_free},
-    {"url.redirect-code", SL_KEY_INT, 0, OFF(code), prep_code, NULL},
+    SL_KEY_PREP("url.redirect", SL_KEY_VALUE, rules, prep_rules, sl_urlrules_free),
+    SL_KEY_PREP("url.redirect-code", SL_KEY_INT, code, prep_code, NULL),
     {NULL},
 };
 
-static const char *const redirect_aliases[] = {"mod_redirect", NULL};
-
 sl_module sl_mod_redirect = {
-    .name = "redirect",
-    .aliases = redirect_aliases,
-    .keys = redirect_keys,
-    .conf_size = sizeof(sl_redirect_conf),
+    SL_MODULE_HEAD("redirect", redirect_keys, sl_redirect_conf, "mod_redirect"),
     .defaults = redirect_defaults,
     .loop_init = redirect_loop_init,
     .loop_fini = redirect_loop_fini,

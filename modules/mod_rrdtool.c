@@ -327,20 +327,15 @@ static void rrd_defaults(void *p)
     ((rrd_conf *)p)->binary = "/usr/bin/rrdtool";
 }
 
-#define OFF(f) offsetof(rrd_conf, f)
+#define SL_KEY_CONF rrd_conf
 static const sl_key rrd_keys[] = {
-    {"rrdtool.binary", SL_KEY_STRING, SL_KEY_GLOBAL, OFF(binary), prep_binary, NULL},
-    {"rrdtool.db-name", SL_KEY_VALUE, 0, OFF(db), prep_db, db_release},
+    SL_KEY_FLAGS("rrdtool.binary", SL_KEY_STRING, SL_KEY_GLOBAL, binary, prep_binary, NULL),
+    SL_KEY_PREP("rrdtool.db-name", SL_KEY_VALUE, db, prep_db, db_release),
     {NULL},
 };
 
-static const char *const rrd_aliases[] = {"mod_rrdtool", NULL};
-
 sl_module sl_mod_rrdtool = {
-    .name = "rrdtool",
-    .aliases = rrd_aliases,
-    .keys = rrd_keys,
-    .conf_size = sizeof(rrd_conf),
+    SL_MODULE_HEAD("rrdtool", rrd_keys, rrd_conf, "mod_rrdtool"),
     .defaults = rrd_defaults,
     .init = rrd_init,
     .fini = rrd_fini,
