@@ -81,16 +81,12 @@ static sl_hresult redirect_uri_raw(sl_conn *c)
 
 static int redirect_loop_init(sl_loop *loop, char *err, size_t errlen)
 {
-    pcre2_match_data *md = sl_urlrules_match_data();
-    if (!md) return snprintf(err, errlen, "out of memory"), -1;
-    loop->mod[sl_mod_redirect.index] = md;
-    return 0;
+    return sl_urlrules_loop_init(&loop->mod[sl_mod_redirect.index], err, errlen);
 }
 
 static void redirect_loop_fini(sl_loop *loop)
 {
-    pcre2_match_data_free(loop->mod[sl_mod_redirect.index]);
-    loop->mod[sl_mod_redirect.index] = NULL;
+    sl_urlrules_loop_fini(&loop->mod[sl_mod_redirect.index]);
 }
 
 static void redirect_defaults(void *p)

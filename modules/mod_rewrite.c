@@ -241,16 +241,12 @@ static sl_hresult rewrite_physical(sl_conn *c)
 
 static int rewrite_loop_init(sl_loop *loop, char *err, size_t errlen)
 {
-    pcre2_match_data *md = sl_urlrules_match_data();
-    if (!md) return snprintf(err, errlen, "out of memory"), -1;
-    loop->mod[sl_mod_rewrite.index] = md;
-    return 0;
+    return sl_urlrules_loop_init(&loop->mod[sl_mod_rewrite.index], err, errlen);
 }
 
 static void rewrite_loop_fini(sl_loop *loop)
 {
-    pcre2_match_data_free(loop->mod[sl_mod_rewrite.index]);
-    loop->mod[sl_mod_rewrite.index] = NULL;
+    sl_urlrules_loop_fini(&loop->mod[sl_mod_rewrite.index]);
 }
 
 #define SL_KEY_CONF sl_rewrite_conf
