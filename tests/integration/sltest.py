@@ -1,5 +1,7 @@
 """Helpers the integration tests share that test_core does not hold: waiting for a condition,
-reading a file that may not be there yet, asking whether a process is still running."""
+reading a file that may not be there yet, asking whether a process is still running, reading
+files cold and hot through a server."""
+import hashlib
 import os
 import time
 
@@ -43,3 +45,40 @@ def stop_at_end(case, srv):
     exited with status 0 then; returns srv."""
     case.addCleanup(lambda: case.assertEqual(srv.stop(), 0))
     return srv
+
+
+def sha(b):
+    return hashlib.sha256(b).hexdigest()
+
+
+def warm(path):
+    """Read the file whole, so its pages are in the page cache."""
+    with open(path, "rb") as f:
+        while f.read(1 << 20):
+            pass
+
+
+def set_temp(path, temp):
+    """"cold": drop the file's pages from the page cache; "hot": read them in."""
+    from test_core import evict  # test_core is the server side; imported when first needed
+    (evict if temp == "cold" else warm)(path)
+
+
+def multipart_bodies(h, body):
+    """The bodies of a multipart/byteranges answer's parts, in order."""
+    boundary = h["content-type"].split("boundary=")[1].encode()
+    parts = body.split(b"--" + boundary)
+    return [p.split(b"\r\n\r\n", 1)[1][:-2] for p in parts[1:-1]]
+
+
+def check_files_cold_and_hot(case, content):
+    """Every file of content (name -> bytes) comes whole from case.get(name), read once with
+    its pages out of the page cache and once with them in (case.path(name) is the file)."""
+    for name, data in content.items():
+        for temp in ("cold", "hot"):
+            set_temp(case.path(name), temp)
+            st, h, body = case.get(name)
+            with case.subTest(file=name, cache=temp):
+                case.assertEqual(st, 200)
+                case.assertEqual(int(h["content-length"]), len(data))
+                case.assertEqual(sha(body), sha(data))

@@ -10,7 +10,6 @@ that resets mid-file; a file truncated while it is sent (the connection closes s
 garbage); and afterwards the server's descriptor count is back where it started.
 """
 import argparse
-import hashlib
 import os
 import re
 import socket
@@ -23,6 +22,7 @@ import unittest
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import test_core  # noqa: E402
 from test_core import Server, evict, read_response, request, wait_closed  # noqa: E402
+from sltest import check_files_cold_and_hot, multipart_bodies, set_temp, sha  # noqa: E402
 
 SIZES = {
     "f0": 0,
@@ -41,16 +41,6 @@ def backends():
     out = subprocess.run([os.path.join(test_core.BUILD, "app", "seekless"), "-V"],
                          capture_output=True, text=True, check=True).stdout
     return [m.group(1) for m in re.finditer(r"^network-backend: (\S+)", out, re.M)]
-
-
-def warm(path):
-    with open(path, "rb") as f:
-        while f.read(1 << 20):
-            pass
-
-
-def sha(b):
-    return hashlib.sha256(b).hexdigest()
 
 
 class BackendCase:
@@ -104,30 +94,21 @@ class BackendCase:
         return n
 
     def test_whole_files_cold_and_hot(self):
-        for name, data in CONTENT.items():
-            for temp in ("cold", "hot"):
-                (evict if temp == "cold" else warm)(self.path(name))
-                st, h, body = self.get(name)
-                with self.subTest(file=name, cache=temp):
-                    self.assertEqual(st, 200)
-                    self.assertEqual(int(h["content-length"]), len(data))
-                    self.assertEqual(sha(body), sha(data))
+        check_files_cold_and_hot(self, CONTENT)
 
     def test_ranges_cold_and_hot(self):
         data = CONTENT["odd3"]
         for temp in ("cold", "hot"):
-            (evict if temp == "cold" else warm)(self.path("odd3"))
+            set_temp(self.path("odd3"), temp)
             st, h, body = self.get("odd3", b"Range: bytes=4097-200000\r\n")
             self.assertEqual((st, body), (206, data[4097:200001]), temp)
             st, h, body = self.get("odd3", b"Range: bytes=-70000\r\n")
             self.assertEqual((st, body), (206, data[-70000:]), temp)
-            (evict if temp == "cold" else warm)(self.path("odd3"))
+            set_temp(self.path("odd3"), temp)
             st, h, body = self.get("odd3", b"Range: bytes=1-1,65535-65537,1000000-\r\n")
             self.assertEqual(st, 206)
-            boundary = h["content-type"].split("boundary=")[1].encode()
-            parts = body.split(b"--" + boundary)
-            got = [p.split(b"\r\n\r\n", 1)[1][:-2] for p in parts[1:-1]]
-            self.assertEqual(got, [data[1:2], data[65535:65538], data[1000000:]], temp)
+            self.assertEqual(multipart_bodies(h, body),
+                             [data[1:2], data[65535:65538], data[1000000:]], temp)
 
     def test_cold_dentries_and_inodes(self):
         # Forget dentries and inodes (root only): lookups then miss the caches, so the stat

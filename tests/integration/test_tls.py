@@ -19,7 +19,6 @@ the buffered SSL_write path otherwise) and the status page must name the same; w
 has kTLS every backend also runs with OpenSSL's KTLS option off, so both paths are tested.
 """
 import argparse
-import hashlib
 import os
 import re
 import shutil
@@ -36,6 +35,7 @@ import unittest
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import test_core  # noqa: E402
 from test_core import Server, evict, free_port, read_response, wait_closed  # noqa: E402
+from sltest import check_files_cold_and_hot, multipart_bodies, set_temp, sha  # noqa: E402
 
 SIZES = {"f0": 0, "f1": 1, "f4k": 4096, "f100k": 100 * 1024, "f3m": 3 * 1024 * 1024 + 7,
          "odd3": 1234567}
@@ -102,16 +102,6 @@ def tls_request(port, raw, head=False, sni="localhost"):
         s.close()
 
 
-def sha(b):
-    return hashlib.sha256(b).hexdigest()
-
-
-def warm(path):
-    with open(path, "rb") as f:
-        while f.read(1 << 20):
-            pass
-
-
 class BackendCase:
     """Mixed into one TestCase class per backend and TLS file path (made below)."""
 
@@ -139,27 +129,18 @@ class BackendCase:
                            head=method == b"HEAD")
 
     def test_whole_files_cold_and_hot(self):
-        for name, data in CONTENT.items():
-            for temp in ("cold", "hot"):
-                (evict if temp == "cold" else warm)(self.path(name))
-                st, h, body = self.get(name)
-                with self.subTest(file=name, cache=temp):
-                    self.assertEqual(st, 200)
-                    self.assertEqual(int(h["content-length"]), len(data))
-                    self.assertEqual(sha(body), sha(data))
+        check_files_cold_and_hot(self, CONTENT)
 
     def test_ranges_and_head(self):
         data = CONTENT["odd3"]
         for temp in ("cold", "hot"):
-            (evict if temp == "cold" else warm)(self.path("odd3"))
+            set_temp(self.path("odd3"), temp)
             st, h, body = self.get("odd3", b"Range: bytes=4097-200000\r\n")
             self.assertEqual((st, body), (206, data[4097:200001]), temp)
             st, h, body = self.get("odd3", b"Range: bytes=1-1,65535-65537,1000000-\r\n")
             self.assertEqual(st, 206)
-            boundary = h["content-type"].split("boundary=")[1].encode()
-            parts = body.split(b"--" + boundary)
-            got = [p.split(b"\r\n\r\n", 1)[1][:-2] for p in parts[1:-1]]
-            self.assertEqual(got, [data[1:2], data[65535:65538], data[1000000:]], temp)
+            self.assertEqual(multipart_bodies(h, body),
+                             [data[1:2], data[65535:65538], data[1000000:]], temp)
         evict(self.path("f3m"))
         st, h, body = self.get("f3m", method=b"HEAD")
         self.assertEqual((st, int(h["content-length"]), body), (200, SIZES["f3m"], b""))
