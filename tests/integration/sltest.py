@@ -1,8 +1,10 @@
-"""Helpers the integration tests share that test_core does not hold: waiting for a condition,
-reading a file that may not be there yet, asking whether a process is still running, reading
-files cold and hot through a server."""
+"""Helpers the integration tests share that test_core does not hold: waiting for a condition or
+a listening port, reading a file that may not be there yet, asking whether a process is still
+running, reading a socket to its end, running threads, reading files cold and hot through a
+server."""
 import hashlib
 import os
+import socket
 import time
 
 WRAPPED = bool(os.environ.get("SEEKLESS_WRAPPER"))  # under valgrind: everything is slower
@@ -19,6 +21,38 @@ def wait_for(pred, timeout=None):
             return True
         time.sleep(0.05)
     return pred()
+
+
+def accepting(port, timeout=10, proc=None):
+    """Whether something accepts connections on 127.0.0.1:port within timeout seconds (False at
+    once when proc, if given, has exited)."""
+    deadline = time.time() + timeout
+    while time.time() < deadline and (proc is None or proc.poll() is None):
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            return True
+        except OSError:
+            time.sleep(0.05)
+    return False
+
+
+def read_to_end(s, got=b""):
+    """got and all the socket s sends until it closes its side; s is closed then."""
+    while True:
+        d = s.recv(1 << 20)
+        if not d:
+            break
+        got += d
+    s.close()
+    return got
+
+
+def run_threads(threads):
+    """Start every thread, then wait for all of them."""
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
 
 
 def read_text(path):

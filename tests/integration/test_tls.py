@@ -35,7 +35,7 @@ import unittest
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import test_core  # noqa: E402
 from test_core import Server, evict, free_port, read_response, wait_closed  # noqa: E402
-from sltest import check_files_cold_and_hot, multipart_bodies, set_temp, sha  # noqa: E402
+from sltest import check_files_cold_and_hot, multipart_bodies, read_to_end, set_temp, sha  # noqa: E402
 
 SIZES = {"f0": 0, "f1": 1, "f4k": 4096, "f100k": 100 * 1024, "f3m": 3 * 1024 * 1024 + 7,
          "odd3": 1234567}
@@ -473,12 +473,7 @@ class GracefulRestart(unittest.TestCase):
                 time.sleep(0.02)
             else:
                 self.fail("the new server never answered")
-            while True:
-                d = slow.recv(1 << 20)
-                if not d:
-                    break
-                got += d
-            slow.close()
+            got = read_to_end(slow, got)
             slow = None
             self.assertEqual(sha(got.partition(b"\r\n\r\n")[2]), sha(big))
             # The first server exited; the new one (not our child) is stopped by its pid.
