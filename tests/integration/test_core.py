@@ -17,7 +17,7 @@ import tempfile
 import time
 import unittest
 
-from sltest import accepting
+from sltest import accepting, stop_at_end
 
 BUILD = "build"
 
@@ -453,17 +453,14 @@ class OpenFileCache(unittest.TestCase):
 
     def test_each_step_on_fresh_connections(self):
         # Other loops too: every request on a new connection, which may land on any loop.
-        srv = Server("", {"a.txt": b"v0"}).start()
+        srv = stop_at_end(self, Server("", {"a.txt": b"v0"}).start())
         p = os.path.join(srv.root, "a.txt")
-        try:
-            for i in range(1, 30):
-                self.assertEqual(self.get(srv, b"/a.txt")[2], b"v%d" % (i - 1))
-                with open(p + ".tmp", "wb") as fh:
-                    fh.write(b"v%d" % i)
-                os.rename(p + ".tmp", p)
-                self.settle()
-        finally:
-            self.assertEqual(srv.stop(), 0)
+        for i in range(1, 30):
+            self.assertEqual(self.get(srv, b"/a.txt")[2], b"v%d" % (i - 1))
+            with open(p + ".tmp", "wb") as fh:
+                fh.write(b"v%d" % i)
+            os.rename(p + ".tmp", p)
+            self.settle()
 
     def test_simple_sees_a_change_within_a_second(self):
         srv = Server('server.stat-cache-engine = "simple"\n', {"a.txt": b"one"}).start()
