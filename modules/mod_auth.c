@@ -588,17 +588,33 @@ static sl_hresult start_job(sl_conn *c, const sl_authn_query *q, bool digest, co
     return SL_WAIT;
 }
 
+/* Room in request memory for a copy of the credentials of Authorization field h (at most max
+ * bytes), or NULL with *res set: no field or too long (401, challenged again), no memory (503). */
+static char *credentials_buf(sl_conn *c, const sl_http_header *h, size_t max, sl_hresult *res)
+{
+    if (!h) {
+        *res = deny(c, false, NULL, NULL);
+        return NULL;
+    }
+    if (h->value_len > max) {
+        *res = deny(c, true, "credentials too long", NULL);
+        return NULL;
+    }
+    char *buf = sl_conn_alloc(c, h->value_len + 1);
+    if (!buf) {
+        c->status = 503;
+        *res = SL_ERROR;
+    }
+    return buf;
+}
+
 static sl_hresult check_basic(sl_conn *c, const auth_conf *ac, auth_ctx *x,
                               const sl_http_header *h)
 {
     const auth_rule *r = x->rule;
-    if (!h) return deny(c, false, NULL, NULL);
-    if (h->value_len > MAX_BASIC) return deny(c, true, "credentials too long", NULL);
-    char *buf = sl_conn_alloc(c, h->value_len + 1);
-    if (!buf) {
-        c->status = 503;
-        return SL_ERROR;
-    }
+    sl_hresult res;
+    char *buf = credentials_buf(c, h, MAX_BASIC, &res);
+    if (!buf) return res;
     const char *user, *pw;
     size_t ulen, pwlen;
     int e = sl_auth_basic_parse(h->value, h->value_len, buf, h->value_len + 1, &user, &ulen, &pw,
@@ -609,7 +625,7 @@ static sl_hresult check_basic(sl_conn *c, const auth_conf *ac, auth_ctx *x,
     sl_authn_query q = {.backend = b, .file = backend_file(ac, b), .user = user, .ulen = ulen,
                         .realm = r->realm, .algo = r->algos & SL_DIGEST_SHA256 && !(r->algos & SL_DIGEST_MD5)
                                                        ? SL_DIGEST_SHA256 : SL_DIGEST_MD5};
-    sl_hresult res = start_job(c, &q, false, pw, pwlen);
+    res = start_job(c, &q, false, pw, pwlen);
     OPENSSL_cleanse((void *)pw, pwlen);
     return res;
 }
@@ -627,13 +643,9 @@ static sl_hresult check_digest(sl_conn *c, const auth_conf *ac, auth_ctx *x,
                                const sl_http_header *h)
 {
     const auth_rule *r = x->rule;
-    if (!h) return deny(c, false, NULL, NULL);
-    if (h->value_len > MAX_CREDENTIALS) return deny(c, true, "credentials too long", NULL);
-    char *buf = sl_conn_alloc(c, h->value_len + 1);
-    if (!buf) {
-        c->status = 503;
-        return SL_ERROR;
-    }
+    sl_hresult res;
+    char *buf = credentials_buf(c, h, MAX_CREDENTIALS, &res);
+    if (!buf) return res;
     sl_digest_params *dp = &x->dp;
     int e = sl_auth_digest_parse(h->value, h->value_len, buf, h->value_len + 1, dp);
     if (e == -ENOENT) return deny(c, false, NULL, NULL);
