@@ -84,16 +84,12 @@ static void target_release(void *p)
 
 static int prep_filename(const sl_cval *v, const sl_key_ctx *ctx, void **out)
 {
-    if (v->type != SL_CV_STRING || !v->str[0]) {
-        snprintf(ctx->err, ctx->errlen, "accesslog.filename must be a file name or \"|command\"");
-        return -1;
-    }
+    if (v->type != SL_CV_STRING || !v->str[0])
+        return sl_key_fail(ctx, "accesslog.filename must be a file name or \"|command\"");
     char *name;
     if (v->str[0] == '|') {
-        if (!v->str[1 + strspn(v->str + 1, " \t")]) {
-            snprintf(ctx->err, ctx->errlen, "accesslog.filename \"|\": no command to pipe to");
-            return -1;
-        }
+        if (!v->str[1 + strspn(v->str + 1, " \t")])
+            return sl_key_fail(ctx, "accesslog.filename \"|\": no command to pipe to");
         name = strdup(v->str);
     } else {
         name = sl_key_abs_path(ctx, v->str);
@@ -117,10 +113,7 @@ static void fmt_release(void *p)
 
 static int prep_format(const sl_cval *v, const sl_key_ctx *ctx, void **out)
 {
-    if (v->type != SL_CV_STRING) {
-        snprintf(ctx->err, ctx->errlen, "accesslog.format must be a string");
-        return -1;
-    }
+    if (v->type != SL_CV_STRING) return sl_key_fail(ctx, "accesslog.format must be a string");
     sl_accesslog_fmt *f;
     if (sl_accesslog_compile(v->str, &f, ctx->err, ctx->errlen) < 0) return -1;
     *out = f;

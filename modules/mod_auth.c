@@ -98,10 +98,7 @@ static int prep_backend(const sl_cval *v, const sl_key_ctx *ctx, void **out)
     static const char *const names[] = {"", "plain", "htpasswd", "htdigest"};
     /* lighttpd's other backends: each needs a library and a service seekless does not have. */
     static const char *const elsewhere[] = {"ldap", "mysql", "dbi", "gssapi", "pam", "sasl"};
-    if (v->type != SL_CV_STRING) {
-        snprintf(ctx->err, ctx->errlen, "auth.backend must be a string");
-        return -1;
-    }
+    if (v->type != SL_CV_STRING) return sl_key_fail(ctx, "auth.backend must be a string");
     for (size_t i = 0; i < 4; i++)
         if (!strcmp(v->str, names[i])) {
             int *b = malloc(sizeof *b); /* the config frees it */
@@ -197,10 +194,7 @@ static int prep_require(const sl_cval *v, const sl_key_ctx *ctx, void **out)
 {
     const char *usage = "auth.require = ( \"/path\" => ( \"method\" => \"basic\"|\"digest\", "
                         "\"realm\" => \"...\", \"require\" => \"valid-user\" ) )";
-    if (v->type != SL_CV_ARRAY) {
-        snprintf(ctx->err, ctx->errlen, "auth.require must be an array: %s", usage);
-        return -1;
-    }
+    if (v->type != SL_CV_ARRAY) return sl_key_fail(ctx, "auth.require must be an array: %s", usage);
     auth_rules *rs = calloc(1, sizeof *rs + v->n_items * sizeof rs->r[0]);
     if (!rs) return snprintf(ctx->err, ctx->errlen, "out of memory"), -1;
     for (size_t i = 0; i < v->n_items; i++) {

@@ -108,11 +108,9 @@ static void mimes_release(void *p)
 
 static int prep_mimetypes(const sl_cval *v, const sl_key_ctx *ctx, void **out)
 {
-    if (v->type != SL_CV_ARRAY || !sl_cval_strings(v, false)) {
-        snprintf(ctx->err, ctx->errlen, "%s must be a list of MIME types (\"text/\", \"\" for all)",
-                 ctx->assign->key);
-        return -1;
-    }
+    if (v->type != SL_CV_ARRAY || !sl_cval_strings(v, false))
+        return sl_key_fail(ctx, "%s must be a list of MIME types (\"text/\", \"\" for all)",
+                           ctx->assign->key);
     /* ( ) makes an empty list: compress nothing. (A prepare that made nothing would leave the
      * raw value in the field, so "none" is always a made object.) */
     df_mimes *m = calloc(1, sizeof *m + v->n_items * sizeof m->v[0]);
@@ -133,11 +131,9 @@ static int prep_mimetypes(const sl_cval *v, const sl_key_ctx *ctx, void **out)
 
 static int prep_encodings(const sl_cval *v, const sl_key_ctx *ctx, void **out)
 {
-    if (v->type != SL_CV_ARRAY || !sl_cval_strings(v, false)) {
-        snprintf(ctx->err, ctx->errlen, "%s must be a list of \"br\", \"zstd\", \"gzip\", \"deflate\"",
-                 ctx->assign->key);
-        return -1;
-    }
+    if (v->type != SL_CV_ARRAY || !sl_cval_strings(v, false))
+        return sl_key_fail(ctx, "%s must be a list of \"br\", \"zstd\", \"gzip\", \"deflate\"",
+                           ctx->assign->key);
     df_encs *e = calloc(1, sizeof *e);
     if (!e) return snprintf(ctx->err, ctx->errlen, "out of memory"), -1;
     for (size_t i = 0; i < v->n_items; i++) {
@@ -161,10 +157,8 @@ static int prep_encodings(const sl_cval *v, const sl_key_ctx *ctx, void **out)
 
 static int prep_level(const sl_cval *v, const sl_key_ctx *ctx, void **out)
 {
-    if (v->type != SL_CV_INT || ((v->num < 1 || v->num > 9) && v->num != -1)) {
-        snprintf(ctx->err, ctx->errlen, "deflate.compression-level must be between 1 and 9");
-        return -1;
-    }
+    if (v->type != SL_CV_INT || ((v->num < 1 || v->num > 9) && v->num != -1))
+        return sl_key_fail(ctx, "deflate.compression-level must be between 1 and 9");
     long *l = malloc(sizeof *l);
     if (!l) return snprintf(ctx->err, ctx->errlen, "out of memory"), -1;
     *l = (long)v->num; /* -1: lighttpd's "each coder's default" */
@@ -200,11 +194,9 @@ static int prep_loadavg(const sl_cval *v, const sl_key_ctx *ctx, void **out)
     } else if (v->type == SL_CV_STRING) {
         char *end;
         d = v->str[0] ? strtod(v->str, &end) : 0;
-        if (v->str[0] && (*end || d < 0)) {
-            snprintf(ctx->err, ctx->errlen, "%s \"%s\" is not a load average (\"3.5\")",
-                     ctx->assign->key, v->str);
-            return -1;
-        }
+        if (v->str[0] && (*end || d < 0))
+            return sl_key_fail(ctx, "%s \"%s\" is not a load average (\"3.5\")", ctx->assign->key,
+                               v->str);
     } else {
         snprintf(ctx->err, ctx->errlen, "%s must be a string (\"3.5\")", ctx->assign->key);
         return -1;
@@ -260,10 +252,8 @@ static int server_user(const sl_key_ctx *ctx, uid_t *uid, gid_t *gid)
 
 static int prep_cache_dir(const sl_cval *v, const sl_key_ctx *ctx, void **out)
 {
-    if (v->type != SL_CV_STRING) {
-        snprintf(ctx->err, ctx->errlen, "%s must be a directory name", ctx->assign->key);
-        return -1;
-    }
+    if (v->type != SL_CV_STRING)
+        return sl_key_fail(ctx, "%s must be a directory name", ctx->assign->key);
     char *p;
     if (!v->str[0]) { /* "": none, as lighttpd */
         if (!(p = strdup(""))) return snprintf(ctx->err, ctx->errlen, "out of memory"), -1;

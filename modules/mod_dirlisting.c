@@ -90,10 +90,8 @@ static void regexes_release(void *p)
 
 static int prep_exclude(const sl_cval *v, const sl_key_ctx *ctx, void **out)
 {
-    if (!sl_cval_strings(v, false)) {
-        snprintf(ctx->err, ctx->errlen, "dir-listing.exclude must be a list of regular expressions");
-        return -1;
-    }
+    if (!sl_cval_strings(v, false))
+        return sl_key_fail(ctx, "dir-listing.exclude must be a list of regular expressions");
     dl_regexes *r = calloc(1, sizeof *r + v->n_items * sizeof r->re[0]);
     if (!r) return snprintf(ctx->err, ctx->errlen, "out of memory"), -1;
     for (size_t i = 0; i < v->n_items; i++) {
@@ -121,11 +119,9 @@ static int prep_shown(const sl_cval *v, const sl_key_ctx *ctx, void **out, const
 {
     const char *s = v->type == SL_CV_STRING ? v->str : NULL;
     if (v->type == SL_CV_INT && (v->num == 0 || v->num == 1)) s = v->num ? "enable" : "disable";
-    if (!s) {
-        snprintf(ctx->err, ctx->errlen, "%s must be \"enable\", \"disable\" or a file name",
-                 ctx->assign->key);
-        return -1;
-    }
+    if (!s)
+        return sl_key_fail(ctx, "%s must be \"enable\", \"disable\" or a file name",
+                           ctx->assign->key);
     if (!strcmp(s, "enable") || !strcmp(s, "true") || !strcmp(s, "on"))
         *out = strdup(usual);
     else if (!s[0] || !strcmp(s, "disable") || !strcmp(s, "false") || !strcmp(s, "off"))

@@ -48,16 +48,10 @@ static void pattern_free(void *p)
 
 static int prep_pattern(const sl_cval *v, const sl_key_ctx *ctx, void **out)
 {
-    if (v->type != SL_CV_STRING) {
-        snprintf(ctx->err, ctx->errlen, "evhost.path-pattern must be a string");
-        return -1;
-    }
+    if (v->type != SL_CV_STRING) return sl_key_fail(ctx, "evhost.path-pattern must be a string");
     if (!v->str[0]) return 0; /* "": off */
-    if (v->str[0] != '/') {
-        snprintf(ctx->err, ctx->errlen, "evhost.path-pattern \"%s\" must be an absolute path",
-                 v->str);
-        return -1;
-    }
+    if (v->str[0] != '/')
+        return sl_key_fail(ctx, "evhost.path-pattern \"%s\" must be an absolute path", v->str);
     size_t len = strlen(v->str);
     evh_pattern *e = calloc(1, sizeof *e + (len + 1) * sizeof e->p[0]);
     if (!e || !(e->src = strdup(v->str))) {

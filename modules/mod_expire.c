@@ -84,11 +84,9 @@ static int parse_lifetime(const char *s, bool *from_mod, long long *secs, char *
 
 static int prep_rules(const sl_cval *v, const sl_key_ctx *ctx, void **out)
 {
-    if (!sl_cval_strings(v, true)) {
-        snprintf(ctx->err, ctx->errlen, "%s must be an array of \"prefix\" => \"lifetime\" pairs",
-                 ctx->assign->key);
-        return -1;
-    }
+    if (!sl_cval_strings(v, true))
+        return sl_key_fail(ctx, "%s must be an array of \"prefix\" => \"lifetime\" pairs",
+                           ctx->assign->key);
     expire_rules *rs = calloc(1, sizeof *rs + v->n_items * sizeof rs->r[0]);
     if (!rs) return snprintf(ctx->err, ctx->errlen, "out of memory"), -1;
     for (size_t i = 0; i < v->n_items; i++) {

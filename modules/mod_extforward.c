@@ -62,11 +62,9 @@ static const char *const default_headers[] = {"X-Forwarded-For", "Forwarded-For"
 
 static int prep_forwarder(const sl_cval *v, const sl_key_ctx *ctx, void **out)
 {
-    if (v->type != SL_CV_ARRAY) {
-        snprintf(ctx->err, ctx->errlen, "extforward.forwarder must be a list "
-                 "( \"10.0.0.1\" => \"trust\", \"10.1.0.0/16\" => \"trust\" )");
-        return -1;
-    }
+    if (v->type != SL_CV_ARRAY)
+        return sl_key_fail(ctx, "extforward.forwarder must be a list "
+                           "( \"10.0.0.1\" => \"trust\", \"10.1.0.0/16\" => \"trust\" )");
     xf_trust *t = calloc(1, sizeof *t + v->n_items * sizeof t->net[0]);
     if (!t) return snprintf(ctx->err, ctx->errlen, "out of memory"), -1;
     for (size_t i = 0; i < v->n_items; i++) {
@@ -107,10 +105,8 @@ static int prep_headers(const sl_cval *v, const sl_key_ctx *ctx, void **out)
     (void)out;
     for (size_t i = 0; i < v->n_items; i++) {
         const char *h = v->items[i].val->str;
-        if (!h[0] || strpbrk(h, " \t:\r\n")) {
-            snprintf(ctx->err, ctx->errlen, "extforward.headers: \"%s\" is not a header name", h);
-            return -1;
-        }
+        if (!h[0] || strpbrk(h, " \t:\r\n"))
+            return sl_key_fail(ctx, "extforward.headers: \"%s\" is not a header name", h);
     }
     return 0;
 }

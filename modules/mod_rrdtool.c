@@ -73,10 +73,8 @@ static void db_release(void *p)
 
 static int prep_db(const sl_cval *v, const sl_key_ctx *ctx, void **out)
 {
-    if (v->type != SL_CV_STRING || !v->str[0]) {
-        snprintf(ctx->err, ctx->errlen, "rrdtool.db-name must be a file name");
-        return -1;
-    }
+    if (v->type != SL_CV_STRING || !v->str[0])
+        return sl_key_fail(ctx, "rrdtool.db-name must be a file name");
     char *path = sl_key_abs_path(ctx, v->str);
     if (!path) return snprintf(ctx->err, ctx->errlen, "out of memory"), -1;
     rrd_db *d = (rrd_db *)sl_registry_get(&dbs, path, sizeof *d, NULL);
@@ -90,10 +88,8 @@ static int prep_db(const sl_cval *v, const sl_key_ctx *ctx, void **out)
 static int prep_binary(const sl_cval *v, const sl_key_ctx *ctx, void **out)
 {
     (void)out;
-    if (ctx->check_system && access(v->str, X_OK) < 0) {
-        snprintf(ctx->err, ctx->errlen, "rrdtool.binary \"%s\": %s", v->str, strerror(errno));
-        return -1;
-    }
+    if (ctx->check_system && access(v->str, X_OK) < 0)
+        return sl_key_fail(ctx, "rrdtool.binary \"%s\": %s", v->str, strerror(errno));
     return 0;
 }
 

@@ -37,11 +37,8 @@ static int prep_fields(const sl_cval *v, const sl_key_ctx *ctx, void **out)
         for (const char *p = k; *p && ok; p++)
             ok = (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
                  strchr("!#$%&'*+-.^_`|~", *p);
-        if (!ok) {
-            snprintf(ctx->err, ctx->errlen, "%s: \"%s\" is not a header field name",
-                     ctx->assign->key, k);
-            return -1;
-        }
+        if (!ok)
+            return sl_key_fail(ctx, "%s: \"%s\" is not a header field name", ctx->assign->key, k);
         if (strpbrk(val, "\r\n")) {
             snprintf(ctx->err, ctx->errlen, "%s: the value of \"%s\" has a line break",
                      ctx->assign->key, k);
@@ -55,11 +52,9 @@ static int prep_env(const sl_cval *v, const sl_key_ctx *ctx, void **out)
 {
     (void)out;
     for (size_t i = 0; i < v->n_items; i++)
-        if (!v->items[i].key[0] || strchr(v->items[i].key, '=')) {
-            snprintf(ctx->err, ctx->errlen, "%s: \"%s\" is not a variable name", ctx->assign->key,
-                     v->items[i].key);
-            return -1;
-        }
+        if (!v->items[i].key[0] || strchr(v->items[i].key, '='))
+            return sl_key_fail(ctx, "%s: \"%s\" is not a variable name", ctx->assign->key,
+                               v->items[i].key);
     return 0;
 }
 

@@ -32,10 +32,8 @@ sl_module sl_mod_simple_vhost;
 
 static int prep_server_root(const sl_cval *v, const sl_key_ctx *ctx, void **out)
 {
-    if (v->type != SL_CV_STRING) {
-        snprintf(ctx->err, ctx->errlen, "simple-vhost.server-root must be a directory name");
-        return -1;
-    }
+    if (v->type != SL_CV_STRING)
+        return sl_key_fail(ctx, "simple-vhost.server-root must be a directory name");
     if (!v->str[0]) return 0; /* "": off, as in lighttpd */
     char *abs = sl_key_abs_path(ctx, v->str);
     size_t n = abs ? strlen(abs) : 0;
@@ -54,10 +52,8 @@ static int prep_server_root(const sl_cval *v, const sl_key_ctx *ctx, void **out)
 
 static int prep_document_root(const sl_cval *v, const sl_key_ctx *ctx, void **out)
 {
-    if (v->type != SL_CV_STRING) {
-        snprintf(ctx->err, ctx->errlen, "simple-vhost.document-root must be a path");
-        return -1;
-    }
+    if (v->type != SL_CV_STRING)
+        return sl_key_fail(ctx, "simple-vhost.document-root must be a path");
     const char *s = v->str;
     while (*s == '/') s++;
     size_t n = strlen(s);

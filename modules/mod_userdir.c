@@ -52,10 +52,8 @@ sl_module sl_mod_userdir;
 
 static int prep_basepath(const sl_cval *v, const sl_key_ctx *ctx, void **out)
 {
-    if (v->type != SL_CV_STRING) {
-        snprintf(ctx->err, ctx->errlen, "userdir.basepath must be a directory name");
-        return -1;
-    }
+    if (v->type != SL_CV_STRING)
+        return sl_key_fail(ctx, "userdir.basepath must be a directory name");
     if (!v->str[0]) return 0;
     char *p = sl_key_abs_path(ctx, v->str);
     if (!p) return snprintf(ctx->err, ctx->errlen, "out of memory"), -1;

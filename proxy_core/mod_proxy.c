@@ -1430,30 +1430,24 @@ static int prep_forwarded(const sl_cval *v, const sl_key_ctx *ctx, void **out)
     static const struct { const char *name; unsigned bit; } params[] = {
         {"for", SL_FWD_FOR}, {"by", SL_FWD_BY}, {"proto", SL_FWD_PROTO}, {"host", SL_FWD_HOST},
         {"remote_user", SL_FWD_REMOTE_USER}};
-    if (v->type != SL_CV_ARRAY) {
-        snprintf(ctx->err, ctx->errlen, "proxy.forwarded must be a list ( \"for\" => 1, ... )");
-        return -1;
-    }
+    if (v->type != SL_CV_ARRAY)
+        return sl_key_fail(ctx, "proxy.forwarded must be a list ( \"for\" => 1, ... )");
     unsigned bits = 0;
     for (size_t i = 0; i < v->n_items; i++) {
         const sl_cval_item *it = &v->items[i];
         size_t k = 0;
         while (k < sizeof params / sizeof params[0] && (!it->key || strcmp(it->key, params[k].name)))
             k++;
-        if (k == sizeof params / sizeof params[0]) {
-            snprintf(ctx->err, ctx->errlen, "proxy.forwarded: \"%s\" is not one of for, by, proto, "
-                     "host, remote_user", it->key ? it->key : "(no name)");
-            return -1;
-        }
+        if (k == sizeof params / sizeof params[0])
+            return sl_key_fail(ctx, "proxy.forwarded: \"%s\" is not one of for, by, proto, "
+                               "host, remote_user", it->key ? it->key : "(no name)");
         const sl_cval *x = it->val;
         int on = x->type == SL_CV_INT ? (x->num == 1 ? 1 : x->num == 0 ? 0 : -1)
                : x->type == SL_CV_STRING ? (!strcmp(x->str, "enable") ? 1 : !strcmp(x->str, "disable") ? 0 : -1)
                : -1;
-        if (on < 0) {
-            snprintf(ctx->err, ctx->errlen, "proxy.forwarded: \"%s\" must be 1, 0, \"enable\" or "
-                     "\"disable\"", it->key);
-            return -1;
-        }
+        if (on < 0)
+            return sl_key_fail(ctx, "proxy.forwarded: \"%s\" must be 1, 0, \"enable\" or "
+                               "\"disable\"", it->key);
         if (on) bits |= params[k].bit;
     }
     unsigned *p = malloc(sizeof *p);

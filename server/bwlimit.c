@@ -154,15 +154,9 @@ static int check_kb(const char *key, const sl_cval *v, const sl_key_ctx *ctx)
 {
     /* The words of the config layer's own checks of integer keys (server.kbytes-per-second is
      * a prepared value, so the layer leaves them to us). */
-    if (v->type != SL_CV_INT) {
-        snprintf(ctx->err, ctx->errlen, "'%s' must be an integer, not %s", key,
-                 sl_cval_type_name(v->type));
-        return -1;
-    }
-    if (v->num < 0) {
-        snprintf(ctx->err, ctx->errlen, "'%s' must not be negative", key);
-        return -1;
-    }
+    if (v->type != SL_CV_INT)
+        return sl_key_fail(ctx, "'%s' must be an integer, not %s", key, sl_cval_type_name(v->type));
+    if (v->num < 0) return sl_key_fail(ctx, "'%s' must not be negative", key);
     if (v->num > MAX_KB) {
         snprintf(ctx->err, ctx->errlen,
                  "'%s' %lld is out of range (0..%d KiB per second; 0: no limit; lighttpd keeps "

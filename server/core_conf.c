@@ -46,23 +46,16 @@ static int prep_errorfile(const sl_cval *v, const sl_key_ctx *ctx, void **out)
 {
     char buf[4096];
     const char *prefix = v->str;
-    if (!prefix[0]) {
-        snprintf(ctx->err, ctx->errlen, "server.errorfile-prefix is empty");
-        return -1;
-    }
+    if (!prefix[0]) return sl_key_fail(ctx, "server.errorfile-prefix is empty");
     if (prefix[0] != '/') {
-        if ((size_t)snprintf(buf, sizeof buf, "%s/%s", ctx->basedir, prefix) >= sizeof buf) {
-            snprintf(ctx->err, ctx->errlen, "server.errorfile-prefix: path too long");
-            return -1;
-        }
+        if ((size_t)snprintf(buf, sizeof buf, "%s/%s", ctx->basedir, prefix) >= sizeof buf)
+            return sl_key_fail(ctx, "server.errorfile-prefix: path too long");
         prefix = buf;
     }
     char e[512];
     sl_errpages *pages;
-    if (sl_errpages_load(prefix, &pages, e, sizeof e) < 0) {
-        snprintf(ctx->err, ctx->errlen, "server.errorfile-prefix: %s", e);
-        return -1;
-    }
+    if (sl_errpages_load(prefix, &pages, e, sizeof e) < 0)
+        return sl_key_fail(ctx, "server.errorfile-prefix: %s", e);
     *out = pages;
     return 0;
 }
@@ -202,16 +195,11 @@ static int prep_chroot(const sl_cval *v, const sl_key_ctx *ctx, void **out)
 {
     (void)out;
     if (!v->str[0] || !strcmp(v->str, "/")) return 0;
-    if (v->str[0] != '/') {
-        snprintf(ctx->err, ctx->errlen, "server.chroot \"%s\" must be an absolute path", v->str);
-        return -1;
-    }
+    if (v->str[0] != '/')
+        return sl_key_fail(ctx, "server.chroot \"%s\" must be an absolute path", v->str);
     if (ctx->check_system) {
         int fd = open(v->str, O_PATH | O_DIRECTORY | O_CLOEXEC);
-        if (fd < 0) {
-            snprintf(ctx->err, ctx->errlen, "server.chroot \"%s\": %s", v->str, strerror(errno));
-            return -1;
-        }
+        if (fd < 0) return sl_key_fail(ctx, "server.chroot \"%s\": %s", v->str, strerror(errno));
         close(fd);
     }
     return 0;
@@ -219,11 +207,8 @@ static int prep_chroot(const sl_cval *v, const sl_key_ctx *ctx, void **out)
 
 static int prep_mime(const sl_cval *v, const sl_key_ctx *ctx, void **out)
 {
-    if (!sl_cval_strings(v, true)) {
-        snprintf(ctx->err, ctx->errlen,
-                 "'mimetype.assign' must be an array of \".ext\" => \"type\" pairs");
-        return -1;
-    }
+    if (!sl_cval_strings(v, true))
+        return sl_key_fail(ctx, "'mimetype.assign' must be an array of \".ext\" => \"type\" pairs");
     const char **sfx = calloc(v->n_items + 1, sizeof *sfx);
     const char **typ = calloc(v->n_items + 1, sizeof *typ);
     sl_mime_table *t = NULL;
@@ -249,14 +234,11 @@ static void mime_release(void *p)
 static int prep_event_handler(const sl_cval *v, const sl_key_ctx *ctx, void **out)
 {
     if (!strcmp(v->str, "linux-sysepoll")) return 0;
-    if (!strcmp(v->str, "poll") || !strcmp(v->str, "select")) {
-        snprintf(ctx->err, ctx->errlen,
-                 "server.event-handler \"%s\" is not supported: seekless registers each "
-                 "connection once, edge-triggered, which only epoll can do (use "
-                 "\"linux-sysepoll\", the default)",
-                 v->str);
-        return -1;
-    }
+    if (!strcmp(v->str, "poll") || !strcmp(v->str, "select"))
+        return sl_key_fail(ctx,
+                           "server.event-handler \"%s\" is not supported: seekless registers each "
+                           "connection once, edge-triggered, which only epoll can do (use "
+                           "\"linux-sysepoll\", the default)", v->str);
     static const char *const ok[] = {"linux-sysepoll", NULL};
     return sl_key_choice("server.event-handler", v, ctx, ok);
 }
@@ -357,10 +339,8 @@ static int prep_http_parseopts(const sl_cval *v, const sl_key_ctx *ctx, void **o
         }
         size_t k = 0;
         while (k < sizeof opts / sizeof opts[0] && strcmp(opts[k].name, it->key)) k++;
-        if (k == sizeof opts / sizeof opts[0]) {
-            snprintf(ctx->err, ctx->errlen, "server.http-parseopts: unknown option \"%s\"", it->key);
-            return -1;
-        }
+        if (k == sizeof opts / sizeof opts[0])
+            return sl_key_fail(ctx, "server.http-parseopts: unknown option \"%s\"", it->key);
         if (want != opts[k].on) {
             snprintf(ctx->err, ctx->errlen,
                      "server.http-parseopts \"%s\" => \"%s\" is not supported: seekless always %s",
@@ -384,10 +364,8 @@ static int prep_feature_flags(const sl_cval *v, const sl_key_ctx *ctx, void **ou
         {"server.h2c", "seekless speaks HTTP/1.1 only (no HTTP/2 upgrade)"},
         {"server.graceful-restart-bg", "seekless has no graceful restart in the background"},
     };
-    if (v->type != SL_CV_ARRAY) {
-        snprintf(ctx->err, ctx->errlen, "server.feature-flags must be an array of \"flag\" => value");
-        return -1;
-    }
+    if (v->type != SL_CV_ARRAY)
+        return sl_key_fail(ctx, "server.feature-flags must be an array of \"flag\" => value");
     sl_feature_flags *ff = malloc(sizeof *ff);
     if (!ff) return snprintf(ctx->err, ctx->errlen, "out of memory"), -1;
     ff->graceful_shutdown_timeout = -1;
@@ -459,10 +437,7 @@ static int prep_upload_dirs(const sl_cval *v, const sl_key_ctx *ctx, void **out)
         struct stat st;
         int e = !path ? ENOMEM : stat(path, &st) < 0 ? errno : S_ISDIR(st.st_mode) ? 0 : ENOTDIR;
         free(path);
-        if (e) {
-            snprintf(ctx->err, ctx->errlen, "server.upload-dirs \"%s\": %s", d, strerror(e));
-            return -1;
-        }
+        if (e) return sl_key_fail(ctx, "server.upload-dirs \"%s\": %s", d, strerror(e));
     }
     return 0;
 }
