@@ -602,6 +602,13 @@ static char *credentials_buf(sl_conn *c, const sl_http_header *h, size_t max, sl
     return buf;
 }
 
+/* The answer to credentials whose parse failed with e: none of the scheme (401, challenged
+ * again) or malformed (400). */
+static sl_hresult parse_failed(sl_conn *c, int e, const char *malformed)
+{
+    return e == -ENOENT ? deny(c, false, NULL, NULL) : bad_request(c, malformed);
+}
+
 static sl_hresult check_basic(sl_conn *c, const auth_conf *ac, auth_ctx *x,
                               const sl_http_header *h)
 {
@@ -613,8 +620,7 @@ static sl_hresult check_basic(sl_conn *c, const auth_conf *ac, auth_ctx *x,
     size_t ulen, pwlen;
     int e = sl_auth_basic_parse(h->value, h->value_len, buf, h->value_len + 1, &user, &ulen, &pw,
                                 &pwlen);
-    if (e == -ENOENT) return deny(c, false, NULL, NULL);
-    if (e < 0) return bad_request(c, "malformed Basic credentials");
+    if (e < 0) return parse_failed(c, e, "malformed Basic credentials");
     sl_authn_backend b = ac->backend ? (sl_authn_backend)*ac->backend : SL_AUTHN_NONE;
     sl_authn_query q = {.backend = b, .file = backend_file(ac, b), .user = user, .ulen = ulen,
                         .realm = r->realm, .algo = r->algos & SL_DIGEST_SHA256 && !(r->algos & SL_DIGEST_MD5)
@@ -642,8 +648,7 @@ static sl_hresult check_digest(sl_conn *c, const auth_conf *ac, auth_ctx *x,
     if (!buf) return res;
     sl_digest_params *dp = &x->dp;
     int e = sl_auth_digest_parse(h->value, h->value_len, buf, h->value_len + 1, dp);
-    if (e == -ENOENT) return deny(c, false, NULL, NULL);
-    if (e < 0) return bad_request(c, "malformed Digest credentials");
+    if (e < 0) return parse_failed(c, e, "malformed Digest credentials");
     /* What lighttpd requires: qop needs nc and cnonce, and a user name, either as username or
      * as username* (RFC 8187, for names that are not ASCII). userhash is never offered. */
     if ((dp->qop && (!dp->nc || !dp->cnonce)) || !dp->username == !dp->username_star ||
