@@ -63,22 +63,33 @@ int sl_chunkq_prepend_mem(sl_chunkq *q, const void *p, size_t n)
     return 0;
 }
 
-int sl_chunkq_printf(sl_chunkq *q, const char *fmt, ...)
+int sl_chunkq_vprintf(sl_chunkq *q, const char *fmt, va_list ap)
 {
     char buf[1024];
+    va_list again;
+    va_copy(again, ap);
+    int n = vsnprintf(buf, sizeof buf, fmt, ap);
+    int r;
+    if (n < 0) {
+        r = -EINVAL;
+    } else if ((size_t)n < sizeof buf) {
+        r = sl_chunkq_append_mem(q, buf, (size_t)n);
+    } else {
+        char *big = malloc((size_t)n + 1);
+        if (big) vsnprintf(big, (size_t)n + 1, fmt, again);
+        r = big ? sl_chunkq_append_mem(q, big, (size_t)n) : -ENOMEM;
+        free(big);
+    }
+    va_end(again);
+    return r;
+}
+
+int sl_chunkq_printf(sl_chunkq *q, const char *fmt, ...)
+{
     va_list ap;
     va_start(ap, fmt);
-    int n = vsnprintf(buf, sizeof buf, fmt, ap);
+    int r = sl_chunkq_vprintf(q, fmt, ap);
     va_end(ap);
-    if (n < 0) return -EINVAL;
-    if ((size_t)n < sizeof buf) return sl_chunkq_append_mem(q, buf, (size_t)n);
-    char *big = malloc((size_t)n + 1);
-    if (!big) return -ENOMEM;
-    va_start(ap, fmt);
-    vsnprintf(big, (size_t)n + 1, fmt, ap);
-    va_end(ap);
-    int r = sl_chunkq_append_mem(q, big, (size_t)n);
-    free(big);
     return r;
 }
 

@@ -2,6 +2,7 @@
 #ifndef SL_CHUNK_H
 #define SL_CHUNK_H
 
+#include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -28,6 +29,9 @@ int sl_chunkq_append_mem(sl_chunkq *q, const void *p, size_t n);
 int sl_chunkq_prepend_mem(sl_chunkq *q, const void *p, size_t n);
 /* printf into the queue. 0 or -ENOMEM. */
 int sl_chunkq_printf(sl_chunkq *q, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* The same with a va_list (which it uses up, as vprintf does). */
+int sl_chunkq_vprintf(sl_chunkq *q, const char *fmt, va_list ap)
+    __attribute__((format(printf, 2, 0)));
 /* Append bytes [off, off+len) of fd. 0 or -ENOMEM. */
 int sl_chunkq_append_file(sl_chunkq *q, int fd, off_t off, off_t len);
 /* Bytes still queued. */

@@ -7,6 +7,12 @@
  * an eventfd written only by the completion that found the list empty. The loop swaps the whole
  * list out under the lock and runs the done() callbacks without it, in completion order. Workers
  * block every signal, so a signal sent to the process always reaches the main thread.
+ *
+ * A limiter is a counter of taken slots and a FIFO under its own lock, in front of the pool. A
+ * job that ends does not give its slot back when another waits: it hands it to the oldest
+ * waiting job, which it submits to the pool; if the pool refuses it then, the job is completed
+ * on its port without having run (t_started stays 0, which sl_tlimit_done reports), and its own
+ * done() hands the slot on again.
  */
 #include "threadpool.h"
 
@@ -24,17 +30,14 @@
 
 struct sl_tpool {
     pthread_t *threads;
-    unsigned n_threads;
     unsigned max_queue;
 
     pthread_mutex_t qlock; /* guards everything below */
     pthread_cond_t qcond;
     sl_job *qhead, *qtail;
-    unsigned queued, running;
     bool stop;
-    uint64_t submitted, rejected, completed, wait_total, wait_max;
-    uint32_t wait_us[SL_TPOOL_WAIT_SAMPLES]; /* ring of the latest queue waits */
-    unsigned n_wait;
+    sl_tpool_stats st; /* the counters as sl_tpool_get_stats gives them; wait_us is a ring of
+                        * the latest queue waits, n_wait_samples its next slot */
 };
 
 struct sl_tport {
@@ -141,14 +144,15 @@ static void *worker(void *arg)
         sl_job *job = p->qhead;
         p->qhead = job->next;
         if (!p->qhead) p->qtail = NULL;
-        p->queued--;
-        p->running++;
+        p->st.queued--;
+        p->st.running++;
         job->t_started = sl_now_ns();
         uint64_t w = job->t_started - job->t_queued;
-        p->wait_total += w;
-        if (w > p->wait_max) p->wait_max = w;
+        p->st.wait_ns_total += w;
+        if (w > p->st.wait_ns_max) p->st.wait_ns_max = w;
         uint64_t us = w / 1000;
-        p->wait_us[p->n_wait++ % SL_TPOOL_WAIT_SAMPLES] = us > UINT32_MAX ? UINT32_MAX : (uint32_t)us;
+        p->st.wait_us[p->st.n_wait_samples++ % SL_TPOOL_WAIT_SAMPLES] =
+            us > UINT32_MAX ? UINT32_MAX : (uint32_t)us;
         pthread_mutex_unlock(&p->qlock);
 
         job->work(job);
@@ -156,8 +160,8 @@ static void *worker(void *arg)
         sl_tport_complete(job->port, job);
 
         pthread_mutex_lock(&p->qlock);
-        p->running--;
-        p->completed++;
+        p->st.running--;
+        p->st.completed++;
     }
     pthread_mutex_unlock(&p->qlock);
     return NULL;
@@ -189,7 +193,7 @@ sl_tpool *sl_tpool_new(const char *name, unsigned threads, unsigned max_queue)
             errno = e;
             return NULL;
         }
-        p->n_threads++;
+        p->st.threads++;
         if (name) pthread_setname_np(p->threads[i], name);
     }
     pthread_sigmask(SIG_SETMASK, &old, NULL);
@@ -207,14 +211,14 @@ int sl_tpool_submit(sl_tpool *p, sl_tport *port, sl_job *job)
         pthread_mutex_unlock(&p->qlock);
         return -ESHUTDOWN;
     }
-    if (p->queued >= p->max_queue) {
-        p->rejected++;
+    if (p->st.queued >= p->max_queue) {
+        p->st.rejected++;
         pthread_mutex_unlock(&p->qlock);
         return -EAGAIN;
     }
     SL_QUEUE_APPEND(p->qhead, p->qtail, job, next);
-    p->queued++;
-    p->submitted++;
+    p->st.queued++;
+    p->st.submitted++;
     pthread_cond_signal(&p->qcond);
     pthread_mutex_unlock(&p->qlock);
     return 0;
@@ -222,18 +226,9 @@ int sl_tpool_submit(sl_tpool *p, sl_tport *port, sl_job *job)
 
 void sl_tpool_get_stats(sl_tpool *p, sl_tpool_stats *out)
 {
-    memset(out, 0, sizeof *out);
     pthread_mutex_lock(&p->qlock);
-    out->threads = p->n_threads;
-    out->queued = p->queued;
-    out->running = p->running;
-    out->submitted = p->submitted;
-    out->rejected = p->rejected;
-    out->completed = p->completed;
-    out->wait_ns_total = p->wait_total;
-    out->wait_ns_max = p->wait_max;
-    out->n_wait_samples = p->n_wait < SL_TPOOL_WAIT_SAMPLES ? p->n_wait : SL_TPOOL_WAIT_SAMPLES;
-    memcpy(out->wait_us, p->wait_us, sizeof out->wait_us);
+    *out = p->st;
+    if (out->n_wait_samples > SL_TPOOL_WAIT_SAMPLES) out->n_wait_samples = SL_TPOOL_WAIT_SAMPLES;
     pthread_mutex_unlock(&p->qlock);
 }
 
@@ -244,9 +239,96 @@ void sl_tpool_free(sl_tpool *p)
     p->stop = true;
     pthread_cond_broadcast(&p->qcond);
     pthread_mutex_unlock(&p->qlock);
-    for (unsigned i = 0; i < p->n_threads; i++) pthread_join(p->threads[i], NULL);
+    for (unsigned i = 0; i < p->st.threads; i++) pthread_join(p->threads[i], NULL);
     pthread_cond_destroy(&p->qcond);
     pthread_mutex_destroy(&p->qlock);
     free(p->threads);
     free(p);
+}
+
+/* ---- limiters ---- */
+
+unsigned sl_tlimit_slots(unsigned threads)
+{
+    return threads / 2 ? threads / 2 : 1;
+}
+
+/* A slot is free (the job that ended gives it up or the submit failed): hand it to the oldest
+ * waiting job, or give it back. */
+static void tlimit_next(sl_tlimit *l)
+{
+    pthread_mutex_lock(&l->lock);
+    sl_job *next = l->head;
+    if (next) {
+        l->head = next->next;
+        if (!l->head) l->tail = NULL;
+        l->waiting--;
+    } else {
+        l->running--;
+    }
+    sl_tpool *p = l->pool;
+    pthread_mutex_unlock(&l->lock);
+    if (next && sl_tpool_submit(p, next->port, next) < 0) {
+        /* Answered "busy" on its own loop, whose done() passes the slot on again. */
+        next->t_started = 0;
+        sl_tport_complete(next->port, next);
+    }
+}
+
+int sl_tlimit_submit(sl_tlimit *l, sl_tpool *p, sl_tport *port, sl_job *job)
+{
+    job->next = NULL;
+    job->port = port;
+    job->t_started = 0;
+    pthread_mutex_lock(&l->lock);
+    l->pool = p;
+    bool run = l->running < sl_tlimit_slots(p->st.threads);
+    bool wait = !run && l->waiting < l->max_waiting;
+    if (run) l->running++;
+    if (wait) {
+        SL_QUEUE_APPEND(l->head, l->tail, job, next);
+        l->waiting++;
+    }
+    if (!run && !wait) l->refused++;
+    pthread_mutex_unlock(&l->lock);
+    if (run && sl_tpool_submit(p, port, job) < 0) {
+        tlimit_next(l); /* give the slot back (or to a waiting job) */
+        pthread_mutex_lock(&l->lock);
+        l->refused++;
+        pthread_mutex_unlock(&l->lock);
+        return -EAGAIN;
+    }
+    return run || wait ? 0 : -EAGAIN;
+}
+
+bool sl_tlimit_done(sl_tlimit *l, sl_job *job)
+{
+    tlimit_next(l);
+    return job->t_started != 0;
+}
+
+bool sl_tlimit_enter(sl_tlimit *l, unsigned threads)
+{
+    pthread_mutex_lock(&l->lock);
+    bool ok = l->running < sl_tlimit_slots(threads);
+    if (ok)
+        l->running++;
+    else
+        l->refused++;
+    pthread_mutex_unlock(&l->lock);
+    return ok;
+}
+
+void sl_tlimit_leave(sl_tlimit *l)
+{
+    tlimit_next(l);
+}
+
+void sl_tlimit_get(sl_tlimit *l, unsigned *running, unsigned *waiting, uint64_t *refused)
+{
+    pthread_mutex_lock(&l->lock);
+    if (running) *running = l->running;
+    if (waiting) *waiting = l->waiting;
+    if (refused) *refused = l->refused;
+    pthread_mutex_unlock(&l->lock);
 }

@@ -15,10 +15,17 @@
  * A port is also a loop's mailbox: any thread may hand it a job with no work() through
  * sl_tport_complete(), and the job's done() then runs on that loop (how one loop asks another
  * to stop, or the main thread asks a loop to reopen its files).
+ *
+ * A limiter (sl_tlimit) keeps one kind of slow job (a password hash, a directory listing, a
+ * compression) from holding every worker of a pool: at most half the workers (at least one) run
+ * its jobs at once, a bounded FIFO of others waits in it, any loop's, and the job that ends
+ * starts the oldest one; beyond that bound the answer is "busy" (the modules send 503 with
+ * Retry-After). Work already on a worker takes a slot without waiting (sl_tlimit_enter).
  */
 #ifndef SL_THREADPOOL_H
 #define SL_THREADPOOL_H
 
+#include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -94,6 +101,47 @@ unsigned sl_tport_drain(sl_tport *port);
 /* Run what is left (sl_tport_drain until empty) and free the port. The loop thread, after
  * every pool that completes to this port has been freed. */
 void sl_tport_free(sl_tport *port);
+
+/* A limited queue in front of a pool, for one kind of job; static, set up with SL_TLIMIT_INIT.
+ * The fields are its own. */
+typedef struct sl_tlimit {
+    pthread_mutex_t lock;     /* guards everything below */
+    sl_tpool *pool;           /* where waiting jobs go: the pool they were submitted for */
+    sl_job *head, *tail;      /* waiting, oldest first (linked by sl_job.next) */
+    unsigned running;         /* slots taken: jobs on the pool and sl_tlimit_enter holders */
+    unsigned waiting;
+    unsigned max_waiting;
+    uint64_t refused;         /* since start */
+} sl_tlimit;
+
+/* The initializer of a limiter whose queue holds at most `max_waiting` jobs. */
+#define SL_TLIMIT_INIT(max_waiting)                                                                \
+    {PTHREAD_MUTEX_INITIALIZER, NULL, NULL, NULL, 0, 0, (max_waiting), 0}
+
+/* How many slots a pool of `threads` workers gives one limiter: half, at least one. */
+unsigned sl_tlimit_slots(unsigned threads);
+
+/* Submit a job through the limiter: to the pool `p` now if fewer than half its workers hold
+ * the limiter's slots, else to the limiter's queue, from which it goes to `p` when a slot is
+ * free (every job of one limiter goes to the same pool). Any loop thread. Returns 0 (the job's
+ * done() will run on `port`'s loop and must call sl_tlimit_done first), or -EAGAIN when both
+ * are full (or the pool refused the job): the caller answers "busy", or does the work itself. */
+int sl_tlimit_submit(sl_tlimit *l, sl_tpool *p, sl_tport *port, sl_job *job);
+
+/* In the done() of a job submitted with sl_tlimit_submit, first: gives its slot to the oldest
+ * waiting job (or back). Returns false when the job never ran: its turn came while the pool
+ * stopped or was full, and it is to be answered "busy". */
+bool sl_tlimit_done(sl_tlimit *l, sl_job *job);
+
+/* Synchronous: take a slot without waiting, for work already on one of `threads` workers
+ * (true), or find them all taken (false, counted as refused). sl_tlimit_leave gives it back. */
+bool sl_tlimit_enter(sl_tlimit *l, unsigned threads);
+
+/* Give back a slot taken with sl_tlimit_enter (starting the oldest waiting job, if any). */
+void sl_tlimit_leave(sl_tlimit *l);
+
+/* The limiter's counters: slots taken, jobs waiting, refused since start. Any thread. */
+void sl_tlimit_get(sl_tlimit *l, unsigned *running, unsigned *waiting, uint64_t *refused);
 
 /* CLOCK_MONOTONIC in nanoseconds. */
 uint64_t sl_now_ns(void);

@@ -229,11 +229,16 @@ static int load(const char *path, char **out, size_t *n)
 
 /* Find the line of user (and realm, for htdigest: fields == 3) in the file: sets *val to its last
  * field (the password or hash, without CR) and *vlen. 0, -ENOKEY, or the errno of the read.
- * The caller wipes and frees *data. For htdigest the hash must also be want_len hex
- * characters (lighttpd keeps looking otherwise: a file may hold MD5 and SHA-256 lines). */
-static int find(const sl_authn_query *q, bool htdigest, size_t want_len, char **data, size_t *dlen,
-                const char **val, size_t *vlen)
+ * The caller wipes and frees *data (drop), also on failure. For htdigest the hash must also be
+ * hex of the query's algorithm's length (lighttpd keeps looking otherwise: a file may hold MD5
+ * and SHA-256 lines). */
+static int find(const sl_authn_query *q, char **data, size_t *dlen, const char **val,
+                size_t *vlen)
 {
+    bool htdigest = q->backend == SL_AUTHN_HTDIGEST;
+    size_t want_len = 2 * sl_digest_len(q->algo);
+    *data = NULL;
+    *dlen = 0;
     int r = load(q->file, data, dlen);
     if (r < 0) return r;
     size_t rlen = q->realm ? strlen(q->realm) : 0;
@@ -274,12 +279,10 @@ static void drop(char *data, size_t dlen)
 int sl_authn_basic(const sl_authn_query *q, const char *pw, size_t pwlen)
 {
     if (q->backend == SL_AUTHN_NONE || !q->file) return -EPERM;
-    char *data = NULL;
-    size_t dlen = 0, vlen;
+    char *data;
+    size_t dlen, vlen, dl = sl_digest_len(q->algo);
     const char *val;
-    bool htd = q->backend == SL_AUTHN_HTDIGEST;
-    size_t dl = sl_digest_len(q->algo);
-    int r = find(q, htd, 2 * dl, &data, &dlen, &val, &vlen);
+    int r = find(q, &data, &dlen, &val, &vlen);
     if (r < 0) {
         drop(data, dlen);
         return r;
@@ -307,14 +310,12 @@ int sl_authn_digest_ha1(const sl_authn_query *q, unsigned char *ha1)
 {
     if ((q->backend != SL_AUTHN_PLAIN && q->backend != SL_AUTHN_HTDIGEST) || !q->file)
         return -EPERM;
-    char *data = NULL;
-    size_t dlen = 0, vlen;
+    char *data;
+    size_t dlen, vlen;
     const char *val;
-    bool htd = q->backend == SL_AUTHN_HTDIGEST;
-    size_t dl = sl_digest_len(q->algo);
-    int r = find(q, htd, 2 * dl, &data, &dlen, &val, &vlen);
+    int r = find(q, &data, &dlen, &val, &vlen);
     if (r == 0) {
-        if (htd) {
+        if (q->backend == SL_AUTHN_HTDIGEST) {
             r = unhex(val, vlen, ha1) < 0 ? -ENOKEY : 0;
         } else {
             const char *parts[3] = {q->user, q->realm, val};

@@ -37,6 +37,7 @@
 #include "log.h"
 #include "loop.h"
 #include "module.h"
+#include "registry.h"
 #include "server.h"
 #include "threadpool.h"
 
@@ -44,16 +45,15 @@ extern sl_module sl_mod_accesslog;
 
 /* Where lines go: a file or a piped logger, shared by every block that names it. */
 typedef struct alog_target {
-    struct alog_target *next;
-    char *name;        /* absolute path, or "|command" */
-    unsigned refs;     /* blocks of loaded configs naming it */
+    sl_named named;    /* its name: absolute path, or "|command"; refs: blocks of loaded
+                        * configs naming it */
     int fd;            /* -1 until the server opens it (init) */
     pid_t pid;         /* a piped logger this process started, else 0 */
 } alog_target;
 
 /* Every target of the configs loaded now (the running one, and while SIGUSR1 checks a new one,
  * that one too). Touched only on the main thread: config load and free, init, reopen, fini. */
-static alog_target *targets;
+static sl_registry targets = SL_REGISTRY_INIT;
 
 typedef struct alog_conf {
     alog_target *target;           /* accesslog.filename; NULL: no access log */
@@ -77,53 +77,32 @@ static alog_state *state(const sl_server *srv)
 static void target_release(void *p)
 {
     alog_target *t = p;
-    if (--t->refs) return;
-    for (alog_target **at = &targets; *at; at = &(*at)->next)
-        if (*at == t) {
-            *at = t->next;
-            break;
-        }
+    if (!sl_registry_drop(&targets, &t->named)) return;
     if (t->fd >= 0) sl_kept_close(t->fd);
-    free(t->name);
-    free(t);
+    sl_named_free(&t->named);
 }
 
 static int prep_filename(const sl_cval *v, const sl_key_ctx *ctx, void **out)
 {
-    if (v->type != SL_CV_STRING || !v->str[0]) {
-        snprintf(ctx->err, ctx->errlen, "accesslog.filename must be a file name or \"|command\"");
-        return -1;
-    }
+    if (v->type != SL_CV_STRING || !v->str[0])
+        return sl_key_fail(ctx, "accesslog.filename must be a file name or \"|command\"");
     char *name;
     if (v->str[0] == '|') {
-        if (!v->str[1 + strspn(v->str + 1, " \t")]) {
-            snprintf(ctx->err, ctx->errlen, "accesslog.filename \"|\": no command to pipe to");
-            return -1;
-        }
+        if (!v->str[1 + strspn(v->str + 1, " \t")])
+            return sl_key_fail(ctx, "accesslog.filename \"|\": no command to pipe to");
         name = strdup(v->str);
     } else {
         name = sl_key_abs_path(ctx, v->str);
     }
     if (!name) return snprintf(ctx->err, ctx->errlen, "out of memory"), -1;
-    alog_target *t = targets;
-    while (t && strcmp(t->name, name)) t = t->next;
-    if (t) {
-        free(name);
-    } else {
-        if (!(t = calloc(1, sizeof *t))) {
-            free(name);
-            return snprintf(ctx->err, ctx->errlen, "out of memory"), -1;
-        }
-        t->name = name;
-        t->fd = -1;
-        t->next = targets;
-        targets = t;
-    }
-    t->refs++;
+    bool created;
+    alog_target *t = (alog_target *)sl_registry_get(&targets, name, sizeof *t, &created);
+    if (!t) return snprintf(ctx->err, ctx->errlen, "out of memory"), -1;
+    if (created) t->fd = -1;
     *out = t;
     /* Opened by the starting user, before the drop (init). The check keeps the name: the
      * target's, which lives as long as this config. */
-    if (t->name[0] != '|') sl_key_access(ctx, t->name, SL_ACCESS_APPEND_FILE, false);
+    if (t->named.name[0] != '|') sl_key_access(ctx, t->named.name, SL_ACCESS_APPEND_FILE, false);
     return 0;
 }
 
@@ -134,10 +113,7 @@ static void fmt_release(void *p)
 
 static int prep_format(const sl_cval *v, const sl_key_ctx *ctx, void **out)
 {
-    if (v->type != SL_CV_STRING) {
-        snprintf(ctx->err, ctx->errlen, "accesslog.format must be a string");
-        return -1;
-    }
+    if (v->type != SL_CV_STRING) return sl_key_fail(ctx, "accesslog.format must be a string");
     sl_accesslog_fmt *f;
     if (sl_accesslog_compile(v->str, &f, ctx->err, ctx->errlen) < 0) return -1;
     *out = f;
@@ -248,7 +224,7 @@ static void alog_log_request(sl_conn *c)
     };
     char buf[8192];
     size_t n = sl_accesslog_render(ac->fmt ? ac->fmt : st->default_fmt, &r, buf,
-                                   t->name[0] == '|' ? PIPE_BUF : sizeof buf);
+                                   t->named.name[0] == '|' ? PIPE_BUF : sizeof buf);
     ssize_t w = write(t->fd, buf, n); /* one write per line: kept whole */
     (void)w;
 }
@@ -256,19 +232,21 @@ static void alog_log_request(sl_conn *c)
 static int alog_init(sl_server *srv, const void *conf, char *err, size_t errlen)
 {
     (void)conf;
-    if (!targets) return 0;
+    if (!targets.head) return 0;
     size_t n = 0;
-    for (alog_target *t = targets; t; t = t->next) n++;
+    for (sl_named *e = targets.head; e; e = e->next) n++;
     alog_state *st = calloc(1, sizeof *st + n * sizeof st->opened[0]);
     if (!st) return snprintf(err, errlen, "out of memory"), -1;
     srv->mod[sl_mod_accesslog.index] = st; /* fini undoes what was done if this fails */
     if (sl_accesslog_compile(SL_ACCESSLOG_DEFAULT, &st->default_fmt, err, errlen) < 0) return -1;
-    for (alog_target *t = targets; t; t = t->next) {
+    for (sl_named *e = targets.head; e; e = e->next) {
+        alog_target *t = (alog_target *)e;
         if (t->fd >= 0) continue; /* the running server's (this one checks a new config) */
-        int fd = t->name[0] == '|' ? sl_kept_spawn(t->name + 1, &t->pid)
-                                   : sl_kept_open(t->name, O_WRONLY | O_APPEND | O_CREAT);
+        const char *name = t->named.name;
+        int fd = name[0] == '|' ? sl_kept_spawn(name + 1, &t->pid)
+                                : sl_kept_open(name, O_WRONLY | O_APPEND | O_CREAT);
         if (fd < 0) {
-            snprintf(err, errlen, "accesslog.filename %s: %s", t->name, strerror(-fd));
+            snprintf(err, errlen, "accesslog.filename %s: %s", t->named.name, strerror(-fd));
             return -1;
         }
         t->fd = fd;
@@ -283,8 +261,8 @@ static void alog_reopen(sl_server *srv)
     const alog_state *st = state(srv);
     for (size_t i = 0; st && i < st->n_opened; i++) {
         const alog_target *t = st->opened[i];
-        if (t->name[0] != '|' && sl_reopen_fd(t->fd, t->name) < 0)
-            sl_log("cannot reopen the access log %s: %s", t->name, strerror(errno));
+        if (t->named.name[0] != '|' && sl_reopen_fd(t->fd, t->named.name) < 0)
+            sl_log("cannot reopen the access log %s: %s", t->named.name, strerror(errno));
     }
 }
 
@@ -304,7 +282,8 @@ static void alog_fini(sl_server *srv)
             else poll(NULL, 0, 10);
         }
         if (t->pid && !srv->handed_over)
-            sl_log("access log %s: the logger (pid %ld) is still running", t->name, (long)t->pid);
+            sl_log("access log %s: the logger (pid %ld) is still running", t->named.name,
+                   (long)t->pid);
         t->pid = 0;
     }
     sl_accesslog_fmt_free(st->default_fmt);
@@ -319,13 +298,8 @@ static const sl_key alog_keys[] = {
     {NULL},
 };
 
-static const char *const alog_aliases[] = {"mod_accesslog", NULL};
-
 sl_module sl_mod_accesslog = {
-    .name = "accesslog",
-    .aliases = alog_aliases,
-    .keys = alog_keys,
-    .conf_size = sizeof(alog_conf),
+    SL_MODULE_HEAD("accesslog", alog_keys, alog_conf, "mod_accesslog"),
     .init = alog_init,
     .fini = alog_fini,
     .reopen = alog_reopen,

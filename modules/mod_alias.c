@@ -90,21 +90,16 @@ static int open_target(alias_entry *e, const char *target, const sl_key_ctx *ctx
         if (!e->file || !e->dir.path) return snprintf(ctx->err, ctx->errlen, "out of memory"), -1;
     }
     e->dir.fd = sl_key_open_dir(ctx, e->dir.path); /* inside server.chroot */
-    if (e->dir.fd < 0) {
-        snprintf(ctx->err, ctx->errlen, "alias.url \"%s\" => \"%s\": %s", e->prefix, e->dir.path,
-                 strerror(errno));
-        return -1;
-    }
+    if (e->dir.fd < 0)
+        return sl_key_fail(ctx, "alias.url \"%s\" => \"%s\": %s", e->prefix, e->dir.path,
+                           strerror(errno));
     return 0;
 }
 
 static int prep_alias(const sl_cval *v, const sl_key_ctx *ctx, void **out)
 {
-    if (!sl_cval_strings(v, true)) {
-        snprintf(ctx->err, ctx->errlen,
-                 "alias.url must be an array of \"/url-prefix\" => \"/path\" pairs");
-        return -1;
-    }
+    if (!sl_cval_strings(v, true))
+        return sl_key_fail(ctx, "alias.url must be an array of \"/url-prefix\" => \"/path\" pairs");
     alias_map *m = calloc(1, sizeof *m + v->n_items * sizeof m->e[0]);
     if (!m) return snprintf(ctx->err, ctx->errlen, "out of memory"), -1;
     for (size_t i = 0; i < v->n_items; i++) m->e[i].dir.fd = -1;
@@ -182,18 +177,13 @@ static sl_hresult alias_physical(sl_conn *c)
     return SL_GO_ON;
 }
 
-#define OFF(f) offsetof(sl_alias_conf, f)
+#define SL_KEY_CONF sl_alias_conf
 static const sl_key alias_keys[] = {
-    {"alias.url", SL_KEY_VALUE, 0, OFF(map), prep_alias, map_release},
+    SL_KEY_PREP("alias.url", SL_KEY_VALUE, map, prep_alias, map_release),
     {NULL},
 };
 
-static const char *const alias_aliases[] = {"mod_alias", NULL};
-
 sl_module sl_mod_alias = {
-    .name = "alias",
-    .aliases = alias_aliases,
-    .keys = alias_keys,
-    .conf_size = sizeof(sl_alias_conf),
+    SL_MODULE_HEAD("alias", alias_keys, sl_alias_conf, "mod_alias"),
     .physical = alias_physical,
 };

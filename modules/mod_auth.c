@@ -28,7 +28,6 @@
  */
 #include <errno.h>
 #include <openssl/crypto.h>
-#include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -99,10 +98,7 @@ static int prep_backend(const sl_cval *v, const sl_key_ctx *ctx, void **out)
     static const char *const names[] = {"", "plain", "htpasswd", "htdigest"};
     /* lighttpd's other backends: each needs a library and a service seekless does not have. */
     static const char *const elsewhere[] = {"ldap", "mysql", "dbi", "gssapi", "pam", "sasl"};
-    if (v->type != SL_CV_STRING) {
-        snprintf(ctx->err, ctx->errlen, "auth.backend must be a string");
-        return -1;
-    }
+    if (v->type != SL_CV_STRING) return sl_key_fail(ctx, "auth.backend must be a string");
     for (size_t i = 0; i < 4; i++)
         if (!strcmp(v->str, names[i])) {
             int *b = malloc(sizeof *b); /* the config frees it */
@@ -198,10 +194,7 @@ static int prep_require(const sl_cval *v, const sl_key_ctx *ctx, void **out)
 {
     const char *usage = "auth.require = ( \"/path\" => ( \"method\" => \"basic\"|\"digest\", "
                         "\"realm\" => \"...\", \"require\" => \"valid-user\" ) )";
-    if (v->type != SL_CV_ARRAY) {
-        snprintf(ctx->err, ctx->errlen, "auth.require must be an array: %s", usage);
-        return -1;
-    }
+    if (v->type != SL_CV_ARRAY) return sl_key_fail(ctx, "auth.require must be an array: %s", usage);
     auth_rules *rs = calloc(1, sizeof *rs + v->n_items * sizeof rs->r[0]);
     if (!rs) return snprintf(ctx->err, ctx->errlen, "out of memory"), -1;
     for (size_t i = 0; i < v->n_items; i++) {
@@ -342,20 +335,14 @@ typedef struct auth_job {
     unsigned char ha1[SL_DIGEST_MAX];
     size_t pwlen;
     char *pw;                   /* Basic: in the strings below */
-    struct auth_job *next_waiting;
-    sl_tpool *pool;
-    sl_tport *port;             /* the loop of the connection */
     char strings[];             /* user, realm, file, pw */
 } auth_job;
 
 /* Checks in the process: at most half the stat threads hash passwords at once (a bcrypt hash
  * holds one for milliseconds), so a flood of logins cannot starve the file lookups of every
- * other client; the rest wait here, oldest first, any loop's, and a check that ends starts the
- * next. Beyond MAX_WAITING waiting the answer is 503 with Retry-After. */
-#define MAX_WAITING 1024
-static pthread_mutex_t wait_lock = PTHREAD_MUTEX_INITIALIZER;
-static auth_job *wait_head, *wait_tail;
-static unsigned n_running, n_waiting;
+ * other client; the rest wait in the limiter, oldest first, any loop's, and a check that ends
+ * starts the next. Beyond 1024 waiting the answer is 503 with Retry-After. */
+static sl_tlimit checks = SL_TLIMIT_INIT(1024);
 
 static auth_ctx *ctx_of(sl_conn *c)
 {
@@ -531,36 +518,11 @@ static sl_hresult finish(sl_conn *c, auth_job *j)
     return SL_ERROR;
 }
 
-static void job_done(sl_job *job);
-
-/* A check ended (done: it ran) or never started: its thread slot goes to the oldest waiting
- * check, if any (whose done() runs on its own loop). */
-static void start_next(void)
-{
-    pthread_mutex_lock(&wait_lock);
-    auth_job *next = wait_head;
-    if (next) {
-        wait_head = next->next_waiting;
-        if (!wait_head) wait_tail = NULL;
-        n_waiting--;
-    } else {
-        n_running--;
-    }
-    pthread_mutex_unlock(&wait_lock);
-    if (next && sl_tpool_submit(next->pool, next->port, &next->job) < 0) {
-        /* The pool stops or is full: answered 503 on its own loop, whose done() passes the
-         * slot on again. */
-        next->job.work = NULL;
-        next->result = -EAGAIN;
-        sl_tport_complete(next->port, &next->job);
-    }
-}
-
 static void job_done(sl_job *job)
 {
     auth_job *j = (auth_job *)job;
     sl_conn *c = j->c;
-    start_next();
+    if (!sl_tlimit_done(&checks, job)) j->result = -EAGAIN; /* its turn came to a full pool */
     c->pending--;
     if (c->closed) {
         job_free(j);
@@ -609,28 +571,7 @@ static sl_hresult start_job(sl_conn *c, const sl_authn_query *q, bool digest, co
         job_free(j);
         return r;
     }
-    /* Half the pool (server.max-stat-threads), at least one. */
-    unsigned limit = (unsigned)srv->global->max_stat_threads / 2;
-    if (!limit) limit = 1;
-    j->pool = srv->stat_pool;
-    j->port = c->loop->port;
-    pthread_mutex_lock(&wait_lock);
-    bool run = n_running < limit, wait = !run && n_waiting < MAX_WAITING;
-    if (run) n_running++;
-    if (wait) {
-        if (wait_tail)
-            wait_tail->next_waiting = j;
-        else
-            wait_head = j;
-        wait_tail = j;
-        n_waiting++;
-    }
-    pthread_mutex_unlock(&wait_lock);
-    if (run && sl_tpool_submit(srv->stat_pool, c->loop->port, &j->job) < 0) {
-        start_next(); /* give the slot back (or to a waiting check) */
-        run = false;
-    }
-    if (!run && !wait) {
+    if (sl_tlimit_submit(&checks, srv->stat_pool, c->loop->port, &j->job) < 0) {
         job_free(j);
         atomic_fetch_add_explicit(&n_busy, 1, memory_order_relaxed);
         ((auth_ctx *)SL_CTX(c, sl_mod_auth))->busy = true;
@@ -641,28 +582,50 @@ static sl_hresult start_job(sl_conn *c, const sl_authn_query *q, bool digest, co
     return SL_WAIT;
 }
 
+/* Room in request memory for a copy of the credentials of Authorization field h (at most max
+ * bytes), or NULL with *res set: no field or too long (401, challenged again), no memory (503). */
+static char *credentials_buf(sl_conn *c, const sl_http_header *h, size_t max, sl_hresult *res)
+{
+    if (!h) {
+        *res = deny(c, false, NULL, NULL);
+        return NULL;
+    }
+    if (h->value_len > max) {
+        *res = deny(c, true, "credentials too long", NULL);
+        return NULL;
+    }
+    char *buf = sl_conn_alloc(c, h->value_len + 1);
+    if (!buf) {
+        c->status = 503;
+        *res = SL_ERROR;
+    }
+    return buf;
+}
+
+/* The answer to credentials whose parse failed with e: none of the scheme (401, challenged
+ * again) or malformed (400). */
+static sl_hresult parse_failed(sl_conn *c, int e, const char *malformed)
+{
+    return e == -ENOENT ? deny(c, false, NULL, NULL) : bad_request(c, malformed);
+}
+
 static sl_hresult check_basic(sl_conn *c, const auth_conf *ac, auth_ctx *x,
                               const sl_http_header *h)
 {
     const auth_rule *r = x->rule;
-    if (!h) return deny(c, false, NULL, NULL);
-    if (h->value_len > MAX_BASIC) return deny(c, true, "credentials too long", NULL);
-    char *buf = sl_conn_alloc(c, h->value_len + 1);
-    if (!buf) {
-        c->status = 503;
-        return SL_ERROR;
-    }
+    sl_hresult res;
+    char *buf = credentials_buf(c, h, MAX_BASIC, &res);
+    if (!buf) return res;
     const char *user, *pw;
     size_t ulen, pwlen;
     int e = sl_auth_basic_parse(h->value, h->value_len, buf, h->value_len + 1, &user, &ulen, &pw,
                                 &pwlen);
-    if (e == -ENOENT) return deny(c, false, NULL, NULL);
-    if (e < 0) return bad_request(c, "malformed Basic credentials");
+    if (e < 0) return parse_failed(c, e, "malformed Basic credentials");
     sl_authn_backend b = ac->backend ? (sl_authn_backend)*ac->backend : SL_AUTHN_NONE;
     sl_authn_query q = {.backend = b, .file = backend_file(ac, b), .user = user, .ulen = ulen,
                         .realm = r->realm, .algo = r->algos & SL_DIGEST_SHA256 && !(r->algos & SL_DIGEST_MD5)
                                                        ? SL_DIGEST_SHA256 : SL_DIGEST_MD5};
-    sl_hresult res = start_job(c, &q, false, pw, pwlen);
+    res = start_job(c, &q, false, pw, pwlen);
     OPENSSL_cleanse((void *)pw, pwlen);
     return res;
 }
@@ -680,17 +643,12 @@ static sl_hresult check_digest(sl_conn *c, const auth_conf *ac, auth_ctx *x,
                                const sl_http_header *h)
 {
     const auth_rule *r = x->rule;
-    if (!h) return deny(c, false, NULL, NULL);
-    if (h->value_len > MAX_CREDENTIALS) return deny(c, true, "credentials too long", NULL);
-    char *buf = sl_conn_alloc(c, h->value_len + 1);
-    if (!buf) {
-        c->status = 503;
-        return SL_ERROR;
-    }
+    sl_hresult res;
+    char *buf = credentials_buf(c, h, MAX_CREDENTIALS, &res);
+    if (!buf) return res;
     sl_digest_params *dp = &x->dp;
     int e = sl_auth_digest_parse(h->value, h->value_len, buf, h->value_len + 1, dp);
-    if (e == -ENOENT) return deny(c, false, NULL, NULL);
-    if (e < 0) return bad_request(c, "malformed Digest credentials");
+    if (e < 0) return parse_failed(c, e, "malformed Digest credentials");
     /* What lighttpd requires: qop needs nc and cnonce, and a user name, either as username or
      * as username* (RFC 8187, for names that are not ASCII). userhash is never offered. */
     if ((dp->qop && (!dp->nc || !dp->cnonce)) || !dp->username == !dp->username_star ||
@@ -838,9 +796,8 @@ static void auth_status(sl_server *srv, sl_status_out *o)
     sl_status_num(o, "stale_nonces", N(n_stale), true);
     sl_status_num(o, "replayed_nonces", N(n_replayed), true);
     sl_status_num(o, "busy", N(n_busy), true);
-    pthread_mutex_lock(&wait_lock);
-    unsigned running = n_running, waiting = n_waiting;
-    pthread_mutex_unlock(&wait_lock);
+    unsigned running, waiting;
+    sl_tlimit_get(&checks, &running, &waiting, NULL);
     sl_status_num(o, "running", running, false);
     sl_status_num(o, "waiting", waiting, false);
     sl_status_num(o, "errors", N(n_errors), true);
@@ -849,14 +806,14 @@ static void auth_status(sl_server *srv, sl_status_out *o)
 #undef N
 }
 
-#define OFF(f) offsetof(auth_conf, f)
+#define SL_KEY_CONF auth_conf
 static const sl_key auth_keys[] = {
-    {"auth.backend", SL_KEY_VALUE, 0, OFF(backend), prep_backend, NULL},
-    {"auth.backend.plain.userfile", SL_KEY_PATH, 0, OFF(plain_file), prep_userfile, NULL},
-    {"auth.backend.htpasswd.userfile", SL_KEY_PATH, 0, OFF(htpasswd_file), prep_userfile, NULL},
-    {"auth.backend.htdigest.userfile", SL_KEY_PATH, 0, OFF(htdigest_file), prep_userfile, NULL},
-    {"auth.require", SL_KEY_VALUE, 0, OFF(require), prep_require, rules_release},
-    {"auth.debug", SL_KEY_INT, 0, OFF(debug), NULL, NULL},
+    SL_KEY_PREP("auth.backend", SL_KEY_VALUE, backend, prep_backend, NULL),
+    SL_KEY_PREP("auth.backend.plain.userfile", SL_KEY_PATH, plain_file, prep_userfile, NULL),
+    SL_KEY_PREP("auth.backend.htpasswd.userfile", SL_KEY_PATH, htpasswd_file, prep_userfile, NULL),
+    SL_KEY_PREP("auth.backend.htdigest.userfile", SL_KEY_PATH, htdigest_file, prep_userfile, NULL),
+    SL_KEY_PREP("auth.require", SL_KEY_VALUE, require, prep_require, rules_release),
+    SL_KEY_AT("auth.debug", SL_KEY_INT, debug),
     {"auth.cache", SL_KEY_VALUE, 0, 0, prep_refused, NULL},
     {"auth.extern-authn", SL_KEY_VALUE, 0, 0, prep_refused, NULL},
     {NULL},
@@ -864,13 +821,8 @@ static const sl_key auth_keys[] = {
 
 /* lighttpd loads mod_authn_file with mod_auth (its file backends were split off in 1.4.43 and
  * are appended automatically): here they are one module, loaded by either name. */
-static const char *const auth_aliases[] = {"mod_auth", "mod_authn_file", NULL};
-
 sl_module sl_mod_auth = {
-    .name = "auth",
-    .aliases = auth_aliases,
-    .keys = auth_keys,
-    .conf_size = sizeof(auth_conf),
+    SL_MODULE_HEAD("auth", auth_keys, auth_conf, "mod_auth", "mod_authn_file"),
     .init = auth_init,
     .fini = auth_fini,
     .uri_clean = auth_uri_clean,

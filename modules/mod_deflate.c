@@ -90,8 +90,8 @@ static const char *const sibling_ext[SL_ENC_N] = {".br", ".zst", ".gz", ""};
 /* Counters for the status page (any thread). */
 static _Atomic uint64_t n_precompressed, n_cache_hits, n_compressed, n_busy, n_failed,
     n_not_modified, bytes_in, bytes_out;
-static _Atomic unsigned n_running;   /* compressions in progress */
-static unsigned max_running = 1;     /* half the stat threads (set at init) */
+static sl_tlimit compressing = SL_TLIMIT_INIT(0); /* half the stat threads; none waits */
+static unsigned stat_threads = 1;    /* server.max-stat-threads (set at init) */
 static _Atomic long last_bad_log;    /* rate limits of the malformed Accept-Encoding line */
 static _Atomic long last_fail_log;   /* and of the "sent uncompressed" line (a full disk fails
                                       * every request: one line a second says it) */
@@ -108,11 +108,9 @@ static void mimes_release(void *p)
 
 static int prep_mimetypes(const sl_cval *v, const sl_key_ctx *ctx, void **out)
 {
-    if (v->type != SL_CV_ARRAY || !sl_cval_strings(v, false)) {
-        snprintf(ctx->err, ctx->errlen, "%s must be a list of MIME types (\"text/\", \"\" for all)",
-                 ctx->assign->key);
-        return -1;
-    }
+    if (v->type != SL_CV_ARRAY || !sl_cval_strings(v, false))
+        return sl_key_fail(ctx, "%s must be a list of MIME types (\"text/\", \"\" for all)",
+                           ctx->assign->key);
     /* ( ) makes an empty list: compress nothing. (A prepare that made nothing would leave the
      * raw value in the field, so "none" is always a made object.) */
     df_mimes *m = calloc(1, sizeof *m + v->n_items * sizeof m->v[0]);
@@ -133,11 +131,9 @@ static int prep_mimetypes(const sl_cval *v, const sl_key_ctx *ctx, void **out)
 
 static int prep_encodings(const sl_cval *v, const sl_key_ctx *ctx, void **out)
 {
-    if (v->type != SL_CV_ARRAY || !sl_cval_strings(v, false)) {
-        snprintf(ctx->err, ctx->errlen, "%s must be a list of \"br\", \"zstd\", \"gzip\", \"deflate\"",
-                 ctx->assign->key);
-        return -1;
-    }
+    if (v->type != SL_CV_ARRAY || !sl_cval_strings(v, false))
+        return sl_key_fail(ctx, "%s must be a list of \"br\", \"zstd\", \"gzip\", \"deflate\"",
+                           ctx->assign->key);
     df_encs *e = calloc(1, sizeof *e);
     if (!e) return snprintf(ctx->err, ctx->errlen, "out of memory"), -1;
     for (size_t i = 0; i < v->n_items; i++) {
@@ -161,10 +157,8 @@ static int prep_encodings(const sl_cval *v, const sl_key_ctx *ctx, void **out)
 
 static int prep_level(const sl_cval *v, const sl_key_ctx *ctx, void **out)
 {
-    if (v->type != SL_CV_INT || ((v->num < 1 || v->num > 9) && v->num != -1)) {
-        snprintf(ctx->err, ctx->errlen, "deflate.compression-level must be between 1 and 9");
-        return -1;
-    }
+    if (v->type != SL_CV_INT || ((v->num < 1 || v->num > 9) && v->num != -1))
+        return sl_key_fail(ctx, "deflate.compression-level must be between 1 and 9");
     long *l = malloc(sizeof *l);
     if (!l) return snprintf(ctx->err, ctx->errlen, "out of memory"), -1;
     *l = (long)v->num; /* -1: lighttpd's "each coder's default" */
@@ -200,11 +194,9 @@ static int prep_loadavg(const sl_cval *v, const sl_key_ctx *ctx, void **out)
     } else if (v->type == SL_CV_STRING) {
         char *end;
         d = v->str[0] ? strtod(v->str, &end) : 0;
-        if (v->str[0] && (*end || d < 0)) {
-            snprintf(ctx->err, ctx->errlen, "%s \"%s\" is not a load average (\"3.5\")",
-                     ctx->assign->key, v->str);
-            return -1;
-        }
+        if (v->str[0] && (*end || d < 0))
+            return sl_key_fail(ctx, "%s \"%s\" is not a load average (\"3.5\")", ctx->assign->key,
+                               v->str);
     } else {
         snprintf(ctx->err, ctx->errlen, "%s must be a string (\"3.5\")", ctx->assign->key);
         return -1;
@@ -260,10 +252,8 @@ static int server_user(const sl_key_ctx *ctx, uid_t *uid, gid_t *gid)
 
 static int prep_cache_dir(const sl_cval *v, const sl_key_ctx *ctx, void **out)
 {
-    if (v->type != SL_CV_STRING) {
-        snprintf(ctx->err, ctx->errlen, "%s must be a directory name", ctx->assign->key);
-        return -1;
-    }
+    if (v->type != SL_CV_STRING)
+        return sl_key_fail(ctx, "%s must be a directory name", ctx->assign->key);
     char *p;
     if (!v->str[0]) { /* "": none, as lighttpd */
         if (!(p = strdup(""))) return snprintf(ctx->err, ctx->errlen, "out of memory"), -1;
@@ -633,14 +623,12 @@ static int variant(const sl_conf *conf, int dirfd, const sl_http_request *req, c
     }
     if (!worker) return may_wait ? -EAGAIN : 0;
     /* Never more than half the stat threads compress: lookups keep finding a thread. */
-    unsigned running = atomic_fetch_add(&n_running, 1);
-    if (running >= max_running) {
-        atomic_fetch_sub(&n_running, 1);
+    if (!sl_tlimit_enter(&compressing, stat_threads)) {
         atomic_fetch_add_explicit(&n_busy, 1, memory_order_relaxed);
         return 0;
     }
     int f = make_copy(fd, st, e, d, cache_name);
-    atomic_fetch_sub(&n_running, 1);
+    sl_tlimit_leave(&compressing);
     if (f < 0) {
         uint64_t failed = atomic_fetch_add_explicit(&n_failed, 1, memory_order_relaxed) + 1;
         if (log_turn(&last_fail_log))
@@ -671,7 +659,7 @@ static int deflate_init(sl_server *srv, const void *conf, char *err, size_t errl
     (void)errlen;
     /* (The pool starts later; its size is the config's.) */
     long t = srv->global->max_stat_threads;
-    max_running = t / 2 > 0 ? (unsigned)(t / 2) : 1;
+    stat_threads = t > 0 ? (unsigned)t : 1;
     sl_static_set_variant_hook(variant);
     return 0;
 }
@@ -696,7 +684,9 @@ static void deflate_status(sl_server *srv, sl_status_out *o)
     sl_status_num(o, "failed_uncompressed", L(n_failed), true);
     sl_status_num(o, "bytes_in", L(bytes_in), true);
     sl_status_num(o, "bytes_out", L(bytes_out), true);
-    sl_status_num(o, "running", L(n_running), false);
+    unsigned running;
+    sl_tlimit_get(&compressing, &running, NULL, NULL);
+    sl_status_num(o, "running", running, false);
     sl_status_item_end(o);
     sl_status_list_end(o);
 #undef L
@@ -709,35 +699,30 @@ static void deflate_defaults(void *p)
     d->min_size = 256;
 }
 
-#define OFF(f) offsetof(df_conf, f)
+#define SL_KEY_CONF df_conf
 static const sl_key deflate_keys[] = {
-    {"deflate.mimetypes", SL_KEY_VALUE, 0, OFF(mimetypes), prep_mimetypes, mimes_release},
-    {"deflate.allowed-encodings", SL_KEY_VALUE, 0, OFF(allowed), prep_encodings, free},
-    {"deflate.max-compress-size", SL_KEY_INT, 0, OFF(max_size_kb), NULL, NULL},
-    {"deflate.min-compress-size", SL_KEY_INT, 0, OFF(min_size), NULL, NULL},
-    {"deflate.compression-level", SL_KEY_VALUE, 0, OFF(level), prep_level, free},
-    {"deflate.output-buffer-size", SL_KEY_INT, 0, OFF(output_buffer_size), prep_outbuf, NULL},
-    {"deflate.work-block-size", SL_KEY_INT, 0, OFF(work_block_size), prep_workblock, NULL},
-    {"deflate.max-loadavg", SL_KEY_VALUE, 0, OFF(max_loadavg), prep_loadavg, free},
-    {"deflate.cache-dir", SL_KEY_VALUE, 0, OFF(cache_dir), prep_cache_dir, free},
+    SL_KEY_PREP("deflate.mimetypes", SL_KEY_VALUE, mimetypes, prep_mimetypes, mimes_release),
+    SL_KEY_PREP("deflate.allowed-encodings", SL_KEY_VALUE, allowed, prep_encodings, free),
+    SL_KEY_AT("deflate.max-compress-size", SL_KEY_INT, max_size_kb),
+    SL_KEY_AT("deflate.min-compress-size", SL_KEY_INT, min_size),
+    SL_KEY_PREP("deflate.compression-level", SL_KEY_VALUE, level, prep_level, free),
+    SL_KEY_PREP("deflate.output-buffer-size", SL_KEY_INT, output_buffer_size, prep_outbuf, NULL),
+    SL_KEY_PREP("deflate.work-block-size", SL_KEY_INT, work_block_size, prep_workblock, NULL),
+    SL_KEY_PREP("deflate.max-loadavg", SL_KEY_VALUE, max_loadavg, prep_loadavg, free),
+    SL_KEY_PREP("deflate.cache-dir", SL_KEY_VALUE, cache_dir, prep_cache_dir, free),
     {"deflate.params", SL_KEY_VALUE, 0, 0, prep_params, NULL},
-    {"deflate.precompressed", SL_KEY_BOOL, 0, OFF(precompressed), NULL, NULL},
+    SL_KEY_AT("deflate.precompressed", SL_KEY_BOOL, precompressed),
     /* lighttpd's mod_compress names, which lighttpd 1.4 maps onto these. */
-    {"compress.filetype", SL_KEY_VALUE, 0, OFF(mimetypes), prep_mimetypes, mimes_release},
-    {"compress.allowed-encodings", SL_KEY_VALUE, 0, OFF(allowed), prep_encodings, free},
-    {"compress.cache-dir", SL_KEY_VALUE, 0, OFF(cache_dir), prep_cache_dir, free},
-    {"compress.max-filesize", SL_KEY_INT, 0, OFF(max_size_kb), NULL, NULL},
-    {"compress.max-loadavg", SL_KEY_VALUE, 0, OFF(max_loadavg), prep_loadavg, free},
+    SL_KEY_PREP("compress.filetype", SL_KEY_VALUE, mimetypes, prep_mimetypes, mimes_release),
+    SL_KEY_PREP("compress.allowed-encodings", SL_KEY_VALUE, allowed, prep_encodings, free),
+    SL_KEY_PREP("compress.cache-dir", SL_KEY_VALUE, cache_dir, prep_cache_dir, free),
+    SL_KEY_AT("compress.max-filesize", SL_KEY_INT, max_size_kb),
+    SL_KEY_PREP("compress.max-loadavg", SL_KEY_VALUE, max_loadavg, prep_loadavg, free),
     {NULL},
 };
 
-static const char *const deflate_aliases[] = {"mod_deflate", "mod_compress", NULL};
-
 sl_module sl_mod_deflate = {
-    .name = "deflate",
-    .aliases = deflate_aliases,
-    .keys = deflate_keys,
-    .conf_size = sizeof(df_conf),
+    SL_MODULE_HEAD("deflate", deflate_keys, df_conf, "mod_deflate", "mod_compress"),
     .defaults = deflate_defaults,
     .init = deflate_init,
     .fini = deflate_fini,

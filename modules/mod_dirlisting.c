@@ -22,7 +22,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pcre2.h>
-#include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -72,14 +72,11 @@ sl_module sl_mod_dirlisting;
 
 #define DCONF(c) SL_MODCONF((c)->conf, sl_mod_dirlisting, dl_conf)
 
-/* Listings in the process: at most `limit` hold stat threads at once (half of them, so plain
- * lookups always find one); the rest wait here, oldest first, any loop's, and a listing that
- * finishes starts the next. Beyond MAX_WAITING waiting the answer is 503 with Retry-After. */
-#define MAX_WAITING 256
-static pthread_mutex_t wait_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct dl_job *wait_head, *wait_tail;
-static unsigned n_running, n_waiting;
-static uint64_t n_listed, n_refused; /* for the status page */
+/* Listings in the process: at most half the stat threads hold one at once, so plain lookups
+ * always find a thread; the rest wait in the limiter, oldest first, any loop's, and a listing
+ * that finishes starts the next. Beyond 256 waiting the answer is 503 with Retry-After. */
+static sl_tlimit listings = SL_TLIMIT_INIT(256);
+static _Atomic uint64_t n_listed; /* for the status page */
 
 /* ---- keys ---- */
 
@@ -93,10 +90,8 @@ static void regexes_release(void *p)
 
 static int prep_exclude(const sl_cval *v, const sl_key_ctx *ctx, void **out)
 {
-    if (!sl_cval_strings(v, false)) {
-        snprintf(ctx->err, ctx->errlen, "dir-listing.exclude must be a list of regular expressions");
-        return -1;
-    }
+    if (!sl_cval_strings(v, false))
+        return sl_key_fail(ctx, "dir-listing.exclude must be a list of regular expressions");
     dl_regexes *r = calloc(1, sizeof *r + v->n_items * sizeof r->re[0]);
     if (!r) return snprintf(ctx->err, ctx->errlen, "out of memory"), -1;
     for (size_t i = 0; i < v->n_items; i++) {
@@ -124,11 +119,9 @@ static int prep_shown(const sl_cval *v, const sl_key_ctx *ctx, void **out, const
 {
     const char *s = v->type == SL_CV_STRING ? v->str : NULL;
     if (v->type == SL_CV_INT && (v->num == 0 || v->num == 1)) s = v->num ? "enable" : "disable";
-    if (!s) {
-        snprintf(ctx->err, ctx->errlen, "%s must be \"enable\", \"disable\" or a file name",
-                 ctx->assign->key);
-        return -1;
-    }
+    if (!s)
+        return sl_key_fail(ctx, "%s must be \"enable\", \"disable\" or a file name",
+                           ctx->assign->key);
     if (!strcmp(s, "enable") || !strcmp(s, "true") || !strcmp(s, "on"))
         *out = strdup(usual);
     else if (!s[0] || !strcmp(s, "disable") || !strcmp(s, "false") || !strcmp(s, "off"))
@@ -302,9 +295,6 @@ static dl_order order_of(const char *q)
 /* What a listing job needs from the request, copied so the thread touches no connection. */
 typedef struct dl_job {
     sl_job job;
-    struct dl_job *next_waiting;
-    sl_tpool *pool;
-    sl_tport *port;                /* the loop of the connection */
     sl_conn *c;
     const dl_conf *dc;             /* the request's conf (kept while the job is out) */
     const sl_strlist *index_files; /* index-file.names */
@@ -589,41 +579,16 @@ static void job_work(sl_job *job)
     list_dir((dl_job *)job);
 }
 
-static void job_work(sl_job *job);
-static void job_done(sl_job *job);
-
-/* A listing ended (done: it ran), or never started: its thread slot goes to the oldest waiting
- * listing, if any. */
-static void start_next(bool done)
-{
-    pthread_mutex_lock(&wait_lock);
-    if (done) n_listed++;
-    dl_job *next = wait_head;
-    if (next) {
-        wait_head = next->next_waiting;
-        if (!wait_head) wait_tail = NULL;
-        n_waiting--;
-    } else {
-        n_running--;
-    }
-    pthread_mutex_unlock(&wait_lock);
-    if (!next) return;
-    next->job.work = job_work;
-    next->job.done = job_done;
-    if (sl_tpool_submit(next->pool, next->port, &next->job) < 0) {
-        /* The pool stops or is full: the listing is answered 503 on its own loop (whose
-         * done() passes the slot on again). */
-        next->status = 503;
-        next->err = -EAGAIN;
-        sl_tport_complete(next->port, &next->job);
-    }
-}
-
 static void job_done(sl_job *job)
 {
     dl_job *j = (dl_job *)job;
     sl_conn *c = j->c;
-    start_next(true);
+    if (sl_tlimit_done(&listings, job)) {
+        atomic_fetch_add_explicit(&n_listed, 1, memory_order_relaxed);
+    } else { /* its turn came to a full pool */
+        j->status = 503;
+        j->err = -EAGAIN;
+    }
     c->pending--;
     if (c->closed) {
         job_free(j);
@@ -667,29 +632,7 @@ static sl_hresult dirlisting_handle(sl_conn *c)
         job_free(j);
         return r;
     }
-    /* Half the pool (server.max-stat-threads), at least one. */
-    unsigned limit = (unsigned)srv->global->max_stat_threads / 2;
-    if (!limit) limit = 1;
-    j->pool = srv->stat_pool;
-    j->port = c->loop->port;
-    pthread_mutex_lock(&wait_lock);
-    bool run = n_running < limit, wait = !run && n_waiting < MAX_WAITING;
-    if (run) n_running++;
-    if (!run && !wait) n_refused++;
-    if (wait) {
-        if (wait_tail)
-            wait_tail->next_waiting = j;
-        else
-            wait_head = j;
-        wait_tail = j;
-        n_waiting++;
-    }
-    pthread_mutex_unlock(&wait_lock);
-    if (run && sl_tpool_submit(srv->stat_pool, c->loop->port, &j->job) < 0) {
-        start_next(false); /* give the slot back (or to a waiting listing) */
-        run = false;
-    }
-    if (!run && !wait) {
+    if (sl_tlimit_submit(&listings, srv->stat_pool, c->loop->port, &j->job) < 0) {
         job_free(j);
         /* Too many listings: the client may come back shortly (lighttpd answers the same). */
         c->status = 503;
@@ -701,14 +644,13 @@ static sl_hresult dirlisting_handle(sl_conn *c)
     return SL_WAIT;
 }
 
-/* Listings now and since start (any loop's thread: the counters are read under the lock). */
+/* Listings now and since start (any loop's thread: the counters are atomic or locked). */
 static void dirlisting_status(sl_server *srv, sl_status_out *o)
 {
     (void)srv;
-    pthread_mutex_lock(&wait_lock);
-    unsigned running = n_running, waiting = n_waiting;
-    uint64_t listed = n_listed, refused = n_refused;
-    pthread_mutex_unlock(&wait_lock);
+    unsigned running, waiting;
+    uint64_t refused, listed = atomic_load_explicit(&n_listed, memory_order_relaxed);
+    sl_tlimit_get(&listings, &running, &waiting, &refused);
     sl_status_list(o, "dirlisting", "what");
     sl_status_item(o, "listings");
     sl_status_num(o, "running", running, false);
@@ -727,36 +669,31 @@ static void dirlisting_defaults(void *p)
     dc->auto_layout = true;
 }
 
-#define OFF(f) offsetof(dl_conf, f)
+#define SL_KEY_CONF dl_conf
 static const sl_key dirlisting_keys[] = {
-    {"dir-listing.activate", SL_KEY_BOOL, 0, OFF(activate), NULL, NULL},
-    {"server.dir-listing", SL_KEY_BOOL, 0, OFF(activate), NULL, NULL},
-    {"dir-listing.hide-dotfiles", SL_KEY_BOOL, 0, OFF(hide_dotfiles), NULL, NULL},
-    {"dir-listing.external-css", SL_KEY_STRING, 0, OFF(external_css), NULL, NULL},
-    {"dir-listing.external-js", SL_KEY_STRING, 0, OFF(external_js), NULL, NULL},
-    {"dir-listing.encoding", SL_KEY_STRING, 0, OFF(encoding), NULL, NULL},
-    {"dir-listing.set-footer", SL_KEY_STRING, 0, OFF(footer), NULL, NULL},
-    {"dir-listing.exclude", SL_KEY_VALUE, 0, OFF(exclude), prep_exclude, regexes_release},
-    {"dir-listing.show-readme", SL_KEY_VALUE, 0, OFF(readme), prep_readme, free},
-    {"dir-listing.show-header", SL_KEY_VALUE, 0, OFF(header), prep_header, free},
-    {"dir-listing.hide-readme-file", SL_KEY_BOOL, 0, OFF(hide_readme), NULL, NULL},
-    {"dir-listing.hide-header-file", SL_KEY_BOOL, 0, OFF(hide_header), NULL, NULL},
-    {"dir-listing.encode-readme", SL_KEY_BOOL, 0, OFF(encode_readme), NULL, NULL},
-    {"dir-listing.encode-header", SL_KEY_BOOL, 0, OFF(encode_header), NULL, NULL},
-    {"dir-listing.auto-layout", SL_KEY_BOOL, 0, OFF(auto_layout), NULL, NULL},
+    SL_KEY_AT("dir-listing.activate", SL_KEY_BOOL, activate),
+    SL_KEY_AT("server.dir-listing", SL_KEY_BOOL, activate),
+    SL_KEY_AT("dir-listing.hide-dotfiles", SL_KEY_BOOL, hide_dotfiles),
+    SL_KEY_AT("dir-listing.external-css", SL_KEY_STRING, external_css),
+    SL_KEY_AT("dir-listing.external-js", SL_KEY_STRING, external_js),
+    SL_KEY_AT("dir-listing.encoding", SL_KEY_STRING, encoding),
+    SL_KEY_AT("dir-listing.set-footer", SL_KEY_STRING, footer),
+    SL_KEY_PREP("dir-listing.exclude", SL_KEY_VALUE, exclude, prep_exclude, regexes_release),
+    SL_KEY_PREP("dir-listing.show-readme", SL_KEY_VALUE, readme, prep_readme, free),
+    SL_KEY_PREP("dir-listing.show-header", SL_KEY_VALUE, header, prep_header, free),
+    SL_KEY_AT("dir-listing.hide-readme-file", SL_KEY_BOOL, hide_readme),
+    SL_KEY_AT("dir-listing.hide-header-file", SL_KEY_BOOL, hide_header),
+    SL_KEY_AT("dir-listing.encode-readme", SL_KEY_BOOL, encode_readme),
+    SL_KEY_AT("dir-listing.encode-header", SL_KEY_BOOL, encode_header),
+    SL_KEY_AT("dir-listing.auto-layout", SL_KEY_BOOL, auto_layout),
     {"dir-listing.cache", SL_KEY_VALUE, 0, 0, prep_cache, NULL},
     {NULL},
 };
 
 /* lighttpd always loads mod_dirlisting (its listing is off until dir-listing.activate). */
-static const char *const dirlisting_aliases[] = {"mod_dirlisting", NULL};
-
 sl_module sl_mod_dirlisting = {
-    .name = "dirlisting",
-    .aliases = dirlisting_aliases,
+    SL_MODULE_HEAD("dirlisting", dirlisting_keys, dl_conf, "mod_dirlisting"),
     .always = true,
-    .keys = dirlisting_keys,
-    .conf_size = sizeof(dl_conf),
     .defaults = dirlisting_defaults,
     .handle = dirlisting_handle,
     .status = dirlisting_status,

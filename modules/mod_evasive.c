@@ -132,21 +132,16 @@ static void evasive_status(struct sl_server *srv, sl_status_out *o)
     sl_status_list_end(o);
 }
 
-#define OFF(f) offsetof(evasive_conf, f)
+#define SL_KEY_CONF evasive_conf
 static const sl_key evasive_keys[] = {
-    {"evasive.max-conns-per-ip", SL_KEY_INT, 0, OFF(max_conns), prep_max, NULL},
-    {"evasive.silent", SL_KEY_BOOL, 0, OFF(silent), NULL, NULL},
-    {"evasive.location", SL_KEY_STRING, 0, OFF(location), prep_location, NULL},
+    SL_KEY_PREP("evasive.max-conns-per-ip", SL_KEY_INT, max_conns, prep_max, NULL),
+    SL_KEY_AT("evasive.silent", SL_KEY_BOOL, silent),
+    SL_KEY_PREP("evasive.location", SL_KEY_STRING, location, prep_location, NULL),
     {NULL},
 };
 
-static const char *const evasive_aliases[] = {"mod_evasive", NULL};
-
 sl_module sl_mod_evasive = {
-    .name = "evasive",
-    .aliases = evasive_aliases,
-    .keys = evasive_keys,
-    .conf_size = sizeof(evasive_conf),
+    SL_MODULE_HEAD("evasive", evasive_keys, evasive_conf, "mod_evasive"),
     .init = evasive_init,
     .fini = evasive_fini,
     .uri_clean = evasive_uri_clean,

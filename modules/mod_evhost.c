@@ -48,16 +48,10 @@ static void pattern_free(void *p)
 
 static int prep_pattern(const sl_cval *v, const sl_key_ctx *ctx, void **out)
 {
-    if (v->type != SL_CV_STRING) {
-        snprintf(ctx->err, ctx->errlen, "evhost.path-pattern must be a string");
-        return -1;
-    }
+    if (v->type != SL_CV_STRING) return sl_key_fail(ctx, "evhost.path-pattern must be a string");
     if (!v->str[0]) return 0; /* "": off */
-    if (v->str[0] != '/') {
-        snprintf(ctx->err, ctx->errlen, "evhost.path-pattern \"%s\" must be an absolute path",
-                 v->str);
-        return -1;
-    }
+    if (v->str[0] != '/')
+        return sl_key_fail(ctx, "evhost.path-pattern \"%s\" must be an absolute path", v->str);
     size_t len = strlen(v->str);
     evh_pattern *e = calloc(1, sizeof *e + (len + 1) * sizeof e->p[0]);
     if (!e || !(e->src = strdup(v->str))) {
@@ -174,13 +168,8 @@ static const sl_key evh_keys[] = {
     {NULL},
 };
 
-static const char *const evh_aliases[] = {"mod_evhost", NULL};
-
 sl_module sl_mod_evhost = {
-    .name = "evhost",
-    .aliases = evh_aliases,
-    .keys = evh_keys,
-    .conf_size = sizeof(evh_conf),
+    SL_MODULE_HEAD("evhost", evh_keys, evh_conf, "mod_evhost"),
     .uri_clean = evh_uri_clean,
     .request_done = evh_request_done,
 };

@@ -84,11 +84,9 @@ static int parse_lifetime(const char *s, bool *from_mod, long long *secs, char *
 
 static int prep_rules(const sl_cval *v, const sl_key_ctx *ctx, void **out)
 {
-    if (!sl_cval_strings(v, true)) {
-        snprintf(ctx->err, ctx->errlen, "%s must be an array of \"prefix\" => \"lifetime\" pairs",
-                 ctx->assign->key);
-        return -1;
-    }
+    if (!sl_cval_strings(v, true))
+        return sl_key_fail(ctx, "%s must be an array of \"prefix\" => \"lifetime\" pairs",
+                           ctx->assign->key);
     expire_rules *rs = calloc(1, sizeof *rs + v->n_items * sizeof rs->r[0]);
     if (!rs) return snprintf(ctx->err, ctx->errlen, "out of memory"), -1;
     for (size_t i = 0; i < v->n_items; i++) {
@@ -158,19 +156,14 @@ static void expire_response_start(sl_conn *c)
     }
 }
 
-#define OFF(f) offsetof(expire_conf, f)
+#define SL_KEY_CONF expire_conf
 static const sl_key expire_keys[] = {
-    {"expire.url", SL_KEY_VALUE, 0, OFF(url), prep_rules, free},
-    {"expire.mimetypes", SL_KEY_VALUE, 0, OFF(mimetypes), prep_rules, free},
+    SL_KEY_PREP("expire.url", SL_KEY_VALUE, url, prep_rules, free),
+    SL_KEY_PREP("expire.mimetypes", SL_KEY_VALUE, mimetypes, prep_rules, free),
     {NULL},
 };
 
-static const char *const expire_aliases[] = {"mod_expire", NULL};
-
 sl_module sl_mod_expire = {
-    .name = "expire",
-    .aliases = expire_aliases,
-    .keys = expire_keys,
-    .conf_size = sizeof(expire_conf),
+    SL_MODULE_HEAD("expire", expire_keys, expire_conf, "mod_expire"),
     .response_start = expire_response_start,
 };

@@ -62,11 +62,9 @@ static const char *const default_headers[] = {"X-Forwarded-For", "Forwarded-For"
 
 static int prep_forwarder(const sl_cval *v, const sl_key_ctx *ctx, void **out)
 {
-    if (v->type != SL_CV_ARRAY) {
-        snprintf(ctx->err, ctx->errlen, "extforward.forwarder must be a list "
-                 "( \"10.0.0.1\" => \"trust\", \"10.1.0.0/16\" => \"trust\" )");
-        return -1;
-    }
+    if (v->type != SL_CV_ARRAY)
+        return sl_key_fail(ctx, "extforward.forwarder must be a list "
+                           "( \"10.0.0.1\" => \"trust\", \"10.1.0.0/16\" => \"trust\" )");
     xf_trust *t = calloc(1, sizeof *t + v->n_items * sizeof t->net[0]);
     if (!t) return snprintf(ctx->err, ctx->errlen, "out of memory"), -1;
     for (size_t i = 0; i < v->n_items; i++) {
@@ -107,10 +105,8 @@ static int prep_headers(const sl_cval *v, const sl_key_ctx *ctx, void **out)
     (void)out;
     for (size_t i = 0; i < v->n_items; i++) {
         const char *h = v->items[i].val->str;
-        if (!h[0] || strpbrk(h, " \t:\r\n")) {
-            snprintf(ctx->err, ctx->errlen, "extforward.headers: \"%s\" is not a header name", h);
-            return -1;
-        }
+        if (!h[0] || strpbrk(h, " \t:\r\n"))
+            return sl_key_fail(ctx, "extforward.headers: \"%s\" is not a header name", h);
     }
     return 0;
 }
@@ -266,23 +262,18 @@ static void xf_request_done(sl_conn *c)
     SL_CTX(c, sl_mod_extforward) = NULL;
 }
 
-#define OFF(f) offsetof(xf_conf, f)
+#define SL_KEY_CONF xf_conf
 static const sl_key xf_keys[] = {
-    {"extforward.forwarder", SL_KEY_VALUE, 0, OFF(trust), prep_forwarder, free},
-    {"extforward.headers", SL_KEY_STRLIST, 0, OFF(headers), prep_headers, NULL},
+    SL_KEY_PREP("extforward.forwarder", SL_KEY_VALUE, trust, prep_forwarder, free),
+    SL_KEY_PREP("extforward.headers", SL_KEY_STRLIST, headers, prep_headers, NULL),
     {"extforward.params", SL_KEY_VALUE, 0, 0, prep_refused, NULL},
     {"extforward.hap-PROXY", SL_KEY_VALUE, 0, 0, prep_refused, NULL},
     {"extforward.hap-PROXY-ssl-client-verify", SL_KEY_VALUE, 0, 0, prep_refused, NULL},
     {NULL},
 };
 
-static const char *const xf_aliases[] = {"mod_extforward", NULL};
-
 sl_module sl_mod_extforward = {
-    .name = "extforward",
-    .aliases = xf_aliases,
-    .keys = xf_keys,
-    .conf_size = sizeof(xf_conf),
+    SL_MODULE_HEAD("extforward", xf_keys, xf_conf, "mod_extforward"),
     .uri_raw = xf_uri_raw,
     .request_done = xf_request_done,
 };

@@ -81,16 +81,12 @@ static sl_hresult redirect_uri_raw(sl_conn *c)
 
 static int redirect_loop_init(sl_loop *loop, char *err, size_t errlen)
 {
-    pcre2_match_data *md = sl_urlrules_match_data();
-    if (!md) return snprintf(err, errlen, "out of memory"), -1;
-    loop->mod[sl_mod_redirect.index] = md;
-    return 0;
+    return sl_urlrules_loop_init(&loop->mod[sl_mod_redirect.index], err, errlen);
 }
 
 static void redirect_loop_fini(sl_loop *loop)
 {
-    pcre2_match_data_free(loop->mod[sl_mod_redirect.index]);
-    loop->mod[sl_mod_redirect.index] = NULL;
+    sl_urlrules_loop_fini(&loop->mod[sl_mod_redirect.index]);
 }
 
 static void redirect_defaults(void *p)
@@ -99,20 +95,15 @@ static void redirect_defaults(void *p)
     rc->code = 301;
 }
 
-#define OFF(f) offsetof(sl_redirect_conf, f)
+#define SL_KEY_CONF sl_redirect_conf
 static const sl_key redirect_keys[] = {
-    {"url.redirect", SL_KEY_VALUE, 0, OFF(rules), prep_rules, sl_urlrules_free},
-    {"url.redirect-code", SL_KEY_INT, 0, OFF(code), prep_code, NULL},
+    SL_KEY_PREP("url.redirect", SL_KEY_VALUE, rules, prep_rules, sl_urlrules_free),
+    SL_KEY_PREP("url.redirect-code", SL_KEY_INT, code, prep_code, NULL),
     {NULL},
 };
 
-static const char *const redirect_aliases[] = {"mod_redirect", NULL};
-
 sl_module sl_mod_redirect = {
-    .name = "redirect",
-    .aliases = redirect_aliases,
-    .keys = redirect_keys,
-    .conf_size = sizeof(sl_redirect_conf),
+    SL_MODULE_HEAD("redirect", redirect_keys, sl_redirect_conf, "mod_redirect"),
     .defaults = redirect_defaults,
     .loop_init = redirect_loop_init,
     .loop_fini = redirect_loop_fini,

@@ -241,36 +241,27 @@ static sl_hresult rewrite_physical(sl_conn *c)
 
 static int rewrite_loop_init(sl_loop *loop, char *err, size_t errlen)
 {
-    pcre2_match_data *md = sl_urlrules_match_data();
-    if (!md) return snprintf(err, errlen, "out of memory"), -1;
-    loop->mod[sl_mod_rewrite.index] = md;
-    return 0;
+    return sl_urlrules_loop_init(&loop->mod[sl_mod_rewrite.index], err, errlen);
 }
 
 static void rewrite_loop_fini(sl_loop *loop)
 {
-    pcre2_match_data_free(loop->mod[sl_mod_rewrite.index]);
-    loop->mod[sl_mod_rewrite.index] = NULL;
+    sl_urlrules_loop_fini(&loop->mod[sl_mod_rewrite.index]);
 }
 
-#define OFF(f) offsetof(sl_rewrite_conf, f)
+#define SL_KEY_CONF sl_rewrite_conf
 static const sl_key rewrite_keys[] = {
-    {"url.rewrite-once", SL_KEY_VALUE, 0, OFF(once), prep_list, list_release},
-    {"url.rewrite-final", SL_KEY_VALUE, 0, OFF(final), prep_list, list_release},
-    {"url.rewrite", SL_KEY_VALUE, 0, OFF(plain), prep_list, list_release},
-    {"url.rewrite-repeat", SL_KEY_VALUE, 0, OFF(repeat), prep_list, list_release},
-    {"url.rewrite-if-not-file", SL_KEY_VALUE, 0, OFF(nf), prep_list, list_release},
-    {"url.rewrite-repeat-if-not-file", SL_KEY_VALUE, 0, OFF(repeat_nf), prep_list, list_release},
+    SL_KEY_PREP("url.rewrite-once", SL_KEY_VALUE, once, prep_list, list_release),
+    SL_KEY_PREP("url.rewrite-final", SL_KEY_VALUE, final, prep_list, list_release),
+    SL_KEY_PREP("url.rewrite", SL_KEY_VALUE, plain, prep_list, list_release),
+    SL_KEY_PREP("url.rewrite-repeat", SL_KEY_VALUE, repeat, prep_list, list_release),
+    SL_KEY_PREP("url.rewrite-if-not-file", SL_KEY_VALUE, nf, prep_list, list_release),
+    SL_KEY_PREP("url.rewrite-repeat-if-not-file", SL_KEY_VALUE, repeat_nf, prep_list, list_release),
     {NULL},
 };
 
-static const char *const rewrite_aliases[] = {"mod_rewrite", NULL};
-
 sl_module sl_mod_rewrite = {
-    .name = "rewrite",
-    .aliases = rewrite_aliases,
-    .keys = rewrite_keys,
-    .conf_size = sizeof(sl_rewrite_conf),
+    SL_MODULE_HEAD("rewrite", rewrite_keys, sl_rewrite_conf, "mod_rewrite"),
     .loop_init = rewrite_loop_init,
     .loop_fini = rewrite_loop_fini,
     .uri_raw = rewrite_uri_raw,

@@ -31,21 +31,19 @@
 #include "connection.h"
 #include "log.h"
 #include "module.h"
+#include "registry.h"
 #include "server.h"
 
 /* One database and what it has counted since its last update. */
 typedef struct rrd_db {
-    struct rrd_db *next;
-    char *path;
-    unsigned refs;
+    sl_named named;      /* its path */
     _Atomic unsigned long long requests, bytes_in, bytes_out;
 } rrd_db;
 
 /* Every database of the loaded configs: the main thread adds and drops them as configs are
- * loaded and freed (a graceful restart's check too) while the talking thread walks them, so
- * both hold dbs_lock, and the walk holds a reference to each database it visits. */
-static rrd_db *dbs;
-static pthread_mutex_t dbs_lock = PTHREAD_MUTEX_INITIALIZER;
+ * loaded and freed (a graceful restart's check too) while the talking thread walks them, holding
+ * each database it visits. */
+static sl_registry dbs = SL_REGISTRY_INIT;
 
 typedef struct rrd_conf {
     const char *binary;  /* rrdtool.binary */
@@ -70,57 +68,28 @@ sl_module sl_mod_rrdtool;
 static void db_release(void *p)
 {
     rrd_db *d = p;
-    pthread_mutex_lock(&dbs_lock);
-    bool last = --d->refs == 0;
-    if (last)
-        for (rrd_db **at = &dbs; *at; at = &(*at)->next)
-            if (*at == d) {
-                *at = d->next;
-                break;
-            }
-    pthread_mutex_unlock(&dbs_lock);
-    if (!last) return;
-    free(d->path);
-    free(d);
+    if (sl_registry_drop(&dbs, &d->named)) sl_named_free(&d->named);
 }
 
 static int prep_db(const sl_cval *v, const sl_key_ctx *ctx, void **out)
 {
-    if (v->type != SL_CV_STRING || !v->str[0]) {
-        snprintf(ctx->err, ctx->errlen, "rrdtool.db-name must be a file name");
-        return -1;
-    }
+    if (v->type != SL_CV_STRING || !v->str[0])
+        return sl_key_fail(ctx, "rrdtool.db-name must be a file name");
     char *path = sl_key_abs_path(ctx, v->str);
     if (!path) return snprintf(ctx->err, ctx->errlen, "out of memory"), -1;
-    pthread_mutex_lock(&dbs_lock);
-    rrd_db *d = dbs;
-    while (d && strcmp(d->path, path)) d = d->next;
-    if (d) {
-        free(path);
-    } else if ((d = calloc(1, sizeof *d))) {
-        d->path = path;
-        d->next = dbs;
-        dbs = d;
-    }
-    if (d) d->refs++;
-    pthread_mutex_unlock(&dbs_lock);
-    if (!d) {
-        free(path);
-        return snprintf(ctx->err, ctx->errlen, "out of memory"), -1;
-    }
+    rrd_db *d = (rrd_db *)sl_registry_get(&dbs, path, sizeof *d, NULL);
+    if (!d) return snprintf(ctx->err, ctx->errlen, "out of memory"), -1;
     *out = d;
     /* rrdtool, started by the user starting the server, creates and writes it. */
-    sl_key_access(ctx, d->path, SL_ACCESS_APPEND_FILE, false);
+    sl_key_access(ctx, d->named.name, SL_ACCESS_APPEND_FILE, false);
     return 0;
 }
 
 static int prep_binary(const sl_cval *v, const sl_key_ctx *ctx, void **out)
 {
     (void)out;
-    if (ctx->check_system && access(v->str, X_OK) < 0) {
-        snprintf(ctx->err, ctx->errlen, "rrdtool.binary \"%s\": %s", v->str, strerror(errno));
-        return -1;
-    }
+    if (ctx->check_system && access(v->str, X_OK) < 0)
+        return sl_key_fail(ctx, "rrdtool.binary \"%s\": %s", v->str, strerror(errno));
     return 0;
 }
 
@@ -213,7 +182,7 @@ static void update(rrd_state *st, rrd_db *d)
 {
     char line[4400];
     struct stat sb;
-    if (stat(d->path, &sb) < 0 || sb.st_size == 0) {
+    if (stat(d->named.name, &sb) < 0 || sb.st_size == 0) {
         snprintf(line, sizeof line,
                  "create %s --step 60 DS:InOctets:ABSOLUTE:600:U:U "
                  "DS:OutOctets:ABSOLUTE:600:U:U DS:Requests:ABSOLUTE:600:U:U "
@@ -221,13 +190,13 @@ static void update(rrd_state *st, rrd_db *d)
                  "RRA:AVERAGE:0.5:288:797 RRA:MAX:0.5:1:600 RRA:MAX:0.5:6:700 "
                  "RRA:MAX:0.5:24:775 RRA:MAX:0.5:288:797 RRA:MIN:0.5:1:600 "
                  "RRA:MIN:0.5:6:700 RRA:MIN:0.5:24:775 RRA:MIN:0.5:288:797\n",
-                 d->path);
+                 d->named.name);
         if (command(st, line) < 0) return;
     }
     unsigned long long rq = atomic_exchange(&d->requests, 0),
                        in = atomic_exchange(&d->bytes_in, 0),
                        out = atomic_exchange(&d->bytes_out, 0);
-    snprintf(line, sizeof line, "update %s N:%llu:%llu:%llu\n", d->path, in, out, rq);
+    snprintf(line, sizeof line, "update %s N:%llu:%llu:%llu\n", d->named.name, in, out, rq);
     command(st, line);
 }
 
@@ -250,16 +219,10 @@ static void *talk(void *arg)
         time_t now = time(NULL);
         if (stopping && now == last) sleep(1);
         /* The databases now, each held while rrdtool is asked (it may take a while). */
-        rrd_db *walk[64];
-        size_t n = 0;
-        pthread_mutex_lock(&dbs_lock);
-        for (rrd_db *d = dbs; d && n < 64; d = d->next) {
-            d->refs++;
-            walk[n++] = d;
-        }
-        pthread_mutex_unlock(&dbs_lock);
+        sl_named *walk[64];
+        size_t n = sl_registry_hold_all(&dbs, walk, 64);
         for (size_t i = 0; i < n; i++) {
-            update(st, walk[i]);
+            update(st, (rrd_db *)walk[i]);
             db_release(walk[i]);
         }
         last = time(NULL);
@@ -274,7 +237,7 @@ static void *talk(void *arg)
 static int rrd_init(sl_server *srv, const void *conf, char *err, size_t errlen)
 {
     const rrd_conf *rc = SL_MODCONF(conf, sl_mod_rrdtool, rrd_conf);
-    if (!dbs) return 0;
+    if (!dbs.head) return 0;
     rrd_state *st = calloc(1, sizeof *st);
     if (!st || !(st->binary = strdup(rc->binary))) {
         free(st);
@@ -327,20 +290,15 @@ static void rrd_defaults(void *p)
     ((rrd_conf *)p)->binary = "/usr/bin/rrdtool";
 }
 
-#define OFF(f) offsetof(rrd_conf, f)
+#define SL_KEY_CONF rrd_conf
 static const sl_key rrd_keys[] = {
-    {"rrdtool.binary", SL_KEY_STRING, SL_KEY_GLOBAL, OFF(binary), prep_binary, NULL},
-    {"rrdtool.db-name", SL_KEY_VALUE, 0, OFF(db), prep_db, db_release},
+    SL_KEY_FLAGS("rrdtool.binary", SL_KEY_STRING, SL_KEY_GLOBAL, binary, prep_binary, NULL),
+    SL_KEY_PREP("rrdtool.db-name", SL_KEY_VALUE, db, prep_db, db_release),
     {NULL},
 };
 
-static const char *const rrd_aliases[] = {"mod_rrdtool", NULL};
-
 sl_module sl_mod_rrdtool = {
-    .name = "rrdtool",
-    .aliases = rrd_aliases,
-    .keys = rrd_keys,
-    .conf_size = sizeof(rrd_conf),
+    SL_MODULE_HEAD("rrdtool", rrd_keys, rrd_conf, "mod_rrdtool"),
     .defaults = rrd_defaults,
     .init = rrd_init,
     .fini = rrd_fini,

@@ -37,11 +37,8 @@ static int prep_fields(const sl_cval *v, const sl_key_ctx *ctx, void **out)
         for (const char *p = k; *p && ok; p++)
             ok = (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
                  strchr("!#$%&'*+-.^_`|~", *p);
-        if (!ok) {
-            snprintf(ctx->err, ctx->errlen, "%s: \"%s\" is not a header field name",
-                     ctx->assign->key, k);
-            return -1;
-        }
+        if (!ok)
+            return sl_key_fail(ctx, "%s: \"%s\" is not a header field name", ctx->assign->key, k);
         if (strpbrk(val, "\r\n")) {
             snprintf(ctx->err, ctx->errlen, "%s: the value of \"%s\" has a line break",
                      ctx->assign->key, k);
@@ -55,11 +52,9 @@ static int prep_env(const sl_cval *v, const sl_key_ctx *ctx, void **out)
 {
     (void)out;
     for (size_t i = 0; i < v->n_items; i++)
-        if (!v->items[i].key[0] || strchr(v->items[i].key, '=')) {
-            snprintf(ctx->err, ctx->errlen, "%s: \"%s\" is not a variable name", ctx->assign->key,
-                     v->items[i].key);
-            return -1;
-        }
+        if (!v->items[i].key[0] || strchr(v->items[i].key, '='))
+            return sl_key_fail(ctx, "%s: \"%s\" is not a variable name", ctx->assign->key,
+                               v->items[i].key);
     return 0;
 }
 
@@ -86,24 +81,19 @@ static void setenv_response_start(sl_conn *c)
     }
 }
 
-#define OFF(f) offsetof(setenv_conf, f)
+#define SL_KEY_CONF setenv_conf
 static const sl_key setenv_keys[] = {
-    {"setenv.add-request-header", SL_KEY_KVLIST, 0, OFF(req.hdr_add), prep_fields, NULL},
-    {"setenv.set-request-header", SL_KEY_KVLIST, 0, OFF(req.hdr_set), prep_fields, NULL},
-    {"setenv.add-response-header", SL_KEY_KVLIST, 0, OFF(resp_add), prep_fields, NULL},
-    {"setenv.set-response-header", SL_KEY_KVLIST, 0, OFF(resp_set), prep_fields, NULL},
-    {"setenv.add-environment", SL_KEY_KVLIST, 0, OFF(req.env_add), prep_env, NULL},
-    {"setenv.set-environment", SL_KEY_KVLIST, 0, OFF(req.env_set), prep_env, NULL},
+    SL_KEY_PREP("setenv.add-request-header", SL_KEY_KVLIST, req.hdr_add, prep_fields, NULL),
+    SL_KEY_PREP("setenv.set-request-header", SL_KEY_KVLIST, req.hdr_set, prep_fields, NULL),
+    SL_KEY_PREP("setenv.add-response-header", SL_KEY_KVLIST, resp_add, prep_fields, NULL),
+    SL_KEY_PREP("setenv.set-response-header", SL_KEY_KVLIST, resp_set, prep_fields, NULL),
+    SL_KEY_PREP("setenv.add-environment", SL_KEY_KVLIST, req.env_add, prep_env, NULL),
+    SL_KEY_PREP("setenv.set-environment", SL_KEY_KVLIST, req.env_set, prep_env, NULL),
     {NULL},
 };
 
-static const char *const setenv_aliases[] = {"mod_setenv", NULL};
-
 sl_module sl_mod_setenv = {
-    .name = "setenv",
-    .aliases = setenv_aliases,
-    .keys = setenv_keys,
-    .conf_size = sizeof(setenv_conf),
+    SL_MODULE_HEAD("setenv", setenv_keys, setenv_conf, "mod_setenv"),
     .uri_clean = setenv_uri_clean,
     .response_start = setenv_response_start,
 };

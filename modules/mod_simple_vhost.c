@@ -32,10 +32,8 @@ sl_module sl_mod_simple_vhost;
 
 static int prep_server_root(const sl_cval *v, const sl_key_ctx *ctx, void **out)
 {
-    if (v->type != SL_CV_STRING) {
-        snprintf(ctx->err, ctx->errlen, "simple-vhost.server-root must be a directory name");
-        return -1;
-    }
+    if (v->type != SL_CV_STRING)
+        return sl_key_fail(ctx, "simple-vhost.server-root must be a directory name");
     if (!v->str[0]) return 0; /* "": off, as in lighttpd */
     char *abs = sl_key_abs_path(ctx, v->str);
     size_t n = abs ? strlen(abs) : 0;
@@ -54,10 +52,8 @@ static int prep_server_root(const sl_cval *v, const sl_key_ctx *ctx, void **out)
 
 static int prep_document_root(const sl_cval *v, const sl_key_ctx *ctx, void **out)
 {
-    if (v->type != SL_CV_STRING) {
-        snprintf(ctx->err, ctx->errlen, "simple-vhost.document-root must be a path");
-        return -1;
-    }
+    if (v->type != SL_CV_STRING)
+        return sl_key_fail(ctx, "simple-vhost.document-root must be a path");
     const char *s = v->str;
     while (*s == '/') s++;
     size_t n = strlen(s);
@@ -108,22 +104,18 @@ static void svh_defaults(void *p)
     sc->document_root = "";
 }
 
-#define OFF(f) offsetof(svh_conf, f)
+#define SL_KEY_CONF svh_conf
 static const sl_key svh_keys[] = {
-    {"simple-vhost.server-root", SL_KEY_VALUE, 0, OFF(server_root), prep_server_root, free},
-    {"simple-vhost.default-host", SL_KEY_STRING, 0, OFF(default_host), NULL, NULL},
-    {"simple-vhost.document-root", SL_KEY_VALUE, 0, OFF(document_root), prep_document_root, free},
-    {"simple-vhost.debug", SL_KEY_BOOL, 0, OFF(debug), NULL, NULL},
+    SL_KEY_PREP("simple-vhost.server-root", SL_KEY_VALUE, server_root, prep_server_root, free),
+    SL_KEY_AT("simple-vhost.default-host", SL_KEY_STRING, default_host),
+    SL_KEY_PREP("simple-vhost.document-root", SL_KEY_VALUE, document_root,
+                prep_document_root, free),
+    SL_KEY_AT("simple-vhost.debug", SL_KEY_BOOL, debug),
     {NULL},
 };
 
-static const char *const svh_aliases[] = {"mod_simple_vhost", NULL};
-
 sl_module sl_mod_simple_vhost = {
-    .name = "simple_vhost",
-    .aliases = svh_aliases,
-    .keys = svh_keys,
-    .conf_size = sizeof(svh_conf),
+    SL_MODULE_HEAD("simple_vhost", svh_keys, svh_conf, "mod_simple_vhost"),
     .defaults = svh_defaults,
     .uri_clean = svh_uri_clean,
     .request_done = svh_request_done,

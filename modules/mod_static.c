@@ -863,26 +863,22 @@ static int prep_disable_pathinfo(const sl_cval *v, const sl_key_ctx *ctx, void *
     return -1;
 }
 
-#define OFF(f) offsetof(sl_static_conf, f)
+#define SL_KEY_CONF sl_static_conf
 static const sl_key static_keys[] = {
-    {"index-file.names", SL_KEY_STRLIST, 0, OFF(index_files), NULL, NULL},
-    {"static-file.disable-pathinfo", SL_KEY_BOOL, 0, OFF(disable_pathinfo), prep_disable_pathinfo, NULL},
-    {"static-file.etags", SL_KEY_BOOL, 0, OFF(etags), NULL, NULL},
-    {"static-file.exclude-extensions", SL_KEY_STRLIST, 0, OFF(exclude_extensions), NULL, NULL},
-    {"url.access-deny", SL_KEY_STRLIST, 0, OFF(access_deny), NULL, NULL},
+    SL_KEY_AT("index-file.names", SL_KEY_STRLIST, index_files),
+    SL_KEY_PREP("static-file.disable-pathinfo", SL_KEY_BOOL, disable_pathinfo,
+                prep_disable_pathinfo, NULL),
+    SL_KEY_AT("static-file.etags", SL_KEY_BOOL, etags),
+    SL_KEY_AT("static-file.exclude-extensions", SL_KEY_STRLIST, exclude_extensions),
+    SL_KEY_AT("url.access-deny", SL_KEY_STRLIST, access_deny),
     {NULL},
 };
 
-static const char *const static_aliases[] = {"mod_staticfile", "mod_indexfile", "mod_access",
-                                             NULL};
-
 sl_module sl_mod_static = {
-    .name = "static",
-    .aliases = static_aliases,
+    SL_MODULE_HEAD("static", static_keys, sl_static_conf,
+                   "mod_staticfile", "mod_indexfile", "mod_access"),
     .always = true,
     .fallback = true,
-    .keys = static_keys,
-    .conf_size = sizeof(sl_static_conf),
     .defaults = static_defaults,
     .handle = static_handle,
     .loop_init = static_loop_init,

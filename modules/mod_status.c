@@ -370,12 +370,7 @@ static const sl_key status_keys[] = {
     {NULL},
 };
 
-static const char *const status_aliases[] = {"mod_status", NULL};
-
 sl_module sl_mod_status = {
-    .name = "status",
-    .aliases = status_aliases,
-    .keys = status_keys,
-    .conf_size = sizeof(status_conf),
+    SL_MODULE_HEAD("status", status_keys, status_conf, "mod_status"),
     .handle = status_handle,
 };

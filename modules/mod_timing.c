@@ -147,14 +147,9 @@ static const sl_key timing_keys[] = {
     {NULL},
 };
 
-static const char *const timing_aliases[] = {"mod_timing", NULL};
-
 sl_module sl_mod_timing = {
-    .name = "timing",
-    .aliases = timing_aliases,
+    SL_MODULE_HEAD("timing", timing_keys, timing_conf, "mod_timing"),
     .always = true,
-    .keys = timing_keys,
-    .conf_size = sizeof(timing_conf),
     .init = timing_init,
     .fini = timing_fini,
     .reopen = timing_reopen,

@@ -52,10 +52,8 @@ sl_module sl_mod_userdir;
 
 static int prep_basepath(const sl_cval *v, const sl_key_ctx *ctx, void **out)
 {
-    if (v->type != SL_CV_STRING) {
-        snprintf(ctx->err, ctx->errlen, "userdir.basepath must be a directory name");
-        return -1;
-    }
+    if (v->type != SL_CV_STRING)
+        return sl_key_fail(ctx, "userdir.basepath must be a directory name");
     if (!v->str[0]) return 0;
     char *p = sl_key_abs_path(ctx, v->str);
     if (!p) return snprintf(ctx->err, ctx->errlen, "out of memory"), -1;
@@ -236,24 +234,19 @@ static void ud_defaults(void *p)
     ((ud_conf *)p)->active = true;
 }
 
-#define OFF(f) offsetof(ud_conf, f)
+#define SL_KEY_CONF ud_conf
 static const sl_key ud_keys[] = {
-    {"userdir.path", SL_KEY_STRING, 0, OFF(path), NULL, NULL},
-    {"userdir.exclude-user", SL_KEY_STRLIST, 0, OFF(exclude), NULL, NULL},
-    {"userdir.include-user", SL_KEY_STRLIST, 0, OFF(include), NULL, NULL},
-    {"userdir.basepath", SL_KEY_VALUE, 0, OFF(basepath), prep_basepath, free},
-    {"userdir.letterhomes", SL_KEY_BOOL, 0, OFF(letterhomes), NULL, NULL},
-    {"userdir.active", SL_KEY_BOOL, 0, OFF(active), NULL, NULL},
+    SL_KEY_AT("userdir.path", SL_KEY_STRING, path),
+    SL_KEY_AT("userdir.exclude-user", SL_KEY_STRLIST, exclude),
+    SL_KEY_AT("userdir.include-user", SL_KEY_STRLIST, include),
+    SL_KEY_PREP("userdir.basepath", SL_KEY_VALUE, basepath, prep_basepath, free),
+    SL_KEY_AT("userdir.letterhomes", SL_KEY_BOOL, letterhomes),
+    SL_KEY_AT("userdir.active", SL_KEY_BOOL, active),
     {NULL},
 };
 
-static const char *const ud_aliases[] = {"mod_userdir", NULL};
-
 sl_module sl_mod_userdir = {
-    .name = "userdir",
-    .aliases = ud_aliases,
-    .keys = ud_keys,
-    .conf_size = sizeof(ud_conf),
+    SL_MODULE_HEAD("userdir", ud_keys, ud_conf, "mod_userdir"),
     .defaults = ud_defaults,
     .physical = ud_physical,
     .request_done = ud_request_done,

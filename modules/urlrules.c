@@ -89,6 +89,20 @@ pcre2_match_data *sl_urlrules_match_data(void)
     return pcre2_match_data_create(SL_URLRULES_MAX_GROUP + 1, NULL);
 }
 
+int sl_urlrules_loop_init(void **slot, char *err, size_t errlen)
+{
+    pcre2_match_data *md = sl_urlrules_match_data();
+    if (!md) return snprintf(err, errlen, "out of memory"), -1;
+    *slot = md;
+    return 0;
+}
+
+void sl_urlrules_loop_fini(void **slot)
+{
+    pcre2_match_data_free(*slot);
+    *slot = NULL;
+}
+
 static bool add_part(rule *r, size_t *cap, part p)
 {
     if (r->n_parts == *cap) {

@@ -85,6 +85,12 @@ void sl_urlrules_free(void *rs);
  * runs one request at a time). NULL when out of memory. */
 pcre2_match_data *sl_urlrules_match_data(void);
 
+/* A module's loop_init and loop_fini (mod_rewrite, mod_redirect) with the loop's slot for it
+ * (loop->mod[] at its index): the loop's match data made into it (0, or -1 with a message in
+ * err), and freed from it. */
+int sl_urlrules_loop_init(void **slot, char *err, size_t errlen);
+void sl_urlrules_loop_fini(void **slot);
+
 /* Try subject (the request-target as sl_target_normalize() leaves it, with its query) against
  * the rules in order; the first match decides. SL_URL_MATCHED writes its result to out
  * (NUL-terminated, *outlen bytes); *idx says which rule (0-based, in the order compiled).

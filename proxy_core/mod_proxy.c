@@ -1444,30 +1444,24 @@ static int prep_forwarded(const sl_cval *v, const sl_key_ctx *ctx, void **out)
     static const struct { const char *name; unsigned bit; } params[] = {
         {"for", SL_FWD_FOR}, {"by", SL_FWD_BY}, {"proto", SL_FWD_PROTO}, {"host", SL_FWD_HOST},
         {"remote_user", SL_FWD_REMOTE_USER}};
-    if (v->type != SL_CV_ARRAY) {
-        snprintf(ctx->err, ctx->errlen, "proxy.forwarded must be a list ( \"for\" => 1, ... )");
-        return -1;
-    }
+    if (v->type != SL_CV_ARRAY)
+        return sl_key_fail(ctx, "proxy.forwarded must be a list ( \"for\" => 1, ... )");
     unsigned bits = 0;
     for (size_t i = 0; i < v->n_items; i++) {
         const sl_cval_item *it = &v->items[i];
         size_t k = 0;
         while (k < sizeof params / sizeof params[0] && (!it->key || strcmp(it->key, params[k].name)))
             k++;
-        if (k == sizeof params / sizeof params[0]) {
-            snprintf(ctx->err, ctx->errlen, "proxy.forwarded: \"%s\" is not one of for, by, proto, "
-                     "host, remote_user", it->key ? it->key : "(no name)");
-            return -1;
-        }
+        if (k == sizeof params / sizeof params[0])
+            return sl_key_fail(ctx, "proxy.forwarded: \"%s\" is not one of for, by, proto, "
+                               "host, remote_user", it->key ? it->key : "(no name)");
         const sl_cval *x = it->val;
         int on = x->type == SL_CV_INT ? (x->num == 1 ? 1 : x->num == 0 ? 0 : -1)
                : x->type == SL_CV_STRING ? (!strcmp(x->str, "enable") ? 1 : !strcmp(x->str, "disable") ? 0 : -1)
                : -1;
-        if (on < 0) {
-            snprintf(ctx->err, ctx->errlen, "proxy.forwarded: \"%s\" must be 1, 0, \"enable\" or "
-                     "\"disable\"", it->key);
-            return -1;
-        }
+        if (on < 0)
+            return sl_key_fail(ctx, "proxy.forwarded: \"%s\" must be 1, 0, \"enable\" or "
+                               "\"disable\"", it->key);
         if (on) bits |= params[k].bit;
     }
     unsigned *p = malloc(sizeof *p);
@@ -1582,50 +1576,44 @@ static void proxy_status(sl_server *srv, sl_status_out *o)
     sl_status_list_end(o);
 }
 
-#define OFF(f) offsetof(sl_proxy_conf, f)
+#define SL_KEY_CONF sl_proxy_conf
 static const sl_key proxy_keys[] = {
-    {"proxy-core.allow-x-sendfile", SL_KEY_BOOL, 0, OFF(allow_x_sendfile), NULL, NULL},
-    {"proxy-core.backends", SL_KEY_VALUE, 0, OFF(backends), prep_backends, backends_release},
-    {"proxy-core.balancer", SL_KEY_STRING, 0, OFF(balancer), prep_balancer, NULL},
-    {"proxy-core.connect-timeout", SL_KEY_INT, 0, OFF(connect_timeout), NULL, NULL},
-    {"proxy-core.disable-time", SL_KEY_INT, 0, OFF(disable_time), NULL, NULL},
-    {"proxy-core.max-backlog-size", SL_KEY_INT, 0, OFF(max_backlog_size), NULL, NULL},
-    {"proxy-core.max-keep-alive-requests", SL_KEY_INT, 0, OFF(max_keep_alive_requests), NULL,
-     NULL},
-    {"proxy-core.max-pool-size", SL_KEY_INT, 0, OFF(max_pool_size), prep_pool, NULL},
-    {"proxy-core.protocol", SL_KEY_VALUE, 0, OFF(protocol), prep_protocol,
-     static_release},
-    {"proxy-core.read-timeout", SL_KEY_INT, 0, OFF(read_timeout), NULL, NULL},
-    {"proxy-core.rewrite-request", SL_KEY_VALUE, 0, OFF(rewrite_request),
-     sl_proxy_rewrites_prep_request, sl_proxy_rewrites_free},
-    {"proxy-core.rewrite-response", SL_KEY_VALUE, 0, OFF(rewrite_response),
-     sl_proxy_rewrites_prep_response, sl_proxy_rewrites_free},
-    {"proxy-core.x-sendfile-docroot", SL_KEY_VALUE, 0, OFF(xsendfile_roots),
-     sl_proxy_roots_prepare, sl_proxy_roots_release},
+    SL_KEY_AT("proxy-core.allow-x-sendfile", SL_KEY_BOOL, allow_x_sendfile),
+    SL_KEY_PREP("proxy-core.backends", SL_KEY_VALUE, backends, prep_backends, backends_release),
+    SL_KEY_PREP("proxy-core.balancer", SL_KEY_STRING, balancer, prep_balancer, NULL),
+    SL_KEY_AT("proxy-core.connect-timeout", SL_KEY_INT, connect_timeout),
+    SL_KEY_AT("proxy-core.disable-time", SL_KEY_INT, disable_time),
+    SL_KEY_AT("proxy-core.max-backlog-size", SL_KEY_INT, max_backlog_size),
+    SL_KEY_AT("proxy-core.max-keep-alive-requests", SL_KEY_INT, max_keep_alive_requests),
+    SL_KEY_PREP("proxy-core.max-pool-size", SL_KEY_INT, max_pool_size, prep_pool, NULL),
+    SL_KEY_PREP("proxy-core.protocol", SL_KEY_VALUE, protocol, prep_protocol, static_release),
+    SL_KEY_AT("proxy-core.read-timeout", SL_KEY_INT, read_timeout),
+    SL_KEY_PREP("proxy-core.rewrite-request", SL_KEY_VALUE, rewrite_request,
+                sl_proxy_rewrites_prep_request, sl_proxy_rewrites_free),
+    SL_KEY_PREP("proxy-core.rewrite-response", SL_KEY_VALUE, rewrite_response,
+                sl_proxy_rewrites_prep_response, sl_proxy_rewrites_free),
+    SL_KEY_PREP("proxy-core.x-sendfile-docroot", SL_KEY_VALUE, xsendfile_roots,
+                sl_proxy_roots_prepare, sl_proxy_roots_release),
     /* lighttpd 1.4's mod_fastcgi and mod_proxy (gw_conf.h) */
-    {"fastcgi.server", SL_KEY_VALUE, 0, OFF(fastcgi_server), sl_gw_conf_prep_fastcgi,
-     sl_gw_conf_release},
-    {"fastcgi.balance", SL_KEY_VALUE, 0, OFF(fastcgi_balance), prep_balance, static_release},
-    {"fastcgi.map-extensions", SL_KEY_KVLIST, 0, OFF(fastcgi_map_extensions), NULL, NULL},
-    {"fastcgi.debug", SL_KEY_INT, 0, OFF(fastcgi_debug), NULL, NULL},
-    {"proxy.server", SL_KEY_VALUE, 0, OFF(proxy_server), sl_gw_conf_prep_proxy,
-     sl_gw_conf_release},
-    {"proxy.balance", SL_KEY_VALUE, 0, OFF(proxy_balance), prep_balance, static_release},
-    {"proxy.header", SL_KEY_VALUE, 0, OFF(proxy_header), sl_gw_conf_prep_header,
-     sl_gw_conf_release_header},
-    {"proxy.debug", SL_KEY_INT, 0, OFF(proxy_debug), NULL, NULL},
-    {"proxy.forwarded", SL_KEY_VALUE, 0, OFF(forwarded), prep_forwarded, free},
+    SL_KEY_PREP("fastcgi.server", SL_KEY_VALUE, fastcgi_server,
+                sl_gw_conf_prep_fastcgi, sl_gw_conf_release),
+    SL_KEY_PREP("fastcgi.balance", SL_KEY_VALUE, fastcgi_balance, prep_balance, static_release),
+    SL_KEY_AT("fastcgi.map-extensions", SL_KEY_KVLIST, fastcgi_map_extensions),
+    SL_KEY_AT("fastcgi.debug", SL_KEY_INT, fastcgi_debug),
+    SL_KEY_PREP("proxy.server", SL_KEY_VALUE, proxy_server,
+                sl_gw_conf_prep_proxy, sl_gw_conf_release),
+    SL_KEY_PREP("proxy.balance", SL_KEY_VALUE, proxy_balance, prep_balance, static_release),
+    SL_KEY_PREP("proxy.header", SL_KEY_VALUE, proxy_header,
+                sl_gw_conf_prep_header, sl_gw_conf_release_header),
+    SL_KEY_AT("proxy.debug", SL_KEY_INT, proxy_debug),
+    SL_KEY_PREP("proxy.forwarded", SL_KEY_VALUE, forwarded, prep_forwarded, free),
     {NULL},
 };
 
 /* lighttpd's mod_fastcgi and mod_proxy are served by proxy-core (fastcgi.server, proxy.server). */
-static const char *const proxy_aliases[] = {"mod_proxy_core", "mod_fastcgi", "mod_proxy", NULL};
-
 sl_module sl_mod_proxy = {
-    .name = "proxy-core",
-    .aliases = proxy_aliases,
-    .keys = proxy_keys,
-    .conf_size = sizeof(sl_proxy_conf),
+    SL_MODULE_HEAD("proxy-core", proxy_keys, sl_proxy_conf,
+                   "mod_proxy_core", "mod_fastcgi", "mod_proxy"),
     .defaults = proxy_defaults,
     .init = proxy_init,
     .fini = proxy_fini,

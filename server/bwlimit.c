@@ -154,15 +154,9 @@ static int check_kb(const char *key, const sl_cval *v, const sl_key_ctx *ctx)
 {
     /* The words of the config layer's own checks of integer keys (server.kbytes-per-second is
      * a prepared value, so the layer leaves them to us). */
-    if (v->type != SL_CV_INT) {
-        snprintf(ctx->err, ctx->errlen, "'%s' must be an integer, not %s", key,
-                 sl_cval_type_name(v->type));
-        return -1;
-    }
-    if (v->num < 0) {
-        snprintf(ctx->err, ctx->errlen, "'%s' must not be negative", key);
-        return -1;
-    }
+    if (v->type != SL_CV_INT)
+        return sl_key_fail(ctx, "'%s' must be an integer, not %s", key, sl_cval_type_name(v->type));
+    if (v->num < 0) return sl_key_fail(ctx, "'%s' must not be negative", key);
     if (v->num > MAX_KB) {
         snprintf(ctx->err, ctx->errlen,
                  "'%s' %lld is out of range (0..%d KiB per second; 0: no limit; lighttpd keeps "
@@ -370,19 +364,17 @@ static void bw_status(struct sl_server *srv, sl_status_out *o)
     sl_status_list_end(o);
 }
 
-#define OFF(f) offsetof(bw_conf, f)
+#define SL_KEY_CONF bw_conf
 static const sl_key bw_keys[] = {
-    {"connection.kbytes-per-second", SL_KEY_INT, 0, OFF(conn_kb), prep_conn, NULL},
-    {"server.kbytes-per-second", SL_KEY_VALUE, 0, OFF(server), prep_server, free},
+    SL_KEY_PREP("connection.kbytes-per-second", SL_KEY_INT, conn_kb, prep_conn, NULL),
+    SL_KEY_PREP("server.kbytes-per-second", SL_KEY_VALUE, server, prep_server, free),
     {NULL},
 };
 
 /* lighttpd's core keys: loaded whatever server.modules says, and no module name loads it. */
 sl_module sl_mod_bwlimit = {
-    .name = "bwlimit",
+    SL_MODULE_HEAD("bwlimit", bw_keys, bw_conf),
     .always = true,
-    .keys = bw_keys,
-    .conf_size = sizeof(bw_conf),
     .request_done = bw_request_done,
     .conn_close = bw_conn_close,
     .status = bw_status,

@@ -55,12 +55,20 @@ int sl_key_choice(const char *key, const sl_cval *v, const sl_key_ctx *ctx,
     return -1;
 }
 
+int sl_key_fail(const sl_key_ctx *ctx, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(ctx->err, ctx->errlen, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
 int sl_key_range(const char *key, const sl_cval *v, const sl_key_ctx *ctx, long long lo,
                  long long hi)
 {
     if (v->num >= lo && v->num <= hi) return 0;
-    snprintf(ctx->err, ctx->errlen, "'%s' %lld is out of range (%lld..%lld)", key, v->num, lo, hi);
-    return -1;
+    return sl_key_fail(ctx, "'%s' %lld is out of range (%lld..%lld)", key, v->num, lo, hi);
 }
 
 /* ---- compiled assignments ---- */

@@ -123,6 +123,8 @@ size_t sl_conf_check_accesses(const sl_conf_check *k, const sl_conf_access **out
  * -1 with "key \"v\" is not supported (use ...)" in ctx->err. */
 int sl_key_choice(const char *key, const sl_cval *v, const sl_key_ctx *ctx,
                   const char *const *choices);
+/* The message (printf) into ctx->err; returns -1, which prepare() returns: a refused value. */
+int sl_key_fail(const sl_key_ctx *ctx, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* 0 when v (an integer) lies in [lo, hi], else -1 with a message in ctx->err. */
 int sl_key_range(const char *key, const sl_cval *v, const sl_key_ctx *ctx, long long lo,
                  long long hi);

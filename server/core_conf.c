@@ -29,7 +29,7 @@
 #include "netback.h"
 #include "user.h"
 
-#define OFF(f) offsetof(sl_core_conf, f)
+#define SL_KEY_CONF sl_core_conf
 
 /* server.tag goes into every response head as it is: no line break may split it. */
 static int prep_tag(const sl_cval *v, const sl_key_ctx *ctx, void **out)
@@ -46,23 +46,16 @@ static int prep_errorfile(const sl_cval *v, const sl_key_ctx *ctx, void **out)
 {
     char buf[4096];
     const char *prefix = v->str;
-    if (!prefix[0]) {
-        snprintf(ctx->err, ctx->errlen, "server.errorfile-prefix is empty");
-        return -1;
-    }
+    if (!prefix[0]) return sl_key_fail(ctx, "server.errorfile-prefix is empty");
     if (prefix[0] != '/') {
-        if ((size_t)snprintf(buf, sizeof buf, "%s/%s", ctx->basedir, prefix) >= sizeof buf) {
-            snprintf(ctx->err, ctx->errlen, "server.errorfile-prefix: path too long");
-            return -1;
-        }
+        if ((size_t)snprintf(buf, sizeof buf, "%s/%s", ctx->basedir, prefix) >= sizeof buf)
+            return sl_key_fail(ctx, "server.errorfile-prefix: path too long");
         prefix = buf;
     }
     char e[512];
     sl_errpages *pages;
-    if (sl_errpages_load(prefix, &pages, e, sizeof e) < 0) {
-        snprintf(ctx->err, ctx->errlen, "server.errorfile-prefix: %s", e);
-        return -1;
-    }
+    if (sl_errpages_load(prefix, &pages, e, sizeof e) < 0)
+        return sl_key_fail(ctx, "server.errorfile-prefix: %s", e);
     *out = pages;
     return 0;
 }
@@ -202,16 +195,11 @@ static int prep_chroot(const sl_cval *v, const sl_key_ctx *ctx, void **out)
 {
     (void)out;
     if (!v->str[0] || !strcmp(v->str, "/")) return 0;
-    if (v->str[0] != '/') {
-        snprintf(ctx->err, ctx->errlen, "server.chroot \"%s\" must be an absolute path", v->str);
-        return -1;
-    }
+    if (v->str[0] != '/')
+        return sl_key_fail(ctx, "server.chroot \"%s\" must be an absolute path", v->str);
     if (ctx->check_system) {
         int fd = open(v->str, O_PATH | O_DIRECTORY | O_CLOEXEC);
-        if (fd < 0) {
-            snprintf(ctx->err, ctx->errlen, "server.chroot \"%s\": %s", v->str, strerror(errno));
-            return -1;
-        }
+        if (fd < 0) return sl_key_fail(ctx, "server.chroot \"%s\": %s", v->str, strerror(errno));
         close(fd);
     }
     return 0;
@@ -219,11 +207,8 @@ static int prep_chroot(const sl_cval *v, const sl_key_ctx *ctx, void **out)
 
 static int prep_mime(const sl_cval *v, const sl_key_ctx *ctx, void **out)
 {
-    if (!sl_cval_strings(v, true)) {
-        snprintf(ctx->err, ctx->errlen,
-                 "'mimetype.assign' must be an array of \".ext\" => \"type\" pairs");
-        return -1;
-    }
+    if (!sl_cval_strings(v, true))
+        return sl_key_fail(ctx, "'mimetype.assign' must be an array of \".ext\" => \"type\" pairs");
     const char **sfx = calloc(v->n_items + 1, sizeof *sfx);
     const char **typ = calloc(v->n_items + 1, sizeof *typ);
     sl_mime_table *t = NULL;
@@ -249,14 +234,11 @@ static void mime_release(void *p)
 static int prep_event_handler(const sl_cval *v, const sl_key_ctx *ctx, void **out)
 {
     if (!strcmp(v->str, "linux-sysepoll")) return 0;
-    if (!strcmp(v->str, "poll") || !strcmp(v->str, "select")) {
-        snprintf(ctx->err, ctx->errlen,
-                 "server.event-handler \"%s\" is not supported: seekless registers each "
-                 "connection once, edge-triggered, which only epoll can do (use "
-                 "\"linux-sysepoll\", the default)",
-                 v->str);
-        return -1;
-    }
+    if (!strcmp(v->str, "poll") || !strcmp(v->str, "select"))
+        return sl_key_fail(ctx,
+                           "server.event-handler \"%s\" is not supported: seekless registers each "
+                           "connection once, edge-triggered, which only epoll can do (use "
+                           "\"linux-sysepoll\", the default)", v->str);
     static const char *const ok[] = {"linux-sysepoll", NULL};
     return sl_key_choice("server.event-handler", v, ctx, ok);
 }
@@ -357,10 +339,8 @@ static int prep_http_parseopts(const sl_cval *v, const sl_key_ctx *ctx, void **o
         }
         size_t k = 0;
         while (k < sizeof opts / sizeof opts[0] && strcmp(opts[k].name, it->key)) k++;
-        if (k == sizeof opts / sizeof opts[0]) {
-            snprintf(ctx->err, ctx->errlen, "server.http-parseopts: unknown option \"%s\"", it->key);
-            return -1;
-        }
+        if (k == sizeof opts / sizeof opts[0])
+            return sl_key_fail(ctx, "server.http-parseopts: unknown option \"%s\"", it->key);
         if (want != opts[k].on) {
             snprintf(ctx->err, ctx->errlen,
                      "server.http-parseopts \"%s\" => \"%s\" is not supported: seekless always %s",
@@ -384,10 +364,8 @@ static int prep_feature_flags(const sl_cval *v, const sl_key_ctx *ctx, void **ou
         {"server.h2c", "seekless speaks HTTP/1.1 only (no HTTP/2 upgrade)"},
         {"server.graceful-restart-bg", "seekless has no graceful restart in the background"},
     };
-    if (v->type != SL_CV_ARRAY) {
-        snprintf(ctx->err, ctx->errlen, "server.feature-flags must be an array of \"flag\" => value");
-        return -1;
-    }
+    if (v->type != SL_CV_ARRAY)
+        return sl_key_fail(ctx, "server.feature-flags must be an array of \"flag\" => value");
     sl_feature_flags *ff = malloc(sizeof *ff);
     if (!ff) return snprintf(ctx->err, ctx->errlen, "out of memory"), -1;
     ff->graceful_shutdown_timeout = -1;
@@ -459,10 +437,7 @@ static int prep_upload_dirs(const sl_cval *v, const sl_key_ctx *ctx, void **out)
         struct stat st;
         int e = !path ? ENOMEM : stat(path, &st) < 0 ? errno : S_ISDIR(st.st_mode) ? 0 : ENOTDIR;
         free(path);
-        if (e) {
-            snprintf(ctx->err, ctx->errlen, "server.upload-dirs \"%s\": %s", d, strerror(e));
-            return -1;
-        }
+        if (e) return sl_key_fail(ctx, "server.upload-dirs \"%s\": %s", d, strerror(e));
     }
     return 0;
 }
@@ -524,51 +499,65 @@ static void core_check(sl_conf_check *k, const void *conf)
 }
 
 static const sl_key core_keys[] = {
-    {"mimetype.assign", SL_KEY_VALUE, 0, OFF(mime), prep_mime, mime_release},
-    {"server.bind", SL_KEY_STRING, SL_KEY_GLOBAL, OFF(bind), NULL, NULL},
-    {"server.chroot", SL_KEY_STRING, SL_KEY_GLOBAL, OFF(chroot_dir), prep_chroot, NULL},
-    {"server.document-root", SL_KEY_VALUE, 0, OFF(docroot), prep_docroot, dir_release},
-    {"server.error-handler", SL_KEY_STRING, 0, OFF(error_handler), prep_error_handler, NULL},
-    {"server.error-handler-404", SL_KEY_STRING, 0, OFF(error_handler_404), prep_error_handler, NULL},
-    {"server.errorfile-prefix", SL_KEY_VALUE, 0, OFF(errpages), prep_errorfile, errorfile_release},
-    {"server.errorlog", SL_KEY_PATH, SL_KEY_GLOBAL | SL_KEY_APPENDS | SL_KEY_OPENED_BEFORE_DROP, OFF(errorlog), NULL, NULL},
-    {"server.event-handler", SL_KEY_STRING, SL_KEY_GLOBAL, OFF(event_handler), prep_event_handler, NULL},
-    {"server.follow-symlink", SL_KEY_BOOL, 0, OFF(follow_symlink), NULL, NULL},
-    {"server.graceful-shutdown-timeout", SL_KEY_INT, SL_KEY_GLOBAL, OFF(graceful_shutdown_timeout), NULL, NULL},
-    {"server.groupname", SL_KEY_STRING, SL_KEY_GLOBAL, OFF(groupname), NULL, NULL},
-    {"server.feature-flags", SL_KEY_VALUE, SL_KEY_GLOBAL, OFF(feature_flags), prep_feature_flags, feature_flags_release},
-    {"server.http-parseopts", SL_KEY_VALUE, SL_KEY_GLOBAL, OFF(http_parseopts), prep_http_parseopts, NULL},
-    {"server.max-connections", SL_KEY_INT, SL_KEY_GLOBAL, OFF(max_connections), NULL, NULL},
-    {"server.max-fds", SL_KEY_INT, SL_KEY_GLOBAL, OFF(max_fds), prep_max_fds, NULL},
-    {"server.max-keep-alive-idle", SL_KEY_INT, 0, OFF(max_keep_alive_idle), NULL, NULL},
-    {"server.max-keep-alive-requests", SL_KEY_INT, 0, OFF(max_keep_alive_requests), NULL, NULL},
-    {"server.max-read-idle", SL_KEY_INT, 0, OFF(max_read_idle), NULL, NULL},
-    {"server.max-read-threads", SL_KEY_INT, SL_KEY_GLOBAL, OFF(max_read_threads), prep_read_threads, NULL},
-    {"server.max-request-field-size", SL_KEY_INT, 0, OFF(max_request_field_size), NULL, NULL},
-    {"server.max-request-size", SL_KEY_INT, 0, OFF(max_request_size), NULL, NULL},
-    {"server.max-stat-threads", SL_KEY_INT, SL_KEY_GLOBAL, OFF(max_stat_threads), prep_stat_threads, NULL},
-    {"server.max-worker", SL_KEY_INT, SL_KEY_GLOBAL, OFF(workers), prep_workers, NULL},
-    {"server.max-write-idle", SL_KEY_INT, 0, OFF(max_write_idle), NULL, NULL},
-    {"server.name", SL_KEY_STRING, 0, OFF(server_name), prep_name, NULL},
-    {"server.network-backend", SL_KEY_STRING, SL_KEY_GLOBAL, OFF(network_backend), prep_network_backend, NULL},
-    {"server.network-backend-block-size", SL_KEY_INT, SL_KEY_GLOBAL, OFF(block_size), prep_block_size, NULL},
-    {"server.pid-file", SL_KEY_PATH, SL_KEY_GLOBAL | SL_KEY_APPENDS | SL_KEY_OPENED_BEFORE_DROP, OFF(pid_file), NULL, NULL},
-    {"server.port", SL_KEY_INT, SL_KEY_GLOBAL, OFF(port), prep_port, NULL},
-    {"server.range-requests", SL_KEY_BOOL, 0, OFF(range_requests), NULL, NULL},
-    {"server.tag", SL_KEY_STRING, 0, OFF(server_tag), prep_tag, NULL},
-    {"server.reuse-port", SL_KEY_BOOL, SL_KEY_GLOBAL, OFF(reuse_port), NULL, NULL},
-    {"server.stat-cache-engine", SL_KEY_STRING, SL_KEY_GLOBAL, OFF(stat_cache_engine), prep_stat_cache, NULL},
-    {"server.upload-dirs", SL_KEY_VALUE, SL_KEY_GLOBAL, OFF(upload_dirs), prep_upload_dirs, NULL},
-    {"server.use-noatime", SL_KEY_BOOL, SL_KEY_GLOBAL, OFF(use_noatime), NULL, NULL},
-    {"server.username", SL_KEY_STRING, SL_KEY_GLOBAL, OFF(username), NULL, NULL},
+    SL_KEY_PREP("mimetype.assign", SL_KEY_VALUE, mime, prep_mime, mime_release),
+    SL_KEY_FLAGS("server.bind", SL_KEY_STRING, SL_KEY_GLOBAL, bind, NULL, NULL),
+    SL_KEY_FLAGS("server.chroot", SL_KEY_STRING, SL_KEY_GLOBAL, chroot_dir, prep_chroot, NULL),
+    SL_KEY_PREP("server.document-root", SL_KEY_VALUE, docroot, prep_docroot, dir_release),
+    SL_KEY_PREP("server.error-handler", SL_KEY_STRING, error_handler, prep_error_handler, NULL),
+    SL_KEY_PREP("server.error-handler-404", SL_KEY_STRING, error_handler_404,
+                prep_error_handler, NULL),
+    SL_KEY_PREP("server.errorfile-prefix", SL_KEY_VALUE, errpages,
+                prep_errorfile, errorfile_release),
+    SL_KEY_FLAGS("server.errorlog", SL_KEY_PATH,
+                 SL_KEY_GLOBAL | SL_KEY_APPENDS | SL_KEY_OPENED_BEFORE_DROP,
+                 errorlog, NULL, NULL),
+    SL_KEY_FLAGS("server.event-handler", SL_KEY_STRING, SL_KEY_GLOBAL, event_handler,
+                 prep_event_handler, NULL),
+    SL_KEY_AT("server.follow-symlink", SL_KEY_BOOL, follow_symlink),
+    SL_KEY_FLAGS("server.graceful-shutdown-timeout", SL_KEY_INT, SL_KEY_GLOBAL,
+                 graceful_shutdown_timeout, NULL, NULL),
+    SL_KEY_FLAGS("server.groupname", SL_KEY_STRING, SL_KEY_GLOBAL, groupname, NULL, NULL),
+    SL_KEY_FLAGS("server.feature-flags", SL_KEY_VALUE, SL_KEY_GLOBAL, feature_flags,
+                 prep_feature_flags, feature_flags_release),
+    SL_KEY_FLAGS("server.http-parseopts", SL_KEY_VALUE, SL_KEY_GLOBAL, http_parseopts,
+                 prep_http_parseopts, NULL),
+    SL_KEY_FLAGS("server.max-connections", SL_KEY_INT, SL_KEY_GLOBAL, max_connections, NULL, NULL),
+    SL_KEY_FLAGS("server.max-fds", SL_KEY_INT, SL_KEY_GLOBAL, max_fds, prep_max_fds, NULL),
+    SL_KEY_AT("server.max-keep-alive-idle", SL_KEY_INT, max_keep_alive_idle),
+    SL_KEY_AT("server.max-keep-alive-requests", SL_KEY_INT, max_keep_alive_requests),
+    SL_KEY_AT("server.max-read-idle", SL_KEY_INT, max_read_idle),
+    SL_KEY_FLAGS("server.max-read-threads", SL_KEY_INT, SL_KEY_GLOBAL, max_read_threads,
+                 prep_read_threads, NULL),
+    SL_KEY_AT("server.max-request-field-size", SL_KEY_INT, max_request_field_size),
+    SL_KEY_AT("server.max-request-size", SL_KEY_INT, max_request_size),
+    SL_KEY_FLAGS("server.max-stat-threads", SL_KEY_INT, SL_KEY_GLOBAL, max_stat_threads,
+                 prep_stat_threads, NULL),
+    SL_KEY_FLAGS("server.max-worker", SL_KEY_INT, SL_KEY_GLOBAL, workers, prep_workers, NULL),
+    SL_KEY_AT("server.max-write-idle", SL_KEY_INT, max_write_idle),
+    SL_KEY_PREP("server.name", SL_KEY_STRING, server_name, prep_name, NULL),
+    SL_KEY_FLAGS("server.network-backend", SL_KEY_STRING, SL_KEY_GLOBAL, network_backend,
+                 prep_network_backend, NULL),
+    SL_KEY_FLAGS("server.network-backend-block-size", SL_KEY_INT, SL_KEY_GLOBAL, block_size,
+                 prep_block_size, NULL),
+    SL_KEY_FLAGS("server.pid-file", SL_KEY_PATH,
+                 SL_KEY_GLOBAL | SL_KEY_APPENDS | SL_KEY_OPENED_BEFORE_DROP,
+                 pid_file, NULL, NULL),
+    SL_KEY_FLAGS("server.port", SL_KEY_INT, SL_KEY_GLOBAL, port, prep_port, NULL),
+    SL_KEY_AT("server.range-requests", SL_KEY_BOOL, range_requests),
+    SL_KEY_PREP("server.tag", SL_KEY_STRING, server_tag, prep_tag, NULL),
+    SL_KEY_FLAGS("server.reuse-port", SL_KEY_BOOL, SL_KEY_GLOBAL, reuse_port, NULL, NULL),
+    SL_KEY_FLAGS("server.stat-cache-engine", SL_KEY_STRING, SL_KEY_GLOBAL, stat_cache_engine,
+                 prep_stat_cache, NULL),
+    SL_KEY_FLAGS("server.upload-dirs", SL_KEY_VALUE, SL_KEY_GLOBAL, upload_dirs,
+                 prep_upload_dirs, NULL),
+    SL_KEY_FLAGS("server.use-noatime", SL_KEY_BOOL, SL_KEY_GLOBAL, use_noatime, NULL, NULL),
+    SL_KEY_FLAGS("server.username", SL_KEY_STRING, SL_KEY_GLOBAL, username, NULL, NULL),
     {NULL},
 };
 
 sl_module sl_mod_core = {
-    .name = "core",
+    SL_MODULE_HEAD("core", core_keys, sl_core_conf),
     .always = true,
-    .keys = core_keys,
-    .conf_size = sizeof(sl_core_conf),
     .defaults = core_defaults,
     .check = core_check,
 };

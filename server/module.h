@@ -174,6 +174,26 @@ typedef struct sl_module {
     size_t conf_off;                /* of its conf struct in a conf block */
 } sl_module;
 
+/* The fields every module table starts with: its name, its key table (or NULL), the type of its
+ * conf struct, and the lighttpd names that load it (none or more strings), as in
+ *     sl_module sl_mod_expire = {
+ *         SL_MODULE_HEAD("expire", expire_keys, expire_conf, "mod_expire"),
+ *         .response_start = expire_response_start,
+ *     };                                                                                        */
+#define SL_MODULE_HEAD(modname, key_table, conf_type, ...)                                         \
+    .name = (modname), .aliases = (const char *const[]){__VA_ARGS__ __VA_OPT__(, ) NULL},         \
+    .keys = (key_table), .conf_size = sizeof(conf_type)
+
+/* Entries of a key table, in a file that first defines SL_KEY_CONF as the type of its module's
+ * conf struct: the key `keyname` of `keytype` stored in `field` of it, with no flags and no
+ * prepare() (SL_KEY_AT), with a prepare() and a release() (or NULL) (SL_KEY_PREP), or with flags
+ * too (SL_KEY_FLAGS). */
+#define SL_KEY_FLAGS(keyname, keytype, keyflags, field, prep, rel)                                 \
+    {(keyname), (keytype), (keyflags), offsetof(SL_KEY_CONF, field), (prep), (rel)}
+#define SL_KEY_PREP(keyname, keytype, field, prep, rel)                                            \
+    SL_KEY_FLAGS(keyname, keytype, 0, field, prep, rel)
+#define SL_KEY_AT(keyname, keytype, field) SL_KEY_FLAGS(keyname, keytype, 0, field, NULL, NULL)
+
 /* Most modules one server loads. */
 #define SL_MAX_MODULES 32
 

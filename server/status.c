@@ -8,12 +8,10 @@
 
 void sl_status_printf(sl_status_out *o, const char *fmt, ...)
 {
-    char buf[1024];
     va_list ap;
     va_start(ap, fmt);
-    int n = vsnprintf(buf, sizeof buf, fmt, ap);
+    sl_chunkq_vprintf(o->q, fmt, ap);
     va_end(ap);
-    if (n > 0) sl_chunkq_append_mem(o->q, buf, (size_t)n < sizeof buf ? (size_t)n : sizeof buf - 1);
 }
 
 void sl_status_list(sl_status_out *o, const char *list, const char *label)

@@ -49,7 +49,8 @@ def table_keys():
         with open(path, encoding="utf-8") as f:
             src = f.read()
         for m in re.finditer(r"static const sl_key \w+\[\] = \{(.*?)\n\};", src, re.S):
-            for k in re.findall(r'^\s*\{"([^"]+)",', m.group(1), re.M):
+            # {"name", ...} or SL_KEY_AT("name", ...) and its kin (module.h)
+            for k in re.findall(r'^\s*(?:\{|SL_KEY_\w+\()"([^"]+)",', m.group(1), re.M):
                 keys[k] = os.path.relpath(path, SRC)
     with open(os.path.join(SRC, "server", "conf.c"), encoding="utf-8") as f:
         if '"server.modules"' in f.read():

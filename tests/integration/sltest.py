@@ -1,6 +1,11 @@
-"""Helpers the integration tests share that test_core does not hold: waiting for a condition,
-reading a file that may not be there yet, asking whether a process is still running."""
+"""Helpers the integration tests share that test_core does not hold: waiting for a condition or
+a listening port, reading a file that may not be there yet, asking whether a process is still
+running, reading a socket to its end, running threads, reading files cold and hot through a
+server."""
+import hashlib
 import os
+import socket
+import struct
 import time
 
 WRAPPED = bool(os.environ.get("SEEKLESS_WRAPPER"))  # under valgrind: everything is slower
@@ -17,6 +22,70 @@ def wait_for(pred, timeout=None):
             return True
         time.sleep(0.05)
     return pred()
+
+
+def accepting(port, timeout=10, proc=None):
+    """Whether something accepts connections on 127.0.0.1:port within timeout seconds (False at
+    once when proc, if given, has exited)."""
+    deadline = time.time() + timeout
+    while time.time() < deadline and (proc is None or proc.poll() is None):
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            return True
+        except OSError:
+            time.sleep(0.05)
+    return False
+
+
+def read_to_end(s, got=b""):
+    """got and all the socket s sends until it closes its side; s is closed then."""
+    while True:
+        d = s.recv(1 << 20)
+        if not d:
+            break
+        got += d
+    s.close()
+    return got
+
+
+def run_threads(threads):
+    """Start every thread, then wait for all of them."""
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+
+
+def fd_targets(pid):
+    """What the process's descriptors point at (one that closes while we look is left out)."""
+    out = []
+    for f in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            out.append(os.readlink(f"/proc/{pid}/fd/{f}"))
+        except FileNotFoundError:
+            pass
+    return out
+
+
+def wait_loops_up(pid):
+    """Wait until the server pid runs all its loops (SEEKLESS_TEST_LOOPS, else one a CPU): its
+    port accepts once the first runs, and each other opens its epoll as it starts."""
+    loops = int(os.environ.get("SEEKLESS_TEST_LOOPS") or len(os.sched_getaffinity(0)))
+    wait_for(lambda: fd_targets(pid).count("anon_inode:[eventpoll]") >= loops)
+
+
+def reset_mid_answer(s, req, nbytes=200000):
+    """Send req on the connected socket s, read about nbytes of the answer, then close s with a
+    RST, not a FIN: the server learns on its next write, maybe with a read in flight."""
+    s.sendall(req)
+    got = 0
+    while got < nbytes:
+        d = s.recv(65536)
+        if not d:
+            break
+        got += len(d)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    s.close()
 
 
 def read_text(path):
@@ -43,3 +112,86 @@ def stop_at_end(case, srv):
     exited with status 0 then; returns srv."""
     case.addCleanup(lambda: case.assertEqual(srv.stop(), 0))
     return srv
+
+
+def sha(b):
+    return hashlib.sha256(b).hexdigest()
+
+
+def warm(path):
+    """Read the file whole, so its pages are in the page cache."""
+    with open(path, "rb") as f:
+        while f.read(1 << 20):
+            pass
+
+
+def set_temp(path, temp):
+    """"cold": drop the file's pages from the page cache; "hot": read them in."""
+    from test_core import evict  # test_core is the server side; imported when first needed
+    (evict if temp == "cold" else warm)(path)
+
+
+def multipart_bodies(h, body):
+    """The bodies of a multipart/byteranges answer's parts, in order."""
+    boundary = h["content-type"].split("boundary=")[1].encode()
+    parts = body.split(b"--" + boundary)
+    return [p.split(b"\r\n\r\n", 1)[1][:-2] for p in parts[1:-1]]
+
+
+def check_files_cold_and_hot(case, content):
+    """Every file of content (name -> bytes) comes whole from case.get(name), read once with
+    its pages out of the page cache and once with them in (case.path(name) is the file)."""
+    for name, data in content.items():
+        for temp in ("cold", "hot"):
+            set_temp(case.path(name), temp)
+            st, h, body = case.get(name)
+            with case.subTest(file=name, cache=temp):
+                case.assertEqual(st, 200)
+                case.assertEqual(int(h["content-length"]), len(data))
+                case.assertEqual(sha(body), sha(data))
+
+
+class BackendFiles:
+    """Mixed into one TestCase class per network backend (the class attribute backend) that
+    serves content (name -> bytes) from one server for the class, with conf_extra added to its
+    config (TLS, say); the class defines get(name, extra=b"", method=b"GET"). Checks every file
+    whole and ranges of one, read cold and hot."""
+
+    backend = None
+    content = {}
+    conf_extra = ""
+
+    @classmethod
+    def setUpClass(cls):
+        from test_core import Server
+        cls.srv = Server(f'server.network-backend = "{cls.backend}"\n'
+                         'server.network-backend-block-size = 65536\n'
+                         'server.max-read-threads = 4\nserver.max-stat-threads = 1\n'
+                         + cls.conf_extra, cls.content).start()
+
+    @classmethod
+    def tearDownClass(cls):
+        rc = cls.srv.stop()
+        assert rc == 0, cls.srv.log_text
+
+    def path(self, name):
+        return os.path.join(self.srv.root, name)
+
+    def test_whole_files_cold_and_hot(self):
+        check_files_cold_and_hot(self, self.content)
+
+    def check_ranges_cold_and_hot(self, name):
+        """Ranges of the file `name` (over 1 MB), cold and hot: one, a suffix, and several in
+        one multipart answer."""
+        data = self.content[name]
+        for temp in ("cold", "hot"):
+            set_temp(self.path(name), temp)
+            st, h, body = self.get(name, b"Range: bytes=4097-200000\r\n")
+            self.assertEqual((st, body), (206, data[4097:200001]), temp)
+            st, h, body = self.get(name, b"Range: bytes=-70000\r\n")
+            self.assertEqual((st, body), (206, data[-70000:]), temp)
+            set_temp(self.path(name), temp)
+            st, h, body = self.get(name, b"Range: bytes=1-1,65535-65537,1000000-\r\n")
+            self.assertEqual(st, 206)
+            self.assertEqual(multipart_bodies(h, body),
+                             [data[1:2], data[65535:65538], data[1000000:]], temp)

@@ -40,6 +40,17 @@ def bcrypt(pw, cost):
     return crypt.crypt(pw, crypt.mksalt(crypt.METHOD_BLOWFISH, rounds=1 << cost)).replace("$2b$", "$2y$", 1)
 
 
+def with_user_file(srv, name, text):
+    """Write the user file `name` into the (not yet started) server's directory, which its
+    config names as @DIR@."""
+    with open(srv.conf) as f:
+        conf = f.read().replace("@DIR@", srv.dir)
+    with open(srv.conf, "w") as f:
+        f.write(conf)
+    with open(os.path.join(srv.dir, name), "w") as f:
+        f.write(text)
+
+
 def raw(srv, head_lines, target="/", method="GET", conn=None):
     """Send one request; return (status, list of (name, value), body, socket)."""
     s = conn or srv.connect()
@@ -405,12 +416,7 @@ class Inline(unittest.TestCase):
                      'auth.require = ( "/b/" => ( "method" => "basic", "realm" => "B", "require" => "valid-user" ),\n'
                      '                 "/d/" => ( "method" => "digest", "realm" => "D", "require" => "valid-user" ) )\n',
                      {"b/f.txt": b"b", "d/f.txt": b"d"})
-        with open(srv.conf) as f:
-            text = f.read().replace("@DIR@", srv.dir)
-        with open(srv.conf, "w") as f:
-            f.write(text)
-        with open(os.path.join(srv.dir, "plain"), "w") as f:
-            f.write("alice:wonder\n")
+        with_user_file(srv, "plain", "alice:wonder\n")
         srv.start()
         try:
             self.assertEqual(get(srv, "/b/f.txt", basic("alice", "wonder"))[::2], (200, b"b"))
@@ -434,13 +440,8 @@ class HalfThePool(unittest.TestCase):
                      'auth.backend = "htpasswd"\nauth.backend.htpasswd.userfile = "@DIR@/htpasswd"\n'
                      'auth.require = ( "/b/" => ( "method" => "basic", "realm" => "B", "require" => "valid-user" ) )\n',
                      {"b/f.txt": b"b", "open.txt": b"o"})
-        with open(srv.conf) as f:
-            text = f.read().replace("@DIR@", srv.dir)
-        with open(srv.conf, "w") as f:
-            f.write(text)
         wrapped = bool(os.environ.get("SEEKLESS_WRAPPER"))
-        with open(os.path.join(srv.dir, "htpasswd"), "w") as f:
-            f.write("slow:" + bcrypt("pw", 8 if wrapped else 12) + "\n")
+        with_user_file(srv, "htpasswd", "slow:" + bcrypt("pw", 8 if wrapped else 12) + "\n")
         srv.start()
         try:
             import json

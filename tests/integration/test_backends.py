@@ -10,11 +10,9 @@ that resets mid-file; a file truncated while it is sent (the connection closes s
 garbage); and afterwards the server's descriptor count is back where it started.
 """
 import argparse
-import hashlib
 import os
 import re
 import socket
-import struct
 import subprocess
 import sys
 import time
@@ -23,6 +21,7 @@ import unittest
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import test_core  # noqa: E402
 from test_core import Server, evict, read_response, request, wait_closed  # noqa: E402
+from sltest import BackendFiles, fd_targets, reset_mid_answer, sha, wait_loops_up  # noqa: E402
 
 SIZES = {
     "f0": 0,
@@ -43,49 +42,18 @@ def backends():
     return [m.group(1) for m in re.finditer(r"^network-backend: (\S+)", out, re.M)]
 
 
-def warm(path):
-    with open(path, "rb") as f:
-        while f.read(1 << 20):
-            pass
-
-
-def sha(b):
-    return hashlib.sha256(b).hexdigest()
-
-
-class BackendCase:
+class BackendCase(BackendFiles):
     """Mixed into one TestCase class per backend (made below)."""
 
-    backend = None
-
-    @classmethod
-    def setUpClass(cls):
-        cls.srv = Server(f'server.network-backend = "{cls.backend}"\n'
-                         'server.network-backend-block-size = 65536\n'
-                         'server.max-read-threads = 4\nserver.max-stat-threads = 1\n',
-                         CONTENT).start()
-
-    @classmethod
-    def tearDownClass(cls):
-        rc = cls.srv.stop()
-        assert rc == 0, cls.srv.log_text
-
-    def path(self, name):
-        return os.path.join(self.srv.root, name)
+    content = CONTENT
 
     def get(self, name, extra=b"", method=b"GET"):
         return request(self.srv, method + b" /" + name.encode() + b" HTTP/1.1\r\nHost: t\r\n" + extra
                        + b"\r\n", head=method == b"HEAD")
 
     def fd_names(self):
-        """What the server's descriptors point at (one may close while we look: skipped)."""
-        pid, names = self.srv.proc.pid, []
-        for f in os.listdir(f"/proc/{pid}/fd"):
-            try:
-                names.append(os.readlink(f"/proc/{pid}/fd/{f}"))
-            except FileNotFoundError:
-                pass
-        return names
+        """What the server's descriptors point at."""
+        return fd_targets(self.srv.proc.pid)
 
     def fd_count(self):
         """Descriptors open, not counting the files the open-file cache keeps (one each, at
@@ -103,31 +71,8 @@ class BackendCase:
         self.assertLessEqual(len(kept), len(set(kept)) + 8)  # a few answers may still hold one
         return n
 
-    def test_whole_files_cold_and_hot(self):
-        for name, data in CONTENT.items():
-            for temp in ("cold", "hot"):
-                (evict if temp == "cold" else warm)(self.path(name))
-                st, h, body = self.get(name)
-                with self.subTest(file=name, cache=temp):
-                    self.assertEqual(st, 200)
-                    self.assertEqual(int(h["content-length"]), len(data))
-                    self.assertEqual(sha(body), sha(data))
-
     def test_ranges_cold_and_hot(self):
-        data = CONTENT["odd3"]
-        for temp in ("cold", "hot"):
-            (evict if temp == "cold" else warm)(self.path("odd3"))
-            st, h, body = self.get("odd3", b"Range: bytes=4097-200000\r\n")
-            self.assertEqual((st, body), (206, data[4097:200001]), temp)
-            st, h, body = self.get("odd3", b"Range: bytes=-70000\r\n")
-            self.assertEqual((st, body), (206, data[-70000:]), temp)
-            (evict if temp == "cold" else warm)(self.path("odd3"))
-            st, h, body = self.get("odd3", b"Range: bytes=1-1,65535-65537,1000000-\r\n")
-            self.assertEqual(st, 206)
-            boundary = h["content-type"].split("boundary=")[1].encode()
-            parts = body.split(b"--" + boundary)
-            got = [p.split(b"\r\n\r\n", 1)[1][:-2] for p in parts[1:-1]]
-            self.assertEqual(got, [data[1:2], data[65535:65538], data[1000000:]], temp)
+        self.check_ranges_cold_and_hot("odd3")
 
     def test_cold_dentries_and_inodes(self):
         # Forget dentries and inodes (root only): lookups then miss the caches, so the stat
@@ -166,27 +111,14 @@ class BackendCase:
     def test_client_reset_mid_file_and_nothing_leaks(self):
         # A first answer proves the loop is up (the port accepts before the pools exist).
         self.assertEqual(self.get("f1")[0], 200)
-        # The port accepts once the first loop runs; the others open their epoll, eventfd and
-        # wake-up pipe as they start: count from when every loop is up (one epoll each).
-        loops = int(os.environ.get("SEEKLESS_TEST_LOOPS") or len(os.sched_getaffinity(0)))
-        deadline = time.time() + 10
-        while self.fd_names().count("anon_inode:[eventpoll]") < loops and time.time() < deadline:
-            time.sleep(0.05)
+        # The others open their epoll, eventfd and wake-up pipe as they start: count from when
+        # every loop is up.
+        wait_loops_up(self.srv.proc.pid)
         before = self.fd_count()
         before_list = self.fd_names()
         for i in range(5):
             evict(self.path("f10m"))
-            s = self.srv.connect()
-            s.sendall(b"GET /f10m HTTP/1.1\r\nHost: t\r\n\r\n")
-            got = 0
-            while got < 200000:
-                d = s.recv(65536)
-                if not d:
-                    break
-                got += len(d)
-            # RST, not FIN: the server learns on its next write, maybe with a read in flight.
-            s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-            s.close()
+            reset_mid_answer(self.srv.connect(), b"GET /f10m HTTP/1.1\r\nHost: t\r\n\r\n")
         st, h, body = self.get("odd2")
         self.assertEqual((st, body), (200, CONTENT["odd2"]))
         deadline = time.time() + 15

@@ -28,6 +28,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import test_core  # noqa: E402
 import test_reload  # noqa: E402
 from test_core import Server, evict, read_response  # noqa: E402
+from sltest import accepting, read_to_end, run_threads  # noqa: E402
 
 KIB = 1024
 LO, HI = 0.7, 3.0  # bounds on measured / expected time
@@ -67,10 +68,7 @@ def parallel(*calls):
             out[i] = e
 
     ts = [threading.Thread(target=run, args=(i, f)) for i, f in enumerate(calls)]
-    for t in ts:
-        t.start()
-    for t in ts:
-        t.join()
+    run_threads(ts)
     return out
 
 
@@ -235,12 +233,7 @@ class GracefulRestart(test_reload.Restart):
         got = s.recv(65536)
         t0 = time.monotonic()
         self.assertNotEqual(self.restart(), first)
-        while True:
-            d = s.recv(1 << 20)
-            if not d:
-                break
-            got += d
-        s.close()
+        got = read_to_end(s, got)
         self.assertEqual(sha(got.split(b"\r\n\r\n", 1)[1]), sha(data))
         self.assertLess(time.monotonic() - t0, 10, "the old server kept its limit")
         deadline = time.time() + 30
@@ -292,13 +285,7 @@ class Proxied(Limited):
             f" lambda *a: H(*a, directory={be!r})).serve_forever()\n")
         cls.be = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.DEVNULL,
                                   stderr=subprocess.DEVNULL)
-        deadline = time.time() + 10
-        while time.time() < deadline:
-            try:
-                socket.create_connection(("127.0.0.1", cls.port), timeout=0.2).close()
-                break
-            except OSError:
-                time.sleep(0.05)
+        accepting(cls.port)
         cls.srv = Server(
             'connection.kbytes-per-second = 200\n'
             f'$HTTP["url"] =~ "^/(px|xs)/" {{\n'

@@ -17,6 +17,8 @@ import tempfile
 import time
 import unittest
 
+from sltest import accepting, stop_at_end
+
 BUILD = "build"
 
 
@@ -55,15 +57,10 @@ class Server:
         wrapper = os.environ.get("SEEKLESS_WRAPPER", "").split()
         self.proc = subprocess.Popen([*wrapper, os.path.join(BUILD, "app", "seekless"), "-D",
                                       "-f", self.conf], stderr=subprocess.PIPE)
-        deadline = time.time() + (60 if wrapper else 5)
-        while time.time() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError("seekless exited: " + self.proc.stderr.read().decode())
-            try:
-                socket.create_connection(("127.0.0.1", self.port), timeout=0.2).close()
-                return self
-            except OSError:
-                time.sleep(0.05)
+        if accepting(self.port, 60 if wrapper else 5, self.proc):
+            return self
+        if self.proc.poll() is not None:
+            raise RuntimeError("seekless exited: " + self.proc.stderr.read().decode())
         raise RuntimeError("seekless did not start listening")
 
     def stop(self):
@@ -456,17 +453,14 @@ class OpenFileCache(unittest.TestCase):
 
     def test_each_step_on_fresh_connections(self):
         # Other loops too: every request on a new connection, which may land on any loop.
-        srv = Server("", {"a.txt": b"v0"}).start()
+        srv = stop_at_end(self, Server("", {"a.txt": b"v0"}).start())
         p = os.path.join(srv.root, "a.txt")
-        try:
-            for i in range(1, 30):
-                self.assertEqual(self.get(srv, b"/a.txt")[2], b"v%d" % (i - 1))
-                with open(p + ".tmp", "wb") as fh:
-                    fh.write(b"v%d" % i)
-                os.rename(p + ".tmp", p)
-                self.settle()
-        finally:
-            self.assertEqual(srv.stop(), 0)
+        for i in range(1, 30):
+            self.assertEqual(self.get(srv, b"/a.txt")[2], b"v%d" % (i - 1))
+            with open(p + ".tmp", "wb") as fh:
+                fh.write(b"v%d" % i)
+            os.rename(p + ".tmp", p)
+            self.settle()
 
     def test_simple_sees_a_change_within_a_second(self):
         srv = Server('server.stat-cache-engine = "simple"\n', {"a.txt": b"one"}).start()
@@ -637,23 +631,13 @@ class Process(unittest.TestCase):
             self.assertEqual(srv.stop(), 0)
 
     def test_out_of_descriptors_waits_and_never_lies(self):
-        import resource
         # One loop: each loop holds a few descriptors of its own (epoll, eventfd, listener),
         # and 20 leave room for few connections as it is.
         srv = Server("server.max-worker = 1\n", {"a.txt": b"A"})
-
-        def low_fd_limit():
-            resource.setrlimit(resource.RLIMIT_NOFILE, (20, 20))
         srv.proc = subprocess.Popen([os.path.join(BUILD, "app", "seekless"), "-D", "-f", srv.conf],
-                                    stderr=subprocess.PIPE, preexec_fn=low_fd_limit)
+                                    stderr=subprocess.PIPE, preexec_fn=fd_limit(20))
         try:
-            deadline = time.time() + 5
-            while time.time() < deadline:
-                try:
-                    socket.create_connection(("127.0.0.1", srv.port), timeout=0.2).close()
-                    break
-                except OSError:
-                    time.sleep(0.05)
+            accepting(srv.port, 5)
             conns = [srv.connect() for _ in range(30)]  # more than the server has descriptors for
             time.sleep(0.3)
             statuses = []
@@ -676,13 +660,9 @@ class Process(unittest.TestCase):
             self.assertEqual(srv.stop(), 0)
 
     def test_too_few_descriptors_for_the_loops_is_a_clear_error(self):
-        import resource
         srv = Server("server.max-worker = 8\n", {"a.txt": b"A"})
-
-        def low_fd_limit():
-            resource.setrlimit(resource.RLIMIT_NOFILE, (12, 12))
         r = subprocess.run([os.path.join(BUILD, "app", "seekless"), "-D", "-f", srv.conf],
-                           capture_output=True, text=True, timeout=10, preexec_fn=low_fd_limit)
+                           capture_output=True, text=True, timeout=10, preexec_fn=fd_limit(12))
         shutil.rmtree(srv.dir, ignore_errors=True)
         self.assertEqual(r.returncode, 1, r.stderr)
         self.assertRegex(r.stderr, r"Too many open files")
@@ -699,6 +679,14 @@ class Process(unittest.TestCase):
             self.assertEqual(request(srv, b"GET /closed.txt HTTP/1.1\r\nHost: a\r\n\r\n")[0], 403)
         finally:
             self.assertEqual(srv.stop(), 0)
+
+
+def fd_limit(n):
+    """A preexec_fn that lets the child open n descriptors at most."""
+    def limit():
+        import resource
+        resource.setrlimit(resource.RLIMIT_NOFILE, (n, n))
+    return limit
 
 
 def evict(path):

@@ -21,12 +21,12 @@ import socket
 import subprocess
 import sys
 import tempfile
-import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import test_core  # noqa: E402
 from test_core import Server, free_port  # noqa: E402
+from sltest import accepting  # noqa: E402
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 NGINX = "/usr/sbin/nginx"
@@ -135,15 +135,10 @@ class Peer:
             f.write(self.config())
         self.proc = subprocess.Popen(self.argv(conf), stdout=subprocess.DEVNULL,
                                      stderr=subprocess.PIPE)
-        deadline = time.time() + 10
-        while time.time() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError("%s exited: %s" % (self.name, self.proc.stderr.read().decode()))
-            try:
-                socket.create_connection(("127.0.0.1", self.port), timeout=0.2).close()
-                return self
-            except OSError:
-                time.sleep(0.05)
+        if accepting(self.port, 10, self.proc):
+            return self
+        if self.proc.poll() is not None:
+            raise RuntimeError("%s exited: %s" % (self.name, self.proc.stderr.read().decode()))
         self.stop()
         raise RuntimeError("%s did not start listening" % self.name)
 

@@ -29,12 +29,12 @@ import socket
 import subprocess
 import sys
 import tempfile
-import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import test_core  # noqa: E402
 from test_core import free_port, read_response  # noqa: E402
+from sltest import accepting  # noqa: E402
 
 DOCS = "/usr/share/doc/lighttpd"
 LIGHTTPD = shutil.which("lighttpd") or "/usr/sbin/lighttpd"
@@ -181,14 +181,7 @@ def seekless_check(conf):
 
 def listening(port, proc, secs):
     """Does proc answer on port within secs (False at once when it exits)?"""
-    deadline = time.time() + secs
-    while time.time() < deadline and proc.poll() is None:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-            return True
-        except OSError:
-            time.sleep(0.05)
-    return False
+    return accepting(port, secs, proc)
 
 
 def answer(port, target, host):

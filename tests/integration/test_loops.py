@@ -17,7 +17,7 @@ import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import test_core  # noqa: E402
-from sltest import stop_at_end  # noqa: E402
+from sltest import run_threads, stop_at_end  # noqa: E402
 from test_core import Server, read_response, request, evict  # noqa: E402
 
 
@@ -53,10 +53,7 @@ def fetch_many(srv, paths, parallel):
             with lock:
                 out.append((p, st, b))
     threads = [threading.Thread(target=client) for _ in range(parallel)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    run_threads(threads)
     return out
 
 

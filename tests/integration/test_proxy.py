@@ -19,6 +19,7 @@ import unittest
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import test_core  # noqa: E402
 from test_core import Server, free_port, read_response, request  # noqa: E402
+from sltest import accepting, run_threads  # noqa: E402
 
 PHP = shutil.which("php-cgi")
 SPAWN = shutil.which("spawn-fcgi")
@@ -60,14 +61,8 @@ def request_raw(srv, raw):
 
 
 def wait_port(port, timeout=10):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-            return
-        except OSError:
-            time.sleep(0.05)
-    raise RuntimeError(f"nothing listens on {port}")
+    if not accepting(port, timeout):
+        raise RuntimeError(f"nothing listens on {port}")
 
 
 def spawn_fcgi(addr_args, children, program):
@@ -406,11 +401,7 @@ class StatAccel(SpawnedCase):
             except Exception as e:  # noqa: BLE001
                 errors.append(repr(e))
 
-        ts = [threading.Thread(target=worker, args=(k,)) for k in range(8)]
-        for t in ts:
-            t.start()
-        for t in ts:
-            t.join()
+        run_threads([threading.Thread(target=worker, args=(k,)) for k in range(8)])
         self.assertEqual(errors, [])
 
 
@@ -469,11 +460,7 @@ class StatAccelPool(SpawnedCase):
             except Exception as e:  # noqa: BLE001  (a timeout here is a request left hanging)
                 errors.append(repr(e))
 
-        ts = [threading.Thread(target=client, args=(k,)) for k in range(clients)]
-        for t in ts:
-            t.start()
-        for t in ts:
-            t.join()
+        run_threads([threading.Thread(target=client, args=(k,)) for k in range(clients)])
         return errors
 
     def test_pool_within_the_workers_reuses_connections(self):

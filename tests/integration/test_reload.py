@@ -16,6 +16,7 @@ import unittest
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import test_core  # noqa: E402
 from test_core import Server, read_response  # noqa: E402
+from sltest import read_to_end  # noqa: E402
 
 WRAPPED = bool(os.environ.get("SEEKLESS_WRAPPER"))
 
@@ -177,13 +178,7 @@ class Restart(unittest.TestCase):
         for _ in range(10):
             self.assertEqual(self.get(b"/a.txt")[1]["x-gen"], "2")
         # The download that began before goes on to its last byte from the old server.
-        data = head
-        while True:
-            d = slow.recv(1 << 20)
-            if not d:
-                break
-            data += d
-        slow.close()
+        data = read_to_end(slow, head)
         self.assertEqual(data.split(b"\r\n\r\n", 1)[1], big)
         deadline = time.time() + 30
         while alive(first) and time.time() < deadline:

@@ -3,27 +3,19 @@
 stands for a missing Host in %V (SERVER_NAME for FastCGI is test_proxy's), server.max-fds is the
 soft RLIMIT_NOFILE the server runs with (the -t mistakes are test_config_cli's)."""
 import os
-import socket
 import subprocess
 import sys
-import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import test_core  # noqa: E402
-from sltest import stop_at_end  # noqa: E402
+from sltest import accepting, stop_at_end  # noqa: E402
 from test_core import Server, request  # noqa: E402
 
 
 def wait_port(port, proc):
-    deadline = time.time() + 10
-    while time.time() < deadline and proc.poll() is None:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-            return
-        except OSError:
-            time.sleep(0.05)
-    raise RuntimeError("seekless did not start listening")
+    if not accepting(port, 10, proc):
+        raise RuntimeError("seekless did not start listening")
 
 
 def limits(pid):

@@ -22,7 +22,7 @@ import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import test_core  # noqa: E402
-from sltest import alive, wait_for  # noqa: E402
+from sltest import alive, run_threads, wait_for  # noqa: E402
 from test_core import free_port  # noqa: E402
 
 
@@ -161,10 +161,7 @@ class Base(unittest.TestCase):
                 results[i] = e
 
         threads = [threading.Thread(target=run, args=(i,)) for i in range(n)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
+        run_threads(threads)
         for i, ans in enumerate(results):
             self.assertIsInstance(ans, Answer, repr(ans))
             self.assertEqual(ans.status, want[names[i % 4]], ans.raw)

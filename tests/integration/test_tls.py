@@ -19,14 +19,12 @@ the buffered SSL_write path otherwise) and the status page must name the same; w
 has kTLS every backend also runs with OpenSSL's KTLS option off, so both paths are tested.
 """
 import argparse
-import hashlib
 import os
 import re
 import shutil
 import signal
 import socket
 import ssl
-import struct
 import subprocess
 import sys
 import tempfile
@@ -36,6 +34,8 @@ import unittest
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import test_core  # noqa: E402
 from test_core import Server, evict, free_port, read_response, wait_closed  # noqa: E402
+from sltest import (BackendFiles, fd_targets, read_to_end, reset_mid_answer, sha,  # noqa: E402
+                    wait_loops_up)
 
 SIZES = {"f0": 0, "f1": 1, "f4k": 4096, "f100k": 100 * 1024, "f3m": 3 * 1024 * 1024 + 7,
          "odd3": 1234567}
@@ -102,64 +102,24 @@ def tls_request(port, raw, head=False, sni="localhost"):
         s.close()
 
 
-def sha(b):
-    return hashlib.sha256(b).hexdigest()
-
-
-def warm(path):
-    with open(path, "rb") as f:
-        while f.read(1 << 20):
-            pass
-
-
-class BackendCase:
+class BackendCase(BackendFiles):
     """Mixed into one TestCase class per backend and TLS file path (made below)."""
 
-    backend = None
+    content = CONTENT
     extra = ""  # "-KTLS": the buffered path also where the kernel has kTLS
 
     @classmethod
     def setUpClass(cls):
-        cls.srv = Server(f'server.network-backend = "{cls.backend}"\n'
-                         'server.network-backend-block-size = 65536\n'
-                         'server.max-read-threads = 4\nserver.max-stat-threads = 1\n' + TLS_CONF
-                         + cls.extra, CONTENT).start()
-
-    @classmethod
-    def tearDownClass(cls):
-        rc = cls.srv.stop()
-        assert rc == 0, cls.srv.log_text
-
-    def path(self, name):
-        return os.path.join(self.srv.root, name)
+        cls.conf_extra = TLS_CONF + cls.extra
+        super().setUpClass()
 
     def get(self, name, extra=b"", method=b"GET"):
         return tls_request(self.srv.port, method + b" /" + name.encode() +
                            b" HTTP/1.1\r\nHost: localhost\r\n" + extra + b"\r\n",
                            head=method == b"HEAD")
 
-    def test_whole_files_cold_and_hot(self):
-        for name, data in CONTENT.items():
-            for temp in ("cold", "hot"):
-                (evict if temp == "cold" else warm)(self.path(name))
-                st, h, body = self.get(name)
-                with self.subTest(file=name, cache=temp):
-                    self.assertEqual(st, 200)
-                    self.assertEqual(int(h["content-length"]), len(data))
-                    self.assertEqual(sha(body), sha(data))
-
     def test_ranges_and_head(self):
-        data = CONTENT["odd3"]
-        for temp in ("cold", "hot"):
-            (evict if temp == "cold" else warm)(self.path("odd3"))
-            st, h, body = self.get("odd3", b"Range: bytes=4097-200000\r\n")
-            self.assertEqual((st, body), (206, data[4097:200001]), temp)
-            st, h, body = self.get("odd3", b"Range: bytes=1-1,65535-65537,1000000-\r\n")
-            self.assertEqual(st, 206)
-            boundary = h["content-type"].split("boundary=")[1].encode()
-            parts = body.split(b"--" + boundary)
-            got = [p.split(b"\r\n\r\n", 1)[1][:-2] for p in parts[1:-1]]
-            self.assertEqual(got, [data[1:2], data[65535:65538], data[1000000:]], temp)
+        self.check_ranges_cold_and_hot("odd3")
         evict(self.path("f3m"))
         st, h, body = self.get("f3m", method=b"HEAD")
         self.assertEqual((st, int(h["content-length"]), body), (200, SIZES["f3m"], b""))
@@ -206,45 +166,17 @@ class BackendCase:
 
     def fd_count(self):
         """The server's descriptors, not counting files the open-file cache keeps."""
-        pid, n = self.srv.proc.pid, 0
-        for f in os.listdir(f"/proc/{pid}/fd"):
-            try:
-                if not os.readlink(f"/proc/{pid}/fd/{f}").startswith(self.srv.root + "/"):
-                    n += 1
-            except FileNotFoundError:
-                pass
-        return n
+        return sum(not t.startswith(self.srv.root + "/") for t in fd_targets(self.srv.proc.pid))
 
     def test_client_reset_mid_file(self):
         self.assertEqual(self.get("f1")[0], 200)
-        # Count from when every loop is up (one epoll each), as test_backends does.
-        loops = int(os.environ.get("SEEKLESS_TEST_LOOPS") or len(os.sched_getaffinity(0)))
-        deadline = time.time() + 10
-        while time.time() < deadline:
-            fds = os.listdir(f"/proc/{self.srv.proc.pid}/fd")
-            polls = 0
-            for f in fds:
-                try:
-                    polls += os.readlink(f"/proc/{self.srv.proc.pid}/fd/{f}") == "anon_inode:[eventpoll]"
-                except FileNotFoundError:
-                    pass
-            if polls >= loops:
-                break
-            time.sleep(0.05)
+        wait_loops_up(self.srv.proc.pid)  # count from when every loop is up
         before = self.fd_count()
         for _ in range(3):
             evict(self.path("f3m"))
-            s = tls_connect(self.srv.port)
-            s.sendall(b"GET /f3m HTTP/1.1\r\nHost: localhost\r\n\r\n")
-            got = 0
-            while got < 200000:
-                d = s.recv(65536)
-                if not d:
-                    break
-                got += len(d)
-            # RST, not close_notify: the server learns on its next write.
-            s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-            s.close()
+            # RST, not close_notify.
+            reset_mid_answer(tls_connect(self.srv.port),
+                             b"GET /f3m HTTP/1.1\r\nHost: localhost\r\n\r\n")
         st, h, body = self.get("f100k")
         self.assertEqual((st, body), (200, CONTENT["f100k"]))
         # Every TLS connection's socket is closed again (a read in flight is waited for).
@@ -493,12 +425,7 @@ class GracefulRestart(unittest.TestCase):
                 time.sleep(0.02)
             else:
                 self.fail("the new server never answered")
-            while True:
-                d = slow.recv(1 << 20)
-                if not d:
-                    break
-                got += d
-            slow.close()
+            got = read_to_end(slow, got)
             slow = None
             self.assertEqual(sha(got.partition(b"\r\n\r\n")[2]), sha(big))
             # The first server exited; the new one (not our child) is stopped by its pid.

@@ -8,6 +8,8 @@
 
 #include <cmocka.h>
 
+#include "testutil.h"
+
 #include "auth_parse.h"
 
 static long b64(const char *s, char *out, size_t cap)
@@ -19,19 +21,27 @@ static long b64(const char *s, char *out, size_t cap)
 
 static void test_base64(void **state)
 {
+    static const struct {
+        const char *in;
+        long want;       /* bytes, or a negative errno */
+        const char *out; /* what they decode to (NULL: not checked) */
+    } cases[] = {
+        {"YWxpY2U6cHcx", 9, "alice:pw1"},
+        {"YQ==", 1, "a"},
+        {"YWI=", 2, "ab"},
+        {"YWI", 2, "ab"}, /* padding left out */
+        {"", 0, ""},
+        {"Y", -EINVAL, NULL},
+        {"YW=I", -EINVAL, NULL},
+        {"YWI==", -EINVAL, NULL},
+        {"YW I", -EINVAL, NULL},
+        {"YR==", -EINVAL, NULL}, /* bits left over */
+    };
     char out[64];
-    assert_int_equal(b64("YWxpY2U6cHcx", out, sizeof out), 9);
-    assert_string_equal(out, "alice:pw1");
-    assert_int_equal(b64("YQ==", out, sizeof out), 1);
-    assert_string_equal(out, "a");
-    assert_int_equal(b64("YWI=", out, sizeof out), 2);
-    assert_int_equal(b64("YWI", out, sizeof out), 2); /* padding left out */
-    assert_int_equal(b64("", out, sizeof out), 0);
-    assert_int_equal(b64("Y", out, sizeof out), -EINVAL);
-    assert_int_equal(b64("YW=I", out, sizeof out), -EINVAL);
-    assert_int_equal(b64("YWI==", out, sizeof out), -EINVAL);
-    assert_int_equal(b64("YW I", out, sizeof out), -EINVAL);
-    assert_int_equal(b64("YR==", out, sizeof out), -EINVAL); /* bits left over */
+    TU_EACH(c, cases) {
+        assert_int_equal(b64(c->in, out, sizeof out), c->want);
+        if (c->out) assert_string_equal(out, c->out);
+    }
     assert_int_equal(b64("YWxpY2U6cHcx", out, 8), -E2BIG);
 }
 
@@ -128,13 +138,8 @@ static void test_ext_value(void **state)
     assert_int_equal(sl_auth_ext_value_decode("UTF-8''abcdef", out, 4), -E2BIG);
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
+TU_MAIN(NULL, NULL,
         cmocka_unit_test(test_base64),
         cmocka_unit_test(test_basic),
         cmocka_unit_test(test_digest),
-        cmocka_unit_test(test_ext_value),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+        cmocka_unit_test(test_ext_value))

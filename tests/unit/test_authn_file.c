@@ -13,6 +13,8 @@
 
 #include <cmocka.h>
 
+#include "testutil.h"
+
 #include "authn_file.h"
 
 static int verify(const char *hash, const char *pw)
@@ -67,10 +69,7 @@ static const char *file_with(const char *name, const char *text)
 {
     static char path[256];
     snprintf(path, sizeof path, "%s/%s", dir, name);
-    FILE *f = fopen(path, "w");
-    assert_non_null(f);
-    fputs(text, f);
-    fclose(f);
+    tu_put(dir, name, text);
     return path;
 }
 
@@ -170,18 +169,11 @@ static int setup(void **state)
 
 static int teardown(void **state)
 {
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    return system(cmd) == 0 ? 0 : -1;
+    return tu_rmtree(dir);
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
+TU_MAIN(setup, teardown,
         cmocka_unit_test(test_hash_forms),
         cmocka_unit_test(test_apr1_vectors),
         cmocka_unit_test(test_plain_and_htpasswd_files),
-        cmocka_unit_test(test_htdigest_and_ha1),
-    };
-    return cmocka_run_group_tests(tests, setup, teardown);
-}
+        cmocka_unit_test(test_htdigest_and_ha1))

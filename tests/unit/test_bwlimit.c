@@ -10,6 +10,8 @@
 
 #include <cmocka.h>
 
+#include "testutil.h"
+
 #include "bwlimit.h"
 
 #define SEC 1000000000ull
@@ -175,9 +177,7 @@ static void test_loops_sharing_a_bucket_lose_no_update(void **state)
     assert_int_equal(b.tat, (uint64_t)THREADS * ROUNDS * 976563);
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
+TU_MAIN(NULL, NULL,
         cmocka_unit_test(test_quantum_and_burst_follow_the_rate),
         cmocka_unit_test(test_a_new_bucket_is_full_and_refills_at_the_rate),
         cmocka_unit_test(test_the_wait_ends_exactly_when_the_bytes_are_there),
@@ -185,7 +185,4 @@ int main(void)
         cmocka_unit_test(test_a_long_run_keeps_the_rate),
         cmocka_unit_test(test_reservations_queue_waiters_in_turn),
         cmocka_unit_test(test_two_senders_share_a_bucket_evenly),
-        cmocka_unit_test(test_loops_sharing_a_bucket_lose_no_update),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+        cmocka_unit_test(test_loops_sharing_a_bucket_lose_no_update))

@@ -144,11 +144,12 @@ static void run(xctx *t)
     drain(t);
 }
 
-/* Send [off, end) of the file through io on base to a socket pair and check every byte; with
- * `known`, the xfer is told the file's identity first (sl_xfer_set_file). Resets the xfer. */
-static void transfer_on(sl_io *io, struct event_base *base, off_t off, off_t end, bool known)
+/* A transfer of [off, end) of the file through io on base to a socket pair (the xfer writes to
+ * one end, t->peer reads the other), not started yet. */
+static xctx *xctx_new(sl_io *io, struct event_base *base, off_t off, off_t end)
 {
     xctx *t = calloc(1, sizeof *t);
+    assert_non_null(t);
     int sv[2];
     assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, sv), 0);
     int big = 1 << 20;
@@ -159,6 +160,29 @@ static void transfer_on(sl_io *io, struct event_base *base, off_t off, off_t end
     t->base = base;
     t->result = 1;
     sl_xfer_init(&t->x, io, sv[0], resumed, t);
+    return t;
+}
+
+/* After run(): every byte of [off, end) arrived and the xfer is idle; reset it (checking, with
+ * `identity_ends`, that the file's identity went with the range), close both ends, free t. */
+static void xctx_check_free(xctx *t, off_t off, off_t end, bool identity_ends)
+{
+    assert_int_equal(t->n_got, (size_t)(end - off));
+    assert_memory_equal(t->got, data + off, (size_t)(end - off));
+    assert_false(sl_xfer_busy(&t->x));
+    int sock = t->x.sock;
+    sl_xfer_reset(&t->x);
+    if (identity_ends) assert_int_equal(t->x.id_fd, -1);
+    close(sock);
+    close(t->peer);
+    free(t);
+}
+
+/* Send [off, end) of the file through io on base to a socket pair and check every byte; with
+ * `known`, the xfer is told the file's identity first (sl_xfer_set_file). Resets the xfer. */
+static void transfer_on(sl_io *io, struct event_base *base, off_t off, off_t end, bool known)
+{
+    xctx *t = xctx_new(io, base, off, end);
     if (known) {
         struct stat st;
         assert_int_equal(fstat(fd, &st), 0);
@@ -166,14 +190,7 @@ static void transfer_on(sl_io *io, struct event_base *base, off_t off, off_t end
     }
     run(t);
     assert_int_equal(t->result, 0);
-    assert_int_equal(t->n_got, (size_t)(end - off));
-    assert_memory_equal(t->got, data + off, (size_t)(end - off));
-    assert_false(sl_xfer_busy(&t->x));
-    sl_xfer_reset(&t->x);
-    assert_int_equal(t->x.id_fd, -1); /* the identity ends with the range */
-    close(sv[0]);
-    close(sv[1]);
-    free(t);
+    xctx_check_free(t, off, end, true);
 }
 
 /* One loop's I/O through backend nb: its event base, completion port, and a read pool of
@@ -348,27 +365,11 @@ static unsigned sink_transfer(const char *backend, const sl_xfer_sink *sink, boo
     else
         assert_int_equal(pread(fd, all, SIZE, 0), SIZE);
     memset(&sk, 0, sizeof sk);
-    xctx *t = calloc(1, sizeof *t);
-    int sv[2];
-    assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, sv), 0);
-    int big = 1 << 20;
-    setsockopt(sv[0], SOL_SOCKET, SO_SNDBUF, &big, sizeof big);
-    t->peer = sv[1];
-    t->off = off;
-    t->end = end;
-    t->base = r.base;
-    t->result = 1;
-    sl_xfer_init(&t->x, &r.io, sv[0], resumed, t);
+    xctx *t = xctx_new(&r.io, r.base, off, end);
     t->x.sink = sink;
     run(t);
     if (t->result != 0) fail_msg("%s via %s: %d", backend, sink->name, t->result);
-    assert_int_equal(t->n_got, (size_t)(end - off));
-    assert_memory_equal(t->got, data + off, (size_t)(end - off));
-    assert_false(sl_xfer_busy(&t->x));
-    sl_xfer_reset(&t->x);
-    close(sv[0]);
-    close(sv[1]);
-    free(t);
+    xctx_check_free(t, off, end, false);
     rig_close(&r);
     return sk.sendfiles;
 }

@@ -1,9 +1,13 @@
 /* Thread pool and completion ports: jobs run off the loop, done() runs on the thread of the port
  * they were submitted with, in completion order, once; the queue bound refuses; one pool serves
- * two loops and each gets back only its own jobs; freeing a port runs every outstanding done(). */
+ * two loops and each gets back only its own jobs; freeing a port runs every outstanding done().
+ * Limiters: half the workers at once, then a FIFO, then refused; a waiting job whose turn comes
+ * to a full pool completes without running; synchronous slots. */
 #include <errno.h>
 #include <event2/event.h>
 #include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -232,8 +236,158 @@ static void test_one_pool_two_loops(void **state)
     }
 }
 
+/* ---- limiters ---- */
+
+static sl_tlimit *cur_limit;
+static _Atomic int n_in_work, max_in_work;
+
+typedef struct ljob {
+    tjob t;
+    bool ran;
+} ljob;
+
+static void limited_work(sl_job *j)
+{
+    int now = atomic_fetch_add(&n_in_work, 1) + 1;
+    int max = atomic_load(&max_in_work);
+    while (now > max && !atomic_compare_exchange_weak(&max_in_work, &max, now)) {
+    }
+    work(j);
+    atomic_fetch_sub(&n_in_work, 1);
+}
+
+static void limited_done(sl_job *j)
+{
+    ((ljob *)j)->ran = sl_tlimit_done(cur_limit, j);
+    done_counting(j);
+}
+
+/* Waits until the pool has `n` jobs on its workers. */
+static void wait_running(sl_tpool *p, unsigned n)
+{
+    sl_tpool_stats st;
+    for (int i = 0; i < 2000; i++) {
+        sl_tpool_get_stats(p, &st);
+        if (st.running == n) return;
+        usleep(1000);
+    }
+    fail_msg("the pool never ran %u jobs", n);
+}
+
+static void run_loop_until(int total)
+{
+    want_total = total;
+    struct timeval limit = {10, 0};
+    event_base_loopexit(loop_base, &limit);
+    event_base_dispatch(loop_base);
+    assert_int_equal(done_total, total);
+}
+
+static void test_limiter_runs_half_then_queues_then_refuses(void **state)
+{
+    loop_base = event_base_new();
+    sl_tport *port = sl_tport_new(loop_base);
+    sl_tpool *p = sl_tpool_new("t", 4, 100);
+    sl_tlimit l = SL_TLIMIT_INIT(2);
+    cur_limit = &l;
+    pthread_mutex_t gate = PTHREAD_MUTEX_INITIALIZER;
+    pthread_mutex_lock(&gate);
+    ljob j[5];
+    memset(j, 0, sizeof j);
+    atomic_store(&max_in_work, 0);
+    for (int i = 0; i < 5; i++) {
+        j[i].t.gate = &gate;
+        j[i].t.job = (sl_job){.work = limited_work, .done = limited_done};
+    }
+    for (int i = 0; i < 4; i++) assert_int_equal(sl_tlimit_submit(&l, p, port, &j[i].t.job), 0);
+    assert_int_equal(sl_tlimit_submit(&l, p, port, &j[4].t.job), -EAGAIN);
+    unsigned running, waiting;
+    uint64_t refused;
+    sl_tlimit_get(&l, &running, &waiting, &refused);
+    assert_int_equal(running, 2); /* half of 4 */
+    assert_int_equal(waiting, 2);
+    assert_int_equal(refused, 1);
+    wait_running(p, 2);
+    pthread_mutex_unlock(&gate);
+    done_total = 0;
+    run_loop_until(4);
+    for (int i = 0; i < 4; i++) {
+        assert_true(j[i].ran);
+        assert_int_equal(j[i].t.work_runs, 1);
+    }
+    assert_int_equal(j[4].t.work_runs, 0);
+    assert_true(j[2].t.job.t_queued <= j[3].t.job.t_queued); /* oldest first */
+    assert_true(atomic_load(&max_in_work) <= 2);
+    sl_tlimit_get(&l, &running, &waiting, NULL);
+    assert_int_equal(running, 0);
+    assert_int_equal(waiting, 0);
+    sl_tpool_free(p);
+    sl_tport_free(port);
+    event_base_free(loop_base);
+}
+
+static void test_limiter_turn_to_a_full_pool_completes_without_running(void **state)
+{
+    loop_base = event_base_new();
+    sl_tport *port = sl_tport_new(loop_base);
+    sl_tpool *p = sl_tpool_new("t", 2, 1); /* one slot; a queue of one */
+    sl_tlimit l = SL_TLIMIT_INIT(4);
+    cur_limit = &l;
+    pthread_mutex_t gate = PTHREAD_MUTEX_INITIALIZER;
+    pthread_mutex_lock(&gate);
+    ljob j = {.t.job = {.work = limited_work, .done = limited_done}};
+    tjob x[3];
+    memset(x, 0, sizeof x);
+    for (int i = 0; i < 3; i++) {
+        x[i].gate = &gate;
+        x[i].job = (sl_job){.work = work, .done = done};
+    }
+    assert_true(sl_tlimit_enter(&l, 2)); /* the slot: work already on a worker */
+    assert_int_equal(sl_tlimit_submit(&l, p, port, &j.t.job), 0); /* waits for it */
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(sl_tpool_submit(p, port, &x[i].job), 0);
+        if (i < 2) wait_running(p, (unsigned)i + 1);
+    }
+    sl_tlimit_leave(&l); /* j's turn, but the pool's workers and queue are full */
+    done_total = 0;
+    run_loop_until(1);
+    assert_false(j.ran);
+    assert_int_equal(j.t.work_runs, 0);
+    unsigned running;
+    sl_tlimit_get(&l, &running, NULL, NULL);
+    assert_int_equal(running, 0); /* its done() gave the slot back */
+    pthread_mutex_unlock(&gate);
+    sl_tpool_free(p);
+    sl_tport_free(port);
+    for (int i = 0; i < 3; i++) assert_int_equal(x[i].work_runs, 1);
+    event_base_free(loop_base);
+}
+
+static void test_limiter_synchronous_slots(void **state)
+{
+    sl_tlimit l = SL_TLIMIT_INIT(0);
+    assert_int_equal(sl_tlimit_slots(0), 1);
+    assert_int_equal(sl_tlimit_slots(1), 1);
+    assert_int_equal(sl_tlimit_slots(5), 2);
+    assert_true(sl_tlimit_enter(&l, 4));
+    assert_true(sl_tlimit_enter(&l, 4));
+    assert_false(sl_tlimit_enter(&l, 4));
+    sl_tlimit_leave(&l);
+    assert_true(sl_tlimit_enter(&l, 4));
+    unsigned running;
+    uint64_t refused;
+    sl_tlimit_get(&l, &running, NULL, &refused);
+    assert_int_equal(running, 2);
+    assert_int_equal(refused, 1);
+    sl_tlimit_leave(&l);
+    sl_tlimit_leave(&l);
+}
+
 TU_MAIN(NULL, NULL,
         cmocka_unit_test(test_jobs_run_on_workers_and_complete_on_the_loop),
         cmocka_unit_test(test_full_queue_refuses_with_eagain),
         cmocka_unit_test(test_complete_from_another_thread),
-        cmocka_unit_test(test_one_pool_two_loops))
+        cmocka_unit_test(test_one_pool_two_loops),
+        cmocka_unit_test(test_limiter_runs_half_then_queues_then_refuses),
+        cmocka_unit_test(test_limiter_turn_to_a_full_pool_completes_without_running),
+        cmocka_unit_test(test_limiter_synchronous_slots))
