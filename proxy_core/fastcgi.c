@@ -156,6 +156,7 @@ static int fcgi_head(const sl_proxy_msg *m, sl_buf *b)
     /* lighttpd's: the scheme, and HTTPS=on when it is https. */
     P("REQUEST_SCHEME", m->scheme ? m->scheme : "http");
     if (m->scheme && !strcmp(m->scheme, "https")) P("HTTPS", "on");
+    for (size_t i = 0; m->tls_env && i < m->tls_env->n; i++) P(m->tls_env->k[i], m->tls_env->v[i]);
     snprintf(buf, sizeof buf, "%d", m->remote_port);
     P("REMOTE_PORT", buf);
     if (m->server_addr) {

@@ -49,6 +49,7 @@
 #include "server.h"
 #include "spawn.h"
 #include "status.h"
+#include "tls.h"
 
 #define PCONF(c) SL_MODCONF((c)->conf, sl_mod_proxy, sl_proxy_conf)
 
@@ -302,6 +303,7 @@ static int build(proxy_req *pr)
     m->edits = c->edits;
     m->remote_user = c->remote_user;
     m->auth_type = c->auth_type;
+    m->tls_env = sl_tls_client_env(c);
     m->host = c->host;
     /* lighttpd's SERVER_NAME: server.name when set (whatever the Host), else the host. */
     m->server_name = sl_core(c->conf)->server_name ? sl_core(c->conf)->server_name : c->host;

@@ -50,7 +50,10 @@ typedef struct sl_proxy_msg {
     const char *target;
     size_t target_len;
     const sl_req_edits *edits;   /* fields and variables the config adds or sets (NULL: none) */
-    const char *auth_type;       /* with remote_user: "Basic" or "Digest" (FastCGI AUTH_TYPE) */
+    const char *auth_type;       /* with remote_user: "Basic", "Digest" or "SSL_CLIENT_VERIFY"
+                                  * (FastCGI AUTH_TYPE) */
+    const sl_kvlist *tls_env;    /* FastCGI: the client certificate's SSL_CLIENT_* (tls.h), or
+                                  * NULL */
     const char *host_header;     /* HTTP: the Host value for the backend; NULL: the client's */
     long long body_length;       /* CONTENT_LENGTH / Content-Length; -1: the request has none */
     bool body_chunked;           /* the body goes on chunked (HTTP only: see collect_chunked) */

@@ -18,6 +18,17 @@
  * evaluates the conditions for the name the client sent (as a request for that host on that
  * listener would) and puts that block's certificate and key on the connection's SSL.
  *
+ * Client certificates (ssl.verifyclient.*, ssl.ca-dn-file, ssl.ca-crl-file) are settings of the
+ * listener's SSL_CTX, as lighttpd sets them: a verify store of its own (ssl.ca-file's CAs and the
+ * CRLs; the context's store, which completes the server's chain, stays free of CRL checks), the
+ * CA names of the CertificateRequest, the verify mode and depth, and a callback for lighttpd's
+ * extra checks (depth, the issuer among ssl.ca-dn-file's names, enforce). Right after the
+ * handshake the connection's SSL_CLIENT_* variables are made once (sl_tls_client_env) from the
+ * verify result and the peer's certificate, which a resumed session keeps; every request on
+ * the connection hands them to FastCGI and takes the user from them (uri_raw). Being made once
+ * per connection is why these keys are refused below a $SERVER["socket"] block: a host block
+ * (SNI) or a request's condition cannot change them.
+ *
  * Transport. The connection's socket stays registered edge-triggered for both directions; what
  * OpenSSL wants (SSL_ERROR_WANT_READ / WANT_WRITE) becomes the connection's rd_ready / wr_ready
  * going false, and a read that must write first (a handshake message, a session ticket) waits
@@ -47,9 +58,11 @@
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
 
+#include "addr.h"
 #include "conf.h"
 #include "connection.h"
 #include "core_conf.h"
+#include "log.h"
 #include "loop.h"
 #include "path.h"
 #include "server.h"
@@ -75,15 +88,41 @@ typedef struct tls_conf {
     bool engine;                /* ssl.engine */
     const tls_cert *pemfile;    /* ssl.pemfile, loaded with its key */
     const char *privkey;        /* ssl.privkey (read by ssl.pemfile's prepare) */
-    const char *ca_file;        /* ssl.ca-file: CAs to complete the certificate's chain with */
+    const char *ca_file;        /* ssl.ca-file: CAs to complete the certificate's chain with,
+                                 * and the ones client certificates are verified against */
     sl_kvlist conf_cmd;         /* ssl.openssl.ssl-conf-cmd */
     const tls_staple *staple;   /* ssl.stapling-file */
+    bool verify;                /* ssl.verifyclient.activate: ask for a client certificate */
+    bool enforce;               /* ssl.verifyclient.enforce (default on): none, or a bad one,
+                                 * fails the handshake */
+    long depth;                 /* ssl.verifyclient.depth (default 9): CAs above the client's */
+    const char *username;       /* ssl.verifyclient.username: the variable REMOTE_USER takes */
+    bool exportcert;            /* ssl.verifyclient.exportcert: SSL_CLIENT_CERT */
+    const STACK_OF(X509_NAME) *ca_dn; /* ssl.ca-dn-file: the CA names asked for */
+    const STACK_OF(X509_CRL) *crls;   /* ssl.ca-crl-file */
     const void *refused;        /* the keys refused at load store nothing */
 } tls_conf;
+
+/* What a listener that asks for client certificates does with them (copied from its block). */
+typedef struct tls_verify {
+    bool on, enforce, exportcert;
+    int depth;
+    const char *username;
+    const STACK_OF(X509_NAME) *ca_dn; /* NULL: any issuer ssl.ca-file trusts */
+} tls_verify;
+
+/* The client certificate's variables of a connection, made once after its handshake. */
+typedef struct tls_env {
+    sl_kvlist kv;       /* kv.k / kv.v are k / v */
+    char **k, **v;
+    size_t cap;
+    const char *user;   /* ssl.verifyclient.username's value (one of v), or NULL */
+} tls_env;
 
 /* A TLS connection's state (one per connection on a TLS listener). */
 typedef struct sl_tls_conn {
     SSL *ssl;
+    tls_env *env;       /* on a listener that asks for client certificates, once up */
     bool up;            /* the handshake completed */
     bool dead;          /* a fatal error: no close_notify, no more calls but SSL_free */
     bool shut;          /* close_notify was sent */
@@ -105,6 +144,7 @@ typedef struct sl_tls {
     SSL_CTX *ctx[SL_MAX_LISTENERS]; /* NULL: the listener is plain */
     const tls_cert *cert[SL_MAX_LISTENERS]; /* the listener's default certificate */
     bool sni[SL_MAX_LISTENERS];     /* host blocks may pick another certificate */
+    tls_verify vfy[SL_MAX_LISTENERS];
 } sl_tls;
 
 /* Counters for the status page, summed over loops (relaxed atomics: one add per handshake). */
@@ -280,27 +320,107 @@ static int prep_ca_file(const sl_cval *v, const sl_key_ctx *ctx, void **out)
     return r;
 }
 
-/* The protocol keys belong to a listener (one SSL_CTX each): the top level or $SERVER["socket"]. */
+/* The protocol keys belong to a listener (one SSL_CTX each): the top level or $SERVER["socket"].
+ * So do the client certificate keys: lighttpd also takes them in $HTTP["host"] blocks (SNI) and
+ * even in per-request conditions (username, exportcert), where seekless refuses them: the
+ * variables are made once per connection, from the settings its handshake ran with. */
 static int listener_level(const char *key, const sl_key_ctx *ctx)
 {
+    bool client = !strncmp(key, "ssl.verifyclient.", 17) || !strcmp(key, "ssl.ca-dn-file") ||
+                  !strcmp(key, "ssl.ca-crl-file");
     for (const sl_cblock *b = ctx->cond; b; b = b->parent) {
         if (b->field != SL_COND_NONE && b->field != SL_COND_SOCKET) {
             snprintf(ctx->err, ctx->errlen,
                      "%s belongs to a listener: set it at the top level or in a "
                      "$SERVER[\"socket\"] block, not inside other conditions (only ssl.pemfile "
-                     "and ssl.privkey may differ per $HTTP[\"host\"], through SNI)",
-                     key);
+                     "and ssl.privkey may differ per $HTTP[\"host\"], through SNI)%s",
+                     key, client ? "; seekless asks for and verifies client certificates per "
+                                   "listener, not per host name or request" : "");
             return -1;
         }
     }
     return 0;
 }
 
-static int prep_engine(const sl_cval *v, const sl_key_ctx *ctx, void **out)
+/* ssl.engine and the flags of client verification: where they are set is all to check. */
+static int prep_listener(const sl_cval *v, const sl_key_ctx *ctx, void **out)
 {
     (void)v;
     (void)out;
-    return listener_level("ssl.engine", ctx);
+    return listener_level(ctx->assign->key, ctx);
+}
+
+static int prep_depth(const sl_cval *v, const sl_key_ctx *ctx, void **out)
+{
+    (void)out;
+    if (v->type != SL_CV_INT || v->num > 100) {
+        snprintf(ctx->err, ctx->errlen, "'ssl.verifyclient.depth' must be a number from 0 to 100 "
+                 "(the CAs allowed above the client's certificate)");
+        return -1;
+    }
+    return listener_level("ssl.verifyclient.depth", ctx);
+}
+
+/* A listener's key naming a file (ssl.ca-dn-file, ssl.ca-crl-file, ssl.stapling-file): the file
+ * opened and its absolute path in *path (the caller frees both), or NULL with a message. */
+static BIO *listener_file(const sl_cval *v, const sl_key_ctx *ctx, char **path)
+{
+    const char *key = ctx->assign->key;
+    *path = NULL;
+    if (v->type != SL_CV_STRING) {
+        snprintf(ctx->err, ctx->errlen, "'%s' must be a string", key);
+        return NULL;
+    }
+    if (listener_level(key, ctx) < 0) return NULL;
+    if (!(*path = sl_key_abs_path(ctx, v->str))) {
+        snprintf(ctx->err, ctx->errlen, "out of memory");
+        return NULL;
+    }
+    return open_file(key, *path, ctx);
+}
+
+static void names_free(void *p)
+{
+    sk_X509_NAME_pop_free(p, X509_NAME_free);
+}
+
+/* ssl.ca-dn-file: the subject names of the CAs in it, sent in the CertificateRequest. */
+static int prep_ca_dn(const sl_cval *v, const sl_key_ctx *ctx, void **out)
+{
+    char *path;
+    BIO *b = listener_file(v, ctx, &path); /* opened for the reason SSL_load_client_CA_file hides */
+    STACK_OF(X509_NAME) *n = b ? SSL_load_client_CA_file(path) : NULL;
+    BIO_free(b);
+    ERR_clear_error();
+    if (b && !n) snprintf(ctx->err, ctx->errlen, "ssl.ca-dn-file %s: no PEM certificate", path);
+    free(path);
+    *out = n;
+    return n ? 0 : -1;
+}
+
+static void crls_free(void *p)
+{
+    sk_X509_CRL_pop_free(p, X509_CRL_free);
+}
+
+/* ssl.ca-crl-file: every PEM CRL in the file, checked for the whole client chain. */
+static int prep_crl(const sl_cval *v, const sl_key_ctx *ctx, void **out)
+{
+    char *path;
+    BIO *b = listener_file(v, ctx, &path);
+    STACK_OF(X509_CRL) *l = b ? sk_X509_CRL_new_null() : NULL;
+    X509_CRL *x;
+    while (l && (x = PEM_read_bio_X509_CRL(b, NULL, NULL, NULL)))
+        if (!sk_X509_CRL_push(l, x)) X509_CRL_free(x);
+    ERR_clear_error(); /* the end of the file ends the loop with an error queued */
+    BIO_free(b);
+    int r = l && sk_X509_CRL_num(l) > 0 ? 0 : -1;
+    if (b && r < 0)
+        snprintf(ctx->err, ctx->errlen, "ssl.ca-crl-file %s: no PEM CRL (X509 CRL)", path);
+    if (r < 0) crls_free(l);
+    else *out = l;
+    free(path);
+    return r;
 }
 
 /* Apply ssl.openssl.ssl-conf-cmd to ctx. 0, or -1 with a message in err. */
@@ -370,14 +490,8 @@ static void staple_free(void *p)
 /* ssl.stapling-file: a DER OCSP response, read at load and sent to clients that ask for it. */
 static int prep_stapling(const sl_cval *v, const sl_key_ctx *ctx, void **out)
 {
-    if (v->type != SL_CV_STRING) {
-        snprintf(ctx->err, ctx->errlen, "'ssl.stapling-file' must be a string");
-        return -1;
-    }
-    if (listener_level("ssl.stapling-file", ctx) < 0) return -1;
-    char *path = sl_key_abs_path(ctx, v->str);
-    if (!path) return snprintf(ctx->err, ctx->errlen, "out of memory"), -1;
-    BIO *b = open_file("ssl.stapling-file", path, ctx);
+    char *path;
+    BIO *b = listener_file(v, ctx, &path);
     int r = -1;
     if (b) {
         OCSP_RESPONSE *resp = d2i_OCSP_RESPONSE_bio(b, NULL);
@@ -416,13 +530,6 @@ static const struct {
     {"ssl.disable-client-renegotiation", "client renegotiation is always refused"},
     {"ssl.empty-fragments", "TLS 1.0 is never offered"},
     {"ssl.read-ahead", "seekless decides read-ahead itself"},
-    {"ssl.verifyclient.activate", "client certificates are not implemented yet (issue 19)"},
-    {"ssl.verifyclient.enforce", "client certificates are not implemented yet (issue 19)"},
-    {"ssl.verifyclient.depth", "client certificates are not implemented yet (issue 19)"},
-    {"ssl.verifyclient.username", "client certificates are not implemented yet (issue 19)"},
-    {"ssl.verifyclient.exportcert", "client certificates are not implemented yet (issue 19)"},
-    {"ssl.ca-dn-file", "client certificates are not implemented yet (issue 19)"},
-    {"ssl.ca-crl-file", "client certificates are not implemented yet (issue 19)"},
     {"ssl.stek-file", "session ticket keys are OpenSSL's own, made at start-up"},
     {"ssl.acme-tls-1", "ACME tls-alpn-01 is not implemented"},
     {"ssl.message", "not implemented"},
@@ -500,6 +607,70 @@ static int servername_cb(SSL *ssl, int *alert, void *arg)
     return SSL_TLSEXT_ERR_OK;
 }
 
+/* A client certificate's chain being verified (lighttpd's checks over OpenSSL's): a chain with
+ * more CAs than ssl.verifyclient.depth fails (the context's own limit is one more, so that this
+ * sees the certificate past it and names the fault), and with ssl.ca-dn-file the client's
+ * certificate must be issued by one of the CAs named there. Without enforce every fault is let
+ * through: the handshake completes and SSL_CLIENT_VERIFY says FAILED. */
+static int verify_cb(int ok, X509_STORE_CTX *x)
+{
+    SSL *ssl = X509_STORE_CTX_get_ex_data(x, SSL_get_ex_data_X509_STORE_CTX_idx());
+    const sl_conn *c = ssl ? SSL_get_app_data(ssl) : NULL;
+    if (!c) return ok;
+    const tls_verify *v = &c->loop->srv->tls->vfy[c->listener];
+    int depth = X509_STORE_CTX_get_error_depth(x);
+    const X509 *cert = X509_STORE_CTX_get_current_cert(x);
+    if (depth > v->depth) {
+        ok = 0;
+        X509_STORE_CTX_set_error(x, X509_V_ERR_CERT_CHAIN_TOO_LONG);
+    }
+    if (ok && depth == 0 && v->ca_dn && cert) {
+        const X509_NAME *issuer = X509_get_issuer_name(cert);
+        bool named = false;
+        for (int i = 0; i < sk_X509_NAME_num(v->ca_dn) && !named; i++)
+            named = !X509_NAME_cmp(sk_X509_NAME_value(v->ca_dn, i), issuer);
+        if (!named) {
+            ok = 0;
+            X509_STORE_CTX_set_error(x, X509_V_ERR_CERT_REJECTED);
+        }
+    }
+    if (ok) return 1;
+    char who[64] = "-", subject[256] = "-";
+    sl_addr_str((const struct sockaddr *)&c->peer, who, sizeof who, NULL);
+    if (cert) X509_NAME_oneline(X509_get_subject_name(cert), subject, sizeof subject);
+    int e = X509_STORE_CTX_get_error(x);
+    sl_log("TLS client %s: certificate verify error %d (%s) at depth %d, subject %s%s", who, e,
+           X509_verify_cert_error_string(e), depth, subject,
+           v->enforce ? "" : " (let through: ssl.verifyclient.enforce is disabled)");
+    return !v->enforce;
+}
+
+/* Ask for and verify client certificates on ctx, as tc says. 0, or -1 (OpenSSL's queue). */
+static int client_verify(SSL_CTX *ctx, const tls_conf *tc)
+{
+    X509_STORE *st = X509_STORE_new();
+    bool ok = st && X509_STORE_load_file(st, tc->ca_file);
+    for (int i = 0; ok && tc->crls && i < sk_X509_CRL_num(tc->crls); i++)
+        ok = X509_STORE_add_crl(st, sk_X509_CRL_value(tc->crls, i));
+    /* A revoked certificate fails, and so does one whose CA has no CRL in the file. */
+    if (ok && tc->crls) ok = X509_STORE_set_flags(st, X509_V_FLAG_CRL_CHECK |
+                                                          X509_V_FLAG_CRL_CHECK_ALL);
+    /* Its own store: ssl.ca-file also completes the server's chain (the context's store),
+     * which must not need CRLs. */
+    ok = ok && SSL_CTX_set1_verify_cert_store(ctx, st);
+    X509_STORE_free(st);
+    STACK_OF(X509_NAME) *names =
+        !ok ? NULL : tc->ca_dn ? SSL_dup_CA_list(tc->ca_dn) : SSL_load_client_CA_file(tc->ca_file);
+    if (!names) return -1;
+    SSL_CTX_set_client_CA_list(ctx, names);
+    SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER | (tc->enforce ? SSL_VERIFY_FAIL_IF_NO_PEER_CERT : 0),
+                       verify_cb);
+    SSL_CTX_set_verify_depth(ctx, (int)tc->depth + 1);
+    /* OpenSSL resumes no session without one when it verifies peers (and fails the handshake). */
+    static const unsigned char sid_ctx[] = "seekless-client-verify";
+    return SSL_CTX_set_session_id_context(ctx, sid_ctx, sizeof sid_ctx - 1) ? 0 : -1;
+}
+
 /* The SSL_CTX of a listener whose block is tc. NULL with a message in err. */
 static SSL_CTX *make_ctx(sl_server *srv, const tls_conf *tc, bool sni, char *err, size_t errlen)
 {
@@ -510,6 +681,7 @@ static SSL_CTX *make_ctx(sl_server *srv, const tls_conf *tc, bool sni, char *err
                                  1) != 1)
         goto fail;
     if (tc->ca_file && !SSL_CTX_load_verify_locations(ctx, tc->ca_file, NULL)) goto fail;
+    if (tc->verify && client_verify(ctx, tc) < 0) goto fail;
     if (apply_conf_cmd(ctx, &tc->conf_cmd, err, errlen) < 0) {
         SSL_CTX_free(ctx);
         return NULL;
@@ -564,6 +736,15 @@ int sl_tls_setup(sl_server *srv, char *err, size_t errlen)
         }
         t->cert[l] = tc->pemfile;
         t->sni[l] = sni;
+        if (tc->verify && !tc->ca_file) {
+            snprintf(err, errlen, "ssl.verifyclient.activate is enabled for %s but no ssl.ca-file "
+                     "is set (the CAs client certificates are verified against)",
+                     cs->listen[l].literal);
+            goto fail;
+        }
+        t->vfy[l] = (tls_verify){.on = tc->verify, .enforce = tc->enforce,
+                                 .exportcert = tc->exportcert, .depth = (int)tc->depth,
+                                 .username = tc->username, .ca_dn = tc->ca_dn};
         if (!(t->ctx[l] = make_ctx(srv, tc, sni, err, errlen))) goto fail;
     }
     free(buf);
@@ -623,6 +804,111 @@ static const sl_xfer_sink sink_ktls = {.write = sink_write, .sendfile = sink_sen
                                        .name = "ktls-sendfile"};
 #endif
 
+static void env_free(tls_env *e)
+{
+    if (!e) return;
+    for (size_t i = 0; i < e->kv.n; i++) {
+        free(e->k[i]);
+        free(e->v[i]);
+    }
+    free(e->k);
+    free(e->v);
+    free(e);
+}
+
+/* Set name to len bytes of val (a later field of the same name wins, as in lighttpd). 0 or
+ * -ENOMEM. */
+static int env_set(tls_env *e, const char *name, const char *val, size_t len)
+{
+    char *v = strndup(val, len);
+    if (!v) return -ENOMEM;
+    for (size_t i = 0; i < e->kv.n; i++)
+        if (!strcmp(e->k[i], name)) {
+            free(e->v[i]);
+            e->v[i] = v;
+            return 0;
+        }
+    if (e->kv.n == e->cap) {
+        size_t cap = e->cap ? e->cap * 2 : 8;
+        char **k = realloc(e->k, cap * sizeof *k);
+        if (k) e->k = k;
+        char **vv = k ? realloc(e->v, cap * sizeof *vv) : NULL;
+        if (!vv) return free(v), -ENOMEM;
+        e->v = vv;
+        e->cap = cap;
+    }
+    if (!(e->k[e->kv.n] = strdup(name))) return free(v), -ENOMEM;
+    e->v[e->kv.n++] = v;
+    e->kv.k = (const char *const *)e->k;
+    e->kv.v = (const char *const *)e->v;
+    return 0;
+}
+
+/* What a memory BIO holds, as the value of name. */
+static int env_bio(tls_env *e, const char *name, BIO *b)
+{
+    char *p;
+    long n = b ? BIO_get_mem_data(b, &p) : -1;
+    return n < 0 ? -ENOMEM : env_set(e, name, p, (size_t)n);
+}
+
+/* The client certificate's variables, lighttpd's mod_openssl's names and values: the verify
+ * result, and for a verified certificate its subject (one line, and each field), its serial
+ * number in hex, the user (ssl.verifyclient.username) and the PEM (exportcert). */
+static tls_env *client_env(SSL *ssl, const tls_verify *v)
+{
+    tls_env *e = calloc(1, sizeof *e);
+    if (!e) return NULL;
+    long vr = SSL_get_verify_result(ssl);
+    const X509 *x = SSL_get0_peer_certificate(ssl);
+    char why[256] = "FAILED:"; /* lighttpd's text: OpenSSL's error string of the code */
+    if (vr != X509_V_OK) ERR_error_string_n((unsigned long)vr, why + 7, sizeof why - 7);
+    const char *verdict = vr != X509_V_OK ? why : x ? "SUCCESS" : "NONE";
+    int r = env_set(e, "SSL_CLIENT_VERIFY", verdict, strlen(verdict));
+    if (r || vr != X509_V_OK || !x) goto out;
+    const X509_NAME *xn = X509_get_subject_name(x);
+    BIO *b = BIO_new(BIO_s_mem());
+    if (!r && b) X509_NAME_print_ex(b, xn, 0, XN_FLAG_ONELINE & ~ASN1_STRFLGS_ESC_MSB);
+    if (!r) r = env_bio(e, "SSL_CLIENT_S_DN", b);
+    for (int i = 0; !r && i < X509_NAME_entry_count(xn); i++) {
+        const X509_NAME_ENTRY *ne = X509_NAME_get_entry(xn, i);
+        const char *sn = OBJ_nid2sn(OBJ_obj2nid(X509_NAME_ENTRY_get_object(ne)));
+        const ASN1_STRING *d = X509_NAME_ENTRY_get_data(ne);
+        char key[64];
+        if (!sn || (size_t)snprintf(key, sizeof key, "SSL_CLIENT_S_DN_%s", sn) >= sizeof key)
+            continue;
+        r = env_set(e, key, (const char *)ASN1_STRING_get0_data(d),
+                    (size_t)ASN1_STRING_length(d));
+    }
+    BIGNUM *bn = r ? NULL : ASN1_INTEGER_to_BN(X509_get0_serialNumber(x), NULL);
+    char *hex = bn ? BN_bn2hex(bn) : NULL;
+    if (hex) r = env_set(e, "SSL_CLIENT_M_SERIAL", hex, strlen(hex));
+    OPENSSL_free(hex);
+    BN_free(bn);
+    for (size_t i = 0; !r && v->username && i < e->kv.n; i++)
+        if (!strcmp(e->k[i], v->username) && e->v[i][0]) e->user = e->v[i];
+    if (!r && v->exportcert) {
+        BIO_free(b);
+        b = BIO_new(BIO_s_mem());
+        r = b && PEM_write_bio_X509(b, x) ? env_bio(e, "SSL_CLIENT_CERT", b) : -ENOMEM;
+    }
+    BIO_free(b);
+out:
+    ERR_clear_error();
+    if (r < 0) {
+        env_free(e);
+        return NULL;
+    }
+    /* Named as CGI variables, as lighttpd sends its environment: the username was looked up by
+     * the field's own name (SSL_CLIENT_S_DN_emailAddress), the back end gets
+     * SSL_CLIENT_S_DN_EMAILADDRESS (letters upper-cased, anything but digits then '_'). */
+    for (size_t i = 0; i < e->kv.n; i++)
+        for (char *p = e->k[i]; *p; p++)
+            *p = *p >= 'a' && *p <= 'z' ? (char)(*p - 32) : (*p >= 'A' && *p <= 'Z') ||
+                                          (*p >= '0' && *p <= '9') ? *p : '_';
+    return e;
+}
+
 int sl_tls_conn_start(sl_conn *c)
 {
     sl_tls *tls = c->loop->srv->tls;
@@ -661,16 +947,22 @@ void sl_tls_conn_free(sl_conn *c)
     sl_tls_conn *t = c->tls;
     if (!t) return;
     free(t->stage);
+    env_free(t->env);
     SSL_free(t->ssl);
     free(t);
     c->tls = NULL;
 }
 
-/* The handshake just completed: count it and choose how files go out on this connection. */
+/* The handshake just completed: count it, make the client certificate's variables and choose
+ * how files go out on this connection. */
 static void established(sl_conn *c)
 {
     sl_tls_conn *t = c->tls;
     t->up = true;
+    const tls_verify *v = &c->loop->srv->tls->vfy[c->listener];
+    /* Out of memory: no variables, as if the listener asked for no certificate (the back end
+     * sees no SSL_CLIENT_VERIFY, so it cannot take a missing one for a verified one). */
+    if (v->on) t->env = client_env(t->ssl, v);
     atomic_fetch_add_explicit(&n_handshakes, 1, memory_order_relaxed);
 #ifndef OPENSSL_NO_KTLS
     if (BIO_get_ktls_send(SSL_get_wbio(t->ssl))) {
@@ -827,6 +1119,11 @@ ssize_t sl_tls_send(sl_conn *c, const void *buf, size_t len)
     return r < 0 ? r : ssl_write(c, buf, len);
 }
 
+const sl_kvlist *sl_tls_client_env(const sl_conn *c)
+{
+    return c->tls && c->tls->env ? &c->tls->env->kv : NULL;
+}
+
 void sl_tls_close_notify(sl_conn *c)
 {
     sl_tls_conn *t = c->tls;
@@ -855,15 +1152,43 @@ static void tls_status(struct sl_server *srv, sl_status_out *o)
     sl_status_list_end(o);
 }
 
+/* lighttpd's defaults: a client certificate, once asked for, is required, and may sit below up
+ * to 9 CAs. */
+static void tls_defaults(void *p)
+{
+    tls_conf *tc = p;
+    tc->enforce = true;
+    tc->depth = 9;
+}
+
+/* ssl.verifyclient.username: the connection's verified client is the request's user, as
+ * lighttpd's mod_openssl sets REMOTE_USER (before mod_auth, which may check it or replace it). */
+static sl_hresult tls_uri_raw(sl_conn *c)
+{
+    const sl_tls_conn *t = c->tls;
+    if (t && t->env && t->env->user) {
+        c->remote_user = t->env->user;
+        c->auth_type = "SSL_CLIENT_VERIFY";
+    }
+    return SL_GO_ON;
+}
+
 #define OFF(f) offsetof(tls_conf, f)
 #define REFUSED(name) {name, SL_KEY_VALUE, 0, OFF(refused), prep_refused, NULL}
 static const sl_key tls_keys[] = {
-    {"ssl.engine", SL_KEY_BOOL, 0, OFF(engine), prep_engine, NULL},
+    {"ssl.engine", SL_KEY_BOOL, 0, OFF(engine), prep_listener, NULL},
     {"ssl.pemfile", SL_KEY_VALUE, 0, OFF(pemfile), prep_pemfile, cert_free},
     {"ssl.privkey", SL_KEY_PATH, 0, OFF(privkey), prep_privkey, NULL},
     {"ssl.ca-file", SL_KEY_PATH, 0, OFF(ca_file), prep_ca_file, NULL},
     {"ssl.openssl.ssl-conf-cmd", SL_KEY_KVLIST, 0, OFF(conf_cmd), prep_conf_cmd, NULL},
     {"ssl.stapling-file", SL_KEY_VALUE, 0, OFF(staple), prep_stapling, staple_free},
+    {"ssl.verifyclient.activate", SL_KEY_BOOL, 0, OFF(verify), prep_listener, NULL},
+    {"ssl.verifyclient.enforce", SL_KEY_BOOL, 0, OFF(enforce), prep_listener, NULL},
+    {"ssl.verifyclient.depth", SL_KEY_INT, 0, OFF(depth), prep_depth, NULL},
+    {"ssl.verifyclient.username", SL_KEY_STRING, 0, OFF(username), prep_listener, NULL},
+    {"ssl.verifyclient.exportcert", SL_KEY_BOOL, 0, OFF(exportcert), prep_listener, NULL},
+    {"ssl.ca-dn-file", SL_KEY_VALUE, 0, OFF(ca_dn), prep_ca_dn, names_free},
+    {"ssl.ca-crl-file", SL_KEY_VALUE, 0, OFF(crls), prep_crl, crls_free},
     REFUSED("ssl.cipher-list"),
     REFUSED("ssl.honor-cipher-order"),
     REFUSED("ssl.dh-file"),
@@ -874,13 +1199,6 @@ static const sl_key tls_keys[] = {
     REFUSED("ssl.disable-client-renegotiation"),
     REFUSED("ssl.empty-fragments"),
     REFUSED("ssl.read-ahead"),
-    REFUSED("ssl.verifyclient.activate"),
-    REFUSED("ssl.verifyclient.enforce"),
-    REFUSED("ssl.verifyclient.depth"),
-    REFUSED("ssl.verifyclient.username"),
-    REFUSED("ssl.verifyclient.exportcert"),
-    REFUSED("ssl.ca-dn-file"),
-    REFUSED("ssl.ca-crl-file"),
     REFUSED("ssl.stek-file"),
     REFUSED("ssl.acme-tls-1"),
     REFUSED("ssl.message"),
@@ -896,5 +1214,7 @@ sl_module sl_mod_tls = {
     .always = true,
     .keys = tls_keys,
     .conf_size = sizeof(tls_conf),
+    .defaults = tls_defaults,
+    .uri_raw = tls_uri_raw,
     .status = tls_status,
 };

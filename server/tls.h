@@ -24,8 +24,9 @@ extern sl_module sl_mod_tls;
 
 /* Start-up (also for -t), after the listeners are final: make an SSL_CTX for every listener
  * whose block enables ssl.engine (from its ssl.pemfile, ssl.privkey, ssl.ca-file,
- * ssl.openssl.ssl-conf-cmd and ssl.stapling-file), and install the SNI callback where host
- * blocks name certificates of their own. 0, or -1 with a message in err. */
+ * ssl.openssl.ssl-conf-cmd, ssl.stapling-file and the client certificate keys), and install the
+ * SNI callback where host blocks name certificates of their own. 0, or -1 with a message in
+ * err (also for ssl.verifyclient.activate without ssl.ca-file). */
 int sl_tls_setup(struct sl_server *srv, char *err, size_t errlen);
 /* Free what sl_tls_setup made (the SSL_CTXs). */
 void sl_tls_free(struct sl_server *srv);
@@ -62,6 +63,15 @@ ssize_t sl_tls_stage(struct sl_conn *c, const void *buf, size_t len);
  * sl_tls_send accepted may wait until this is called: whoever sends calls it before waiting for
  * anything but writability (conn_write does when the queue is empty or a file read is in flight). */
 int sl_tls_flush(struct sl_conn *c);
+
+/* The client certificate's variables of a connection on a listener with
+ * ssl.verifyclient.activate, made once after its handshake with lighttpd's names and values:
+ * SSL_CLIENT_VERIFY (SUCCESS, NONE, or FAILED:reason), and for a verified certificate
+ * SSL_CLIENT_S_DN, SSL_CLIENT_S_DN_<FIELD> (CN, O, OU, EMAILADDRESS ...: named as CGI variables,
+ * upper case, as lighttpd sends them), SSL_CLIENT_M_SERIAL and with ssl.verifyclient.exportcert
+ * SSL_CLIENT_CERT (PEM). They go to the back ends' CGI variables (FastCGI). NULL on other
+ * connections (plain, or no client certificate asked for). */
+const sl_kvlist *sl_tls_client_env(const struct sl_conn *c);
 
 /* Send close_notify once, when the handshake completed and nothing failed (best effort: the
  * socket is non-blocking and the connection closes anyway). Before shutdown(SHUT_WR) and close. */

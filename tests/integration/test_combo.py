@@ -856,16 +856,20 @@ def vhost_start(level, env):
 
 
 def tls_config(level, env):
-    """The listener speaks TLS with a certificate made for this config (openssl CLI)."""
+    """The listener speaks TLS with a certificate made for this config (openssl CLI); "client
+    cert": clients must show one (self-signed, the CA of ssl.ca-file), exported to FastCGI."""
     if level == "off":
         return ""
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
-                    "ec_paramgen_curve:P-256", "-nodes", "-keyout", "tls.key", "-out", "tls.crt",
-                    "-days", "2", "-subj", "/CN=localhost"],
-                   cwd=env.tmp, check=True, capture_output=True)
-    env.tls = True
+    for name in ("tls", "client")[:2 if level == "client cert" else 1]:
+        subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
+                        "ec_paramgen_curve:P-256", "-nodes", "-keyout", f"{name}.key", "-out",
+                        f"{name}.crt", "-days", "2", "-subj", "/CN=localhost"],
+                       cwd=env.tmp, check=True, capture_output=True)
+    env.tls = (f"{env.tmp}/client.crt", f"{env.tmp}/client.key") if level == "client cert" else True
     return (f'ssl.engine = "enable"\nssl.pemfile = "{env.tmp}/tls.crt"\n'
-            f'ssl.privkey = "{env.tmp}/tls.key"')
+            f'ssl.privkey = "{env.tmp}/tls.key"' +
+            (f'\nssl.ca-file = "{env.tmp}/client.crt"\nssl.verifyclient.activate = "enable"\n'
+             'ssl.verifyclient.exportcert = "enable"' if level == "client cert" else ""))
 
 
 def onoff(on, off=""):
@@ -916,7 +920,7 @@ FACTORS = [
     Factor("bandwidth limit", ("off", "connection", "server"),
            lambda level, env: BANDWIDTH_CONF[level], bandwidth_expect),
     # Every answer the same, through OpenSSL (the clients below wrap their sockets).
-    Factor("TLS", ("off", "on"), tls_config),
+    Factor("TLS", ("off", "on", "client cert"), tls_config),
 ]
 
 # Error-log lines any config may write (start, stop) and those its helpers explain.
@@ -1037,7 +1041,7 @@ class Env:
         for name, data in BACKEND_FILES.items():
             write(os.path.join(self.backend_dir, name), data)
         self.stops = []
-        self.tls = False  # the listener speaks TLS (the TLS factor)
+        self.tls = False  # the TLS factor: True, or the client cert and key to show
         self.root = None
         self.atime_ns = None
 
@@ -1113,6 +1117,8 @@ class Client:
             ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
             ctx.check_hostname = False
             ctx.verify_mode = ssl.CERT_NONE
+            if isinstance(self.tls, tuple):
+                ctx.load_cert_chain(*self.tls)
             self.sock = ctx.wrap_socket(self.sock, server_hostname="localhost")
         self.buf = b""
         self.last = None

@@ -361,12 +361,12 @@ class CheckConfig(unittest.TestCase):
         self.assertIn('"MinProtocol" => "TLSv9"', self.errors(r)[0])
         # lighttpd keys seekless does not implement are refused by name, never ignored.
         r = self.check(head + sock + '  ssl.pemfile = "a.crt"\n  ssl.privkey = "a.key"\n'
-                       '  ssl.cipher-list = "HIGH"\n  ssl.verifyclient.activate = "enable"\n}\n',
+                       '  ssl.cipher-list = "HIGH"\n  ssl.stek-file = "stek"\n}\n',
                        "g.conf")
         errs = self.errors(r)
         self.assertIn("g.conf:7: ssl.cipher-list is not supported by seekless: use "
                       "ssl.openssl.ssl-conf-cmd", errs[0])
-        self.assertIn("g.conf:8: ssl.verifyclient.activate is not supported by seekless", errs[1])
+        self.assertIn("g.conf:8: ssl.stek-file is not supported by seekless", errs[1])
         # Protocol settings belong to a listener, not to a host.
         r = self.check(head + sock + '  ssl.pemfile = "a.crt"\n  ssl.privkey = "a.key"\n}\n'
                        '$HTTP["host"] == "b" { ssl.engine = "enable" }\n', "h.conf")
