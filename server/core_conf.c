@@ -380,8 +380,6 @@ static int prep_feature_flags(const sl_cval *v, const sl_key_ctx *ctx, void **ou
         const char *name;
         const char *missing; /* why "enable" is refused */
     } off_only[] = {
-        {"server.h2proto", "seekless speaks HTTP/1.1 only (no HTTP/2)"},
-        {"server.h2c", "seekless speaks HTTP/1.1 only (no HTTP/2 upgrade)"},
         {"server.graceful-restart-bg", "seekless has no graceful restart in the background"},
     };
     if (v->type != SL_CV_ARRAY) {
@@ -391,6 +389,7 @@ static int prep_feature_flags(const sl_cval *v, const sl_key_ctx *ctx, void **ou
     sl_feature_flags *ff = malloc(sizeof *ff);
     if (!ff) return snprintf(ctx->err, ctx->errlen, "out of memory"), -1;
     ff->graceful_shutdown_timeout = -1;
+    ff->h2proto = ff->h2c = false;
     for (size_t i = 0; i < v->n_items; i++) {
         const char *k = v->items[i].key;
         const sl_cval *x = v->items[i].val;
@@ -407,19 +406,26 @@ static int prep_feature_flags(const sl_cval *v, const sl_key_ctx *ctx, void **ou
             ff->graceful_shutdown_timeout = (long)x->num;
             continue;
         }
+        bool *h2 = !strcmp(k, "server.h2proto") ? &ff->h2proto
+                   : !strcmp(k, "server.h2c")   ? &ff->h2c
+                                                : NULL;
         size_t j = 0;
-        while (j < sizeof off_only / sizeof off_only[0] && strcmp(off_only[j].name, k)) j++;
-        if (j == sizeof off_only / sizeof off_only[0]) {
+        while (!h2 && j < sizeof off_only / sizeof off_only[0] && strcmp(off_only[j].name, k)) j++;
+        if (!h2 && j == sizeof off_only / sizeof off_only[0]) {
             snprintf(ctx->err, ctx->errlen, "server.feature-flags: \"%s\" is not a flag seekless "
-                     "has (it has \"server.graceful-shutdown-timeout\"; \"server.h2proto\", "
-                     "\"server.h2c\" and \"server.graceful-restart-bg\" only as \"disable\")", k);
+                     "has (it has \"server.graceful-shutdown-timeout\", \"server.h2proto\", "
+                     "\"server.h2c\"; \"server.graceful-restart-bg\" only as \"disable\")", k);
             goto bad;
         }
         bool disable = (x->type == SL_CV_STRING && !strcmp(x->str, "disable")) ||
                        (x->type == SL_CV_INT && x->num == 0);
         bool enable = (x->type == SL_CV_STRING && !strcmp(x->str, "enable")) ||
                       (x->type == SL_CV_INT && x->num == 1);
-        if (enable) {
+        if (h2 && (enable || disable)) {
+            *h2 = enable;
+            continue;
+        }
+        if (enable && !h2) {
             snprintf(ctx->err, ctx->errlen, "server.feature-flags \"%s\" => \"enable\" is not "
                      "supported: %s", k, off_only[j].missing);
             goto bad;

@@ -60,6 +60,9 @@ ssize_t sl_tls_stage(struct sl_conn *c, const void *buf, size_t len);
 /* Send what is staged: 0 when nothing is left, -EAGAIN, or a negative errno. */
 int sl_tls_flush(struct sl_conn *c);
 
+/* Did the handshake choose HTTP/2 (ALPN "h2")? */
+bool sl_tls_alpn_h2(const struct sl_conn *c);
+
 /* Send close_notify once, when the handshake completed and nothing failed (best effort: the
  * socket is non-blocking and the connection closes anyway). Before shutdown(SHUT_WR) and close. */
 void sl_tls_close_notify(struct sl_conn *c);
