@@ -35,6 +35,7 @@
 
 #include "connection.h"
 #include "core_conf.h"
+#include "h2_head.h"
 #include "log.h"
 #include "loop.h"
 #include "server.h"
@@ -42,22 +43,13 @@
 
 #define QUEUE_HIGH (256 * 1024)    /* frames queued on the connection before nghttp2 waits */
 #define READ_BUDGET (256 * 1024)   /* input bytes per connection per loop turn */
-#define MAX_STREAMS 100            /* SETTINGS_MAX_CONCURRENT_STREAMS, as lighttpd and nginx */
-#define STREAM_WINDOW (64 * 1024)  /* request body bytes a stream buffers before its reader */
 
 typedef struct h2_stream {
     sl_conn c;                     /* first: the stream is freed as an sl_conn */
     struct sl_h2 *h2;              /* NULL once the session is gone */
     struct h2_stream *prev, *next; /* the session's open streams, or its ending ones */
-    size_t head_len;               /* bytes of the HTTP/1.1 head written into c.in */
-    const char *method, *path, *authority; /* pseudo-header fields (request memory) */
-    size_t method_len, path_len, authority_len;
-    bool line_done;                /* the request line is in c.in */
-    bool has_length;               /* the client sent content-length */
-    bool too_big;                  /* the head did not fit: 431 */
+    sl_h2_head head;               /* the request head, written into c.in (h2_head.h) */
     bool begun;                    /* the request runs */
-    bool body;                     /* the client sends a body */
-    bool chunked_in;               /* ... without content-length: given to readers chunked */
     bool body_end;                 /* its last byte arrived */
     bool ended;                    /* closed by nghttp2 or reset by us: on the ending list */
     bool deferred;                 /* the DATA source said NGHTTP2_ERR_DEFERRED */
@@ -130,6 +122,8 @@ static h2_stream *stream_new(struct sl_h2 *h, int32_t id)
         free(s);
         return NULL;
     }
+    s->head.buf = s->c.in;
+    s->head.cap = s->c.in_cap;
     s->h2 = h;
     list_add(&h->open, s);
     h->n_open++;
@@ -137,57 +131,16 @@ static h2_stream *stream_new(struct sl_h2 *h, int32_t id)
     return s;
 }
 
-/* Append to the stream's request head; too much makes it a 431. */
-static void head_put(h2_stream *s, const char *p, size_t n)
-{
-    if (s->too_big || s->head_len + n + 2 > s->c.in_cap) {
-        s->too_big = true;
-        return;
-    }
-    memcpy(s->c.in + s->head_len, p, n);
-    s->head_len += n;
-}
-
-/* The request line and Host, from the pseudo-header fields. */
-static void head_line(h2_stream *s)
-{
-    if (s->line_done) return;
-    s->line_done = true;
-    bool connect = s->method_len == 7 && !memcmp(s->method, "CONNECT", 7);
-    if (!s->method || (!s->path && !connect)) {
-        s->too_big = false;
-        s->method = NULL; /* answered 400 */
-        return;
-    }
-    head_put(s, s->method, s->method_len);
-    head_put(s, " ", 1);
-    if (connect)
-        head_put(s, s->authority ? s->authority : "", s->authority ? s->authority_len : 0);
-    else
-        head_put(s, s->path, s->path_len);
-    head_put(s, " HTTP/1.1\r\n", 11);
-    if (s->authority) {
-        head_put(s, "Host: ", 6);
-        head_put(s, s->authority, s->authority_len);
-        head_put(s, "\r\n", 2);
-    }
-}
-
 /* The request's HEADERS are complete: run it. */
 static void stream_begin(h2_stream *s, bool end_stream)
 {
     if (s->begun) return;
     s->begun = true;
-    head_line(s);
-    s->body = !end_stream;
     s->body_end = end_stream;
-    if (s->body && s->method && !s->has_length) {
-        head_put(s, "Transfer-Encoding: chunked\r\n", 28);
-        s->chunked_in = true;
-    }
-    head_put(s, "\r\n", 2);
-    s->c.in_len = s->head_len;
-    sl_conn_stream_begin(&s->c, !s->method ? 400 : s->too_big ? 431 : 0);
+    int status = sl_h2_head_end(&s->head, !end_stream);
+    s->c.in_len = s->head.len;
+    sl_h2_head_free(&s->head);
+    sl_conn_stream_begin(&s->c, status);
 }
 
 /* Give flow-control credit back for body bytes read (or dropped). */
@@ -266,6 +219,7 @@ void sl_h2_stream_close(sl_conn *c)
 void sl_h2_stream_freed(sl_conn *c)
 {
     h2_stream *s = stream_of(c);
+    sl_h2_head_free(&s->head);
     sl_chunkq_clear(&s->body_q);
 }
 
@@ -418,30 +372,8 @@ static int on_header(nghttp2_session *ng, const nghttp2_frame *frame, const uint
     if (frame->hd.type != NGHTTP2_HEADERS || frame->headers.cat != NGHTTP2_HCAT_REQUEST) return 0;
     h2_stream *s = stream_get(ng, frame->hd.stream_id);
     if (!s || s->begun) return 0;
-    const char *n = (const char *)name, *v = (const char *)value;
-    if (namelen && n[0] == ':') {
-        /* nghttp2 checked them: known, once each, before the other fields. */
-        const char *copy = sl_conn_strdup(&s->c, v, valuelen);
-        if (!copy) return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
-        if (namelen == 7 && !memcmp(n, ":method", 7)) {
-            s->method = copy;
-            s->method_len = valuelen;
-        } else if (namelen == 5 && !memcmp(n, ":path", 5)) {
-            s->path = copy;
-            s->path_len = valuelen;
-        } else if (namelen == 10 && !memcmp(n, ":authority", 10)) {
-            s->authority = copy;
-            s->authority_len = valuelen;
-        }
-        return 0;
-    }
-    head_line(s);
-    if (namelen == 4 && !memcmp(n, "host", 4) && s->authority) return 0; /* :authority rules */
-    if (namelen == 14 && !memcmp(n, "content-length", 14)) s->has_length = true;
-    head_put(s, n, namelen);
-    head_put(s, ": ", 2);
-    head_put(s, v, valuelen);
-    head_put(s, "\r\n", 2);
+    if (sl_h2_head_field(&s->head, name, namelen, value, valuelen) < 0)
+        return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
     return 0;
 }
 
@@ -457,7 +389,7 @@ static int on_frame_recv(nghttp2_session *ng, const nghttp2_frame *frame, void *
     }
     if (end && !s->body_end) {
         s->body_end = true;
-        if (s->chunked_in && body_put(s, "0\r\n\r\n", 5) < 0)
+        if (s->head.chunked && body_put(s, "0\r\n\r\n", 5) < 0)
             return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
         body_wake(s);
     }
@@ -473,7 +405,7 @@ static int on_data_chunk(nghttp2_session *ng, uint8_t flags, int32_t id, const u
         return 0;
     }
     s->unconsumed += len;
-    if (s->chunked_in) {
+    if (s->head.chunked) {
         char hex[24];
         int k = snprintf(hex, sizeof hex, "%zx\r\n", len);
         if (body_put(s, hex, (size_t)k) < 0 || body_put(s, data, len) < 0 ||
@@ -532,24 +464,11 @@ static struct sl_h2 *session_new(sl_conn *c)
     static pthread_once_t once = PTHREAD_ONCE_INIT;
     pthread_once(&once, callbacks_make);
     struct sl_h2 *h = calloc(1, sizeof *h);
-    nghttp2_option *opt = NULL;
-    if (!h || !cbs || nghttp2_option_new(&opt) != 0) goto fail;
-    /* Body bytes are credited when a module reads them (stream_consume), not when they arrive. */
-    nghttp2_option_set_no_auto_window_update(opt, 1);
-    int e = nghttp2_session_server_new2(&h->ng, cbs, h, opt);
-    nghttp2_option_del(opt);
-    if (e != 0) goto fail;
-    h->c = c;
-    long field_size = c->loop->srv->global->max_request_field_size;
-    nghttp2_settings_entry iv[] = {
-        {NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, MAX_STREAMS},
-        {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, STREAM_WINDOW},
-        {NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, (uint32_t)field_size},
-    };
-    if (nghttp2_submit_settings(h->ng, NGHTTP2_FLAG_NONE, iv, sizeof iv / sizeof iv[0]) != 0) {
-        nghttp2_session_del(h->ng);
+    if (!h || !cbs ||
+        sl_h2_session_new(&h->ng, cbs, h,
+                          (uint32_t)c->loop->srv->global->max_request_field_size) != 0)
         goto fail;
-    }
+    h->c = c;
     c->h2 = h;
     c->state = SL_CONN_H2;
     c->bytes_out = 0;
@@ -646,8 +565,8 @@ int sl_h2_upgrade(sl_conn *c)
         /* Stream 1 is the request that asked: its head as it came. */
         nghttp2_session_set_stream_user_data(h->ng, 1, s);
         memcpy(s->c.in, c->in, c->head_len);
-        s->c.in_len = s->head_len = c->head_len;
-        s->begun = s->line_done = s->body_end = true;
+        s->c.in_len = c->head_len;
+        s->begun = s->body_end = true;
         size_t rest = c->in_len - c->head_len;
         char *after = c->in + c->head_len;
         sl_conn_stream_begin(&s->c, 0);
