@@ -773,7 +773,7 @@ void sl_conn_handled(sl_conn *c, sl_hresult r)
 
 void sl_conn_resume(sl_conn *c)
 {
-    if (c->state == SL_CONN_WRITE) conn_run(c);
+    if (c->state == SL_CONN_WRITE || c->state == SL_CONN_H2) conn_run(c);
 }
 
 /* Expect is a list over all its lines (RFC 9110 §10.1.1); 100-continue is the only expectation

@@ -486,6 +486,27 @@ static int prep_workers(const sl_cval *v, const sl_key_ctx *ctx, void **out)
 }
 
 /* What only the keys together or the system show. */
+/* HTTP/2 streams share their connection, and a bandwidth limit is the connection's writes: a
+ * limit that a condition sets for some requests (a host, URLs, even a listener, which the
+ * connection only learns per request) cannot hold for streams of one connection that ask for
+ * different things. With server.h2proto on, the limits are refused anywhere but at the top level,
+ * where they hold for every HTTP/2 connection as for HTTP/1.1 (no silent exception). */
+static void h2_bw_check(sl_conf_check *k, const sl_cblock *b)
+{
+    for (; b; b = b->else_next) {
+        for (size_t i = 0; b->parent && i < b->n_assigns; i++) {
+            const sl_cassign *a = &b->assigns[i];
+            if (!strcmp(a->key, "connection.kbytes-per-second") ||
+                !strcmp(a->key, "server.kbytes-per-second"))
+                sl_conf_fail(k, a->file, a->line,
+                             "%s inside a condition cannot limit HTTP/2 streams, which share "
+                             "their connection: with server.feature-flags \"server.h2proto\" => "
+                             "\"enable\" set it at the top level only", a->key);
+        }
+        for (size_t i = 0; i < b->n_children; i++) h2_bw_check(k, b->children[i]);
+    }
+}
+
 static void core_check(sl_conf_check *k, const void *conf)
 {
     const sl_core_conf *g = conf;
@@ -526,6 +547,7 @@ static void core_check(sl_conf_check *k, const void *conf)
                      "server.max-fds %ld is above the hard limit of open files (%llu) and only "
                      "root may raise that (systemd: LimitNOFILE=, shell: ulimit -Hn)",
                      g->max_fds, (unsigned long long)rl.rlim_max);
+    if (sl_core_h2proto(g)) h2_bw_check(k, t->root);
     sl_user_check(k, g);
 }
 

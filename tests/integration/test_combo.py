@@ -912,15 +912,18 @@ FACTORS = [
            auth_expect, auth_start),
     Factor("Range requests", ("on", "off"),
            onoff('server.range-requests = "enable"', 'server.range-requests = "disable"'), range_expect),
-    Factor("bandwidth limit", ("off", "connection", "server"),
-           lambda level, env: BANDWIDTH_CONF[level], bandwidth_expect),
-    # Every answer the same, through OpenSSL (the clients below wrap their sockets).
-    Factor("TLS", ("off", "on"), tls_config),
     # Every single request that HTTP/2 can carry goes as an HTTP/2 stream instead (curl: ALPN h2,
     # or prior knowledge on cleartext), with the same expectations; pipelines, HTTP/1.0 and
-    # requests without Host stay HTTP/1.1 on the same server.
-    Factor("HTTP/2", ("off", "on"), onoff('server.feature-flags = ( "server.h2proto" => "enable", '
-                                          '"server.h2c" => "enable" )')),
+    # requests without Host stay HTTP/1.1 on the same server. Before the bandwidth limit: with
+    # HTTP/2 a limit may only be set at the top level (its block lifting the limit is left out).
+    Factor("HTTP/2", ("off", "on"), lambda level, env: setattr(env, "h2", level == "on") or (
+        'server.feature-flags = ( "server.h2proto" => "enable", "server.h2c" => "enable" )'
+        if level == "on" else "")),
+    Factor("bandwidth limit", ("off", "connection", "server"),
+           lambda level, env: BANDWIDTH_CONF[level].split("\n")[0] if env.h2 else BANDWIDTH_CONF[level],
+           bandwidth_expect),
+    # Every answer the same, through OpenSSL (the clients below wrap their sockets).
+    Factor("TLS", ("off", "on"), tls_config),
 ]
 
 

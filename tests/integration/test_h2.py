@@ -32,7 +32,7 @@ import unittest
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import test_core  # noqa: E402
 from sltest import WRAPPED, read_text, wait_for  # noqa: E402
-from test_core import Server, evict, free_port  # noqa: E402
+from test_core import Server, assert_refused, evict, free_port  # noqa: E402
 
 LIGHTTPD = "/usr/sbin/lighttpd"
 BIG = os.urandom(6 * 1024 * 1024 + 123)  # over the 64 KiB stream and connection windows
@@ -388,6 +388,28 @@ class H2(unittest.TestCase):
         self.assertEqual(srv.proc.wait(timeout=TIMEOUT), 0)
         srv.stop()
         self.assertEqual(sha(out), sha(BIG))
+
+
+class Bandwidth(unittest.TestCase):
+    """A top-level limit holds for an HTTP/2 connection as for HTTP/1.1 (every byte written
+    counts); one inside a condition cannot hold for streams sharing a connection: refused."""
+
+    def test_top_level_limit_holds(self):
+        data = BIG[:3 * 1024 * 1024]
+        srv = Server(H2_ON + "connection.kbytes-per-second = 2048\n", {"m.bin": data}).start()
+        try:
+            t = time.monotonic()
+            rc, ver, st, _, body = curl("--http2-prior-knowledge", f"http://127.0.0.1:{srv.port}/m.bin")
+            took = time.monotonic() - t
+            self.assertEqual((ver, st, sha(body)), ("2", 200, sha(data)))
+            self.assertGreater(took, 1.2)  # 3 MiB at 2 MiB/s, less the bucket's 1/8 s
+        finally:
+            self.assertEqual(srv.stop(), 0)
+
+    def test_conditional_limit_refused(self):
+        for key in ("connection.kbytes-per-second", "server.kbytes-per-second"):
+            assert_refused(self, H2_ON + f'$HTTP["url"] =~ "^/dl/" {{ {key} = 100 }}\n',
+                           [f"{key} inside a condition cannot limit HTTP/2 streams"])
 
 
 class SameAsLighttpd(unittest.TestCase):
