@@ -412,6 +412,56 @@ class Bandwidth(unittest.TestCase):
                            [f"{key} inside a condition cannot limit HTTP/2 streams"])
 
 
+class DebianConf(unittest.TestCase):
+    """Debian's own /etc/lighttpd/lighttpd.conf enables "server.h2proto" and "server.h2c" (issue
+    18): seekless -t accepts it unchanged, and it starts with only its port, document root, error
+    log and pid file lines changed (and, when the tests do not run as root, its user and group
+    lines left out) and speaks HTTP/2 by prior knowledge and by Upgrade: h2c."""
+
+    DEBIAN = "/etc/lighttpd/lighttpd.conf"
+
+    def test_debian_lighttpd_conf(self):
+        seekless = os.path.join(test_core.BUILD, "app", "seekless")
+        r = subprocess.run([seekless, "-t", "-f", self.DEBIAN], capture_output=True, text=True)
+        self.assertEqual((r.returncode, r.stdout.strip()), (0, "Syntax OK"), r.stderr)
+        with open(self.DEBIAN) as f:
+            text = f.read()
+        self.assertRegex(text, r'(?m)^server.feature-flags\s*\+= \("server.h2proto"\s*=> "enable"\)')
+        d = tempfile.mkdtemp(prefix="sl_h2_deb_")
+        self.addCleanup(shutil.rmtree, d, True)
+        os.chmod(d, 0o755)
+        with open(os.path.join(d, "index.html"), "wb") as f:
+            f.write(FILES["index.html"])
+        os.chmod(os.path.join(d, "index.html"), 0o644)
+        port = free_port()
+        moved = {"server.port": str(port), "server.document-root": f'"{d}"',
+                 "server.errorlog": f'"{d}/error.log"', "server.pid-file": f'"{d}/pid"'}
+        out = []
+        for line in text.splitlines():
+            key = line.split("=")[0].strip()
+            if key in moved:
+                line = f"{key} = {moved.pop(key)}"
+            elif key in ("server.username", "server.groupname") and os.geteuid() != 0:
+                continue
+            out.append(line)
+        self.assertEqual(moved, {}, "lines of Debian's file not found")
+        conf = os.path.join(d, "lighttpd.conf")
+        with open(conf, "w") as f:
+            f.write("\n".join(out) + "\n")
+        p = subprocess.Popen([*os.environ.get("SEEKLESS_WRAPPER", "").split(), seekless, "-D",
+                              "-f", conf], stderr=subprocess.PIPE)
+        try:
+            from test_proxy import wait_port
+            wait_port(port, TIMEOUT)
+            for how in ("--http2-prior-knowledge", "--http2"):
+                rc, ver, st, _, body = curl(how, f"http://127.0.0.1:{port}/")
+                self.assertEqual((ver, st, body), ("2", 200, FILES["index.html"]), how)
+        finally:
+            p.send_signal(signal.SIGTERM)
+            self.assertEqual(p.wait(timeout=TIMEOUT), 0, p.stderr.read())
+            p.stderr.close()
+
+
 class SameAsLighttpd(unittest.TestCase):
     """lighttpd 1.4 and seekless, the same config with h2proto, the same files: the same statuses
     and bodies over HTTP/2 (error pages aside, whose text differs)."""
