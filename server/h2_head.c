@@ -65,6 +65,18 @@ int sl_h2_head_field(sl_h2_head *h, const uint8_t *name, size_t namelen, const u
     line(h);
     if (namelen == 4 && !memcmp(n, "host", 4) && h->authority) return 0; /* :authority rules */
     if (namelen == 14 && !memcmp(n, "content-length", 14)) h->has_length = true;
+    if (namelen == 6 && !memcmp(n, "cookie", 6)) {
+        char *c = realloc(h->cookie, h->cookie_len + valuelen + 3);
+        if (!c) return -ENOMEM;
+        if (h->cookie_len) {
+            memcpy(c + h->cookie_len, "; ", 2);
+            h->cookie_len += 2;
+        }
+        memcpy(c + h->cookie_len, value, valuelen);
+        h->cookie_len += valuelen;
+        h->cookie = c;
+        return 0;
+    }
     put(h, name, namelen);
     put(h, ": ", 2);
     put(h, value, valuelen);
@@ -77,6 +89,11 @@ int sl_h2_head_end(sl_h2_head *h, bool body)
     line(h);
     if (!h->method || (!h->path && !(h->method_len == 7 && !memcmp(h->method, "CONNECT", 7))))
         return 400;
+    if (h->cookie) {
+        put(h, "Cookie: ", 8);
+        put(h, h->cookie, h->cookie_len);
+        put(h, "\r\n", 2);
+    }
     if (body && !h->has_length) {
         put(h, "Transfer-Encoding: chunked\r\n", 28);
         h->chunked = true;
@@ -92,7 +109,9 @@ void sl_h2_head_free(sl_h2_head *h)
     free(h->method);
     free(h->path);
     free(h->authority);
-    h->method = h->path = h->authority = NULL;
+    free(h->cookie);
+    h->method = h->path = h->authority = h->cookie = NULL;
+    h->cookie_len = 0;
 }
 
 int sl_h2_session_new(nghttp2_session **ng, const nghttp2_session_callbacks *cb, void *ud,

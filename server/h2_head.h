@@ -28,6 +28,8 @@ typedef struct sl_h2_head {
     size_t len, cap;
     char *method, *path, *authority; /* the pseudo-header fields (malloc), NULL when absent */
     size_t method_len, path_len, authority_len;
+    char *cookie;              /* the cookie fields joined with "; " (malloc), NULL: none */
+    size_t cookie_len;
     bool line_done;            /* the request line is in buf */
     bool too_big;              /* it did not fit: 431 */
     bool has_length;           /* the client sent content-length */
@@ -37,12 +39,13 @@ typedef struct sl_h2_head {
 /* One field of the HEADERS as nghttp2 delivered it. 0, or -ENOMEM. */
 int sl_h2_head_field(sl_h2_head *h, const uint8_t *name, size_t namelen, const uint8_t *value,
                      size_t valuelen);
-/* The HEADERS ended; body: the client sends a body (no END_STREAM on them). A body without
+/* The HEADERS ended; body: the client sends a body (no END_STREAM on them). The cookie fields,
+ * which HTTP/2 clients may split (RFC 9113 §8.2.3), go out as one Cookie line. A body without
  * content-length is announced as chunked (the caller gives it to readers in that coding). Ends
  * the head with its empty line. Returns 0 (buf[0..len) is the head), 400 (no :method or :path)
  * or 431 (over cap). */
 int sl_h2_head_end(sl_h2_head *h, bool body);
-/* Free the pseudo-header copies. */
+/* Free the pseudo-header and cookie copies. */
 void sl_h2_head_free(sl_h2_head *h);
 
 /* A server session with seekless's options and SETTINGS submitted (max_header_list: the HTTP/1.1

@@ -54,6 +54,9 @@ XS_PHP = b"""<?php
 header("X-Sendfile: " . $_GET["f"]);
 echo "this body must not reach the client";
 """
+COOKIE_PHP = b"""<?php
+echo $_SERVER["HTTP_COOKIE"];
+"""
 ECHO_PHP = b"""<?php
 echo "len=" . ($_SERVER["CONTENT_LENGTH"] ?? "-") . " proto=" . $_SERVER["SERVER_PROTOCOL"]
    . " body=" . file_get_contents("php://input");
@@ -152,7 +155,7 @@ class H2(unittest.TestCase):
         wait_port(cls.php_port)
         cls.tls_port = free_port()
         files = dict(FILES)
-        files.update({"php/xs.php": XS_PHP, "php/echo.php": ECHO_PHP})
+        files.update({"php/xs.php": XS_PHP, "php/echo.php": ECHO_PHP, "php/cookie.php": COOKIE_PHP})
         cls.srv = Server(H2_ON + 'server.modules = ( "mod_accesslog", "mod_status", "mod_proxy_core" )\n'
                          'accesslog.filename = "access.log"\n'
                          'status.status-url = "/server-status"\n'
@@ -285,6 +288,17 @@ class H2(unittest.TestCase):
                                         data=data[:70000])
             self.assertEqual((ver, st), ("2", 200))
             self.assertTrue(body.endswith(b"body=" + data[:70000]), body[:80])
+
+    def test_split_cookie_fields_joined(self):
+        # HTTP/2 clients may send each cookie as a field of its own (RFC 9113 §8.2.3): the
+        # request the modules and the backend see has one Cookie line, joined with "; ".
+        s = socket.create_connection(("127.0.0.1", self.srv.port), timeout=TIMEOUT)
+        s.sendall(PREFACE + frame(4, 0, 0) + frame(1, 0x5, 1, hpack(
+            [(b":method", b"GET"), (b":scheme", b"http"), (b":path", b"/php/cookie.php"),
+             (b":authority", b"localhost"), (b"cookie", b"a=1"), (b"cookie", b"b=2")])))
+        frames = read_frames(s, 1)
+        s.close()
+        self.assertEqual(b"".join(p for t, fl, sid, p in frames if t == 0 and sid == 1), b"a=1; b=2")
 
     def test_access_log_and_status(self):
         curl("--http2-prior-knowledge", self.plain + "/a.txt?log=h2")
