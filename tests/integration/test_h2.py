@@ -426,6 +426,27 @@ class Bandwidth(unittest.TestCase):
                            [f"{key} inside a condition cannot limit HTTP/2 streams"])
 
 
+class ErrorPages(unittest.TestCase):
+    """server.errorfile-prefix and server.error-handler-404 answer HTTP/2 streams as they answer
+    HTTP/1.1 requests."""
+
+    def test_errorfile_and_handler(self):
+        d = tempfile.mkdtemp(prefix="sl_h2_err_")
+        self.addCleanup(shutil.rmtree, d, True)
+        with open(os.path.join(d, "status-404.html"), "wb") as f:
+            f.write(b"<p>our 404</p>\n")
+        srv = Server(H2_ON + f'server.errorfile-prefix = "{d}/status-"\n'
+                     '$HTTP["url"] =~ "^/h/" { server.error-handler-404 = "/index.html" }\n',
+                     FILES).start()
+        try:
+            for v in ("--http1.1", "--http2-prior-knowledge"):
+                base = f"http://127.0.0.1:{srv.port}"
+                self.assertEqual(curl(v, base + "/nope")[2:5:2], (404, b"<p>our 404</p>\n"), v)
+                self.assertEqual(curl(v, base + "/h/nope")[2:5:2], (200, FILES["index.html"]), v)
+        finally:
+            self.assertEqual(srv.stop(), 0)
+
+
 class DebianConf(unittest.TestCase):
     """Debian's own /etc/lighttpd/lighttpd.conf enables "server.h2proto" and "server.h2c" (issue
     18): seekless -t accepts it unchanged, and it starts with only its port, document root, error
