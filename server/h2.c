@@ -546,15 +546,10 @@ int sl_h2_upgrade(sl_conn *c)
     if (sl < 0) return 0;
     static const char sw[] = "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\n"
                              "Upgrade: h2c\r\n\r\n";
-    if (sl_conn_send_now(c, sw, sizeof sw - 1) != (ssize_t)(sizeof sw - 1)) {
-        sl_conn_close(c); /* a fresh socket that cannot take 70 bytes */
-        return -1;
-    }
+    /* A socket that cannot take 70 bytes at once, or no memory: the caller ends it. */
+    if (sl_conn_send_now(c, sw, sizeof sw - 1) != (ssize_t)(sizeof sw - 1)) return -1;
     struct sl_h2 *h = session_new(c);
-    if (!h) {
-        sl_conn_close(c);
-        return -1;
-    }
+    if (!h) return -1;
     h->in_run = true;
     bool head = rq->method == SL_METHOD_HEAD;
     h2_stream *s = NULL;
@@ -627,10 +622,8 @@ static int fill(struct sl_h2 *h)
 static void set_deadline(struct sl_h2 *h)
 {
     sl_conn *c = h->c;
-    const sl_core_conf *g = c->loop->srv->global;
     long secs = h->queued > c->bytes_out || h->n_open ? sl_core(c->conf)->max_write_idle
                                                      : sl_core(c->conf)->max_keep_alive_idle;
-    (void)g;
     c->deadline = c->loop->now + secs + 1;
 }
 

@@ -37,7 +37,8 @@ int sl_h2_start(struct sl_conn *c);
 /* The HTTP/1.1 request in c->in (c->req parsed, head_len bytes) asked for Upgrade: h2c with
  * HTTP2-Settings: answer 101 and go on in HTTP/2 with that request as stream 1. Returns 1 when
  * the connection switched, 0 when the request does not qualify (answer it in HTTP/1.1), or -1
- * when the connection was closed. */
+ * when the 101 could not be sent whole or no session made (nothing more can be said on the
+ * connection: the caller ends it). */
 int sl_h2_upgrade(struct sl_conn *c);
 
 /* Turn of a session's connection (state SL_CONN_H2): read and process input, write output,
