@@ -66,6 +66,10 @@ int sl_h2_head_field(sl_h2_head *h, const uint8_t *name, size_t namelen, const u
     if (namelen == 4 && !memcmp(n, "host", 4) && h->authority) return 0; /* :authority rules */
     if (namelen == 14 && !memcmp(n, "content-length", 14)) h->has_length = true;
     if (namelen == 6 && !memcmp(n, "cookie", 6)) {
+        if (h->too_big || h->cookie_len + valuelen + 2 > h->cap) { /* it could never fit */
+            h->too_big = true;
+            return 0;
+        }
         char *c = realloc(h->cookie, h->cookie_len + valuelen + 3);
         if (!c) return -ENOMEM;
         if (h->cookie_len) {
