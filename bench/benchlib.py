@@ -243,6 +243,11 @@ class Context:
         self.seekless_workers = seekless_workers
         self.parallel = parallel
         self.port = self.accel_port = None
+        self.tls = None  # with bench/run --tls: {"cert", "key", "pem"} (make_tls_cert)
+
+    @property
+    def scheme(self):
+        return "https" if self.tls else "http"
 
     def pick_ports(self):
         self.port = find_port(18080)
@@ -325,6 +330,8 @@ class Config:
         n = self.loops(ctx, mode)
         workers = (f"server.max-worker = {n}" if n > 1 else
                    "# one event loop (server.max-worker is written only for more than one)")
+        if ctx.tls:
+            keys.update({"ssl.engine": '"enable"', "ssl.pemfile": f'"{ctx.tls["pem"]}"'})
         extra = "".join(f"{k} = {v}\n" for k, v in keys.items())
         conf = write(os.path.join(run, "seekless.conf"),
                      template("seekless.conf", root=root, port=ctx.port, run=run,
@@ -344,7 +351,10 @@ class Config:
             raise Skip("this nginx was built without --with-threads (no aio threads)")
         conf = write(os.path.join(run, "nginx.conf"), template(
             "nginx.conf", root=root, port=ctx.port, run=run,
-            workers="1" if mode == "pinned" else "auto", aio="aio threads;" if aio else ""))
+            workers="1" if mode == "pinned" else "auto", aio="aio threads;" if aio else "",
+            listen_ssl=" ssl" if ctx.tls else "",
+            ssl=(f"ssl_protocols TLSv1.2 TLSv1.3; ssl_certificate {ctx.tls['cert']}; "
+                 f"ssl_certificate_key {ctx.tls['key']};") if ctx.tls else ""))
         return ["nginx", "-c", conf, "-p", run], None, [conf]
 
     def prep_lighttpd(self, ctx, mode, run, root):
@@ -642,11 +652,16 @@ def wrk_duration(seconds, min_requests, est_rate, max_requests=None):
     return max(1, int(d + 0.999))
 
 
-def run_wrk(ctx, urls, json_path, duration, sequential=False, seed=1):
-    """Run wrk -t1 with bench/wrk-urls.lua (on the harness's CPUs); returns the client row."""
-    argv = ["wrk", "-t1", f"-c{ctx.parallel}", f"-d{duration}s", "--timeout", "30s",
-            "-s", WRK_LUA, f"http://127.0.0.1:{ctx.port}", "--", urls,
-            "sequential" if sequential else "random", str(seed)]
+def run_wrk(ctx, urls, json_path, duration, sequential=False, seed=1, new_connections=False):
+    """Run wrk -t1 with bench/wrk-urls.lua (on the harness's CPUs); returns the client row.
+    new_connections: every request on a new connection (Connection: close; over TLS a full
+    handshake each, as wrk resumes no sessions), half as many connections at once."""
+    conns = max(1, ctx.parallel // 2) if new_connections else ctx.parallel
+    argv = ["wrk", "-t1", f"-c{conns}", f"-d{duration}s", "--timeout", "30s",
+            "-s", WRK_LUA]
+    argv += ["-H", "Connection: close"] if new_connections else []
+    argv += [f"{ctx.scheme}://127.0.0.1:{ctx.port}", "--", urls,
+             "sequential" if sequential else "random", str(seed)]
     r, cpu = _run_client(argv, json_path, duration + 120,
                          env=dict(os.environ, WRK_JSON=json_path))
     e = r["errors"]
@@ -658,6 +673,78 @@ def run_wrk(ctx, urls, json_path, duration, sequential=False, seed=1):
             "non_200": e["status"], "status": {},
             "p50_ms": lat["p50"] / 1000, "p99_ms": lat["p99"] / 1000,
             "client_cpu_s": cpu, "syscalls_per_req": ""}
+
+
+def run_h2load(ctx, urls, json_path, seconds, seed=1):
+    """Run h2load over HTTP/1.1 (--h1, one thread, ctx.parallel connections) for seconds, on
+    the harness's CPUs, requests taken from the URL list (h2load walks it in order, every
+    connection from its start: hot runs only; the list is shuffled with seed first). Its report
+    has no percentiles: they come from its per-request log (--log-file). Returns the client
+    row."""
+    with open(urls) as f:
+        lines = [ln.strip() for ln in f if ln.strip()]
+    random.Random(seed).shuffle(lines)
+    uri_file = json_path + ".uris"
+    with open(uri_file, "w") as f:
+        f.writelines(ln.replace("http://", f"{ctx.scheme}://", 1) + "\n" for ln in lines)
+    log_file = json_path + ".log"
+    argv = ["h2load", "--h1", "-t1", f"-c{ctx.parallel}", "-D", f"{seconds:g}",
+            "--warm-up-time", "0", "-i", uri_file, "--log-file", log_file]
+    with open(json_path + ".out", "w") as out, open(json_path + ".err", "w") as err:
+        p = subprocess.Popen(argv, stdout=out, stderr=err)
+        cpu = _wait(p, seconds + 120)
+    with open(json_path + ".out") as f:
+        text = f.read()
+    m = re.search(r"requests: (\d+) total, (\d+) started, (\d+) done, (\d+) succeeded, "
+                  r"(\d+) failed, (\d+) errored, (\d+) timeout", text)
+    fin = re.search(r"finished in ([\d.]+)(s|ms)", text)
+    codes = re.search(r"status codes: (\d+) 2xx, (\d+) 3xx, (\d+) 4xx, (\d+) 5xx", text)
+    traffic = re.search(r"traffic: .*?\((\d+)\) total", text)
+    if p.returncode != 0 or not (m and fin and codes):
+        with open(json_path + ".err") as f:
+            raise RuntimeError(f"h2load exited with {p.returncode}: {(f.read() + text)[-500:]}")
+    el = float(fin.group(1)) / (1000 if fin.group(2) == "ms" else 1)
+    lat = []
+    with open(log_file) as f:
+        for ln in f:  # start time (us), status, duration (us)
+            parts = ln.split()
+            if len(parts) >= 3:
+                lat.append(int(parts[2]))
+    lat.sort()
+
+    def pct(q):
+        return lat[min(len(lat) - 1, int(q * len(lat)))] / 1000 if lat else 0.0
+    done = int(m.group(3))
+    report = {"argv": argv, "requests_done": done, "succeeded": int(m.group(4)),
+              "failed": int(m.group(5)), "errored": int(m.group(6)),
+              "timeout": int(m.group(7)), "elapsed_s": el,
+              "status_2xx": int(codes.group(1)), "p50_ms": pct(0.5), "p99_ms": pct(0.99)}
+    with open(json_path, "w") as f:
+        json.dump(report, f, indent=1)
+    os.unlink(log_file)
+    os.unlink(uri_file)
+    return {"client": "h2load", "argv": argv, "fetches": done, "elapsed": el,
+            "req_s": done / el if el else 0.0,
+            "bytes": int(traffic.group(1)) if traffic else 0,
+            "errors": int(m.group(5)) + int(m.group(6)) + int(m.group(7)),
+            "non_200": sum(int(codes.group(i)) for i in (2, 3, 4)), "status": {},
+            "p50_ms": report["p50_ms"], "p99_ms": report["p99_ms"],
+            "client_cpu_s": cpu, "syscalls_per_req": ""}
+
+
+def make_tls_cert(directory):
+    """An ECDSA P-256 self-signed certificate for 127.0.0.1 (both servers use the same one):
+    {"cert", "key", "pem" (certificate and key in one file, for ssl.pemfile)}."""
+    cert, key, pem = (os.path.join(directory, n) for n in ("cert.pem", "key.pem", "both.pem"))
+    sh(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256",
+        "-nodes", "-keyout", key, "-out", cert, "-days", "30", "-subj", "/CN=127.0.0.1"])
+    with open(pem, "w") as out:
+        for n in (cert, key):
+            with open(n) as f:
+                out.write(f.read())
+    for n in (cert, key, pem):
+        os.chmod(n, 0o644)  # nginx's master reads them as root; nothing secret in a bench key
+    return {"cert": cert, "key": key, "pem": pem}
 
 
 def rotated(paths, seed_text):

@@ -330,9 +330,17 @@ static void fresh_requeue(sl_gw_backend *be, uint64_t now_ms)
     fresh_append(be, f, now_ms);
 }
 
+static void stall_confirmed(sl_gw_backend *be, uint64_t now_ms);
+
 void sl_gw_answered(sl_gw_conn *gc, uint64_t now_ms)
 {
     sl_gw_backend *be = gc->be;
+    /* A new connection answered right after a worker was freed for one: the freed worker took
+     * it, so the workers were all held (judged against the answer time before this one). */
+    if (!gc->answered && be->rescue_ms && now_ms >= be->rescue_ms) {
+        if (now_ms - be->rescue_ms <= SL_GW_STALL_MS + 2 * be->lat_ms) stall_confirmed(be, now_ms);
+        be->rescue_ms = 0;
+    }
     if (now_ms >= gc->sent_ms) {
         /* A decaying maximum: one slow answer raises it at once, fast ones lower it slowly. A
          * new connection's time may include a wait in the accept queue; that only makes the
@@ -478,18 +486,29 @@ static bool stalled(const sl_gw_backend *be, uint64_t now_ms)
     return poll(&p, 1, 0) == 0;
 }
 
-/* A new connection is stuck behind kept ones: count it; learn the backend's workers from the
- * answered connections open now, so the pool stops opening connections that would only queue
- * (each costing a kept one its worker); log it now and then. */
+/* A new connection looks stuck behind kept ones, and a worker is about to be freed for it:
+ * remember how many answered connections held workers (each answered connection still open, on
+ * any loop, holds one of its own, so their number is a lower bound of the workers; one slow to
+ * answer makes it low, never high). Whether they really were all held, the next answer tells
+ * (sl_gw_answered). */
 static void stall_seen(sl_gw_backend *be, uint64_t now_ms)
 {
     be->stalls++;
     A_ADD(be->sh->stalls, 1);
     be->stall_ms = now_ms;
-    /* Each answered connection still open, on any loop, holds a worker of its own, so their
-     * number is a lower bound of the workers; one slow to answer makes it low, never high.
-     * Keep the largest seen while it is remembered. */
-    unsigned workers = A_GET(be->sh->answered);
+    /* Several freed in a row (one per stuck connection): the first count, before any of them
+     * closed, is the one that held them all. */
+    unsigned held = A_GET(be->sh->answered);
+    if (!be->rescue_ms || held > be->rescue_workers) be->rescue_workers = held;
+    be->rescue_ms = now_ms;
+}
+
+/* The stall was real: learn the backend's workers, so the pool stops opening connections that
+ * would only queue (each costing a kept one its worker); log it now and then. */
+static void stall_confirmed(sl_gw_backend *be, uint64_t now_ms)
+{
+    /* Keep the largest seen while it is remembered. */
+    unsigned workers = be->rescue_workers;
     if (!workers) workers = 1;
     unsigned cap = A_GET(be->sh->cap);
     if (cap && now_ms - A_GET(be->sh->cap_ms) < SL_GW_CAP_MS && cap > workers)

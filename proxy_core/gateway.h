@@ -81,6 +81,12 @@ typedef struct sl_gw_backend {
     unsigned n_fresh;             /* connections on the fresh list */
     uint64_t lat_ms;              /* recent answer time (a decaying maximum) */
     uint64_t stall_ms;            /* when a connection was last closed for a stuck one */
+    /* A worker was freed for a stuck connection at rescue_ms (0: none pending) while
+     * rescue_workers connections held the backend's workers. Only a new connection answered
+     * soon after confirms that the workers were all held; an answer that comes late says the
+     * backend was slow (a busy machine), and nothing is learned. */
+    uint64_t rescue_ms;
+    unsigned rescue_workers;
 } sl_gw_backend;
 
 /* A waiter for a free connection in a group (embedded in the proxy's request). */
@@ -158,7 +164,8 @@ sl_gw_conn *sl_gw_connect(sl_gw_backend *be, bool holds_worker, bool *in_progres
 uint64_t sl_gw_now_ms(void);
 
 /* The backend sent its first bytes on gc at now_ms: one of its workers owns the connection now.
- * This also times the answer (sl_gw_backend.lat_ms). */
+ * This also times the answer (sl_gw_backend.lat_ms), and a new connection's first answer soon
+ * after a worker was freed for a stuck one confirms the stall (see sl_gw_release). */
 void sl_gw_answered(sl_gw_conn *gc, uint64_t now_ms);
 
 /* May a new connection to be be opened now? Below pool_max for the process (every loop's
@@ -175,10 +182,13 @@ bool sl_gw_may_open(sl_gw_backend *be, long pool_max, uint64_t now_ms);
  * the application's workers would leave a new connection in its accept queue for as long as the
  * kept ones are reused. So when a new connection has waited SL_GW_STALL_MS without an answer,
  * gc is closed instead of kept, which frees its worker for the waiting connection; and idle
- * connections are closed the same way while new ones wait. The answered connections then open
- * are the backend's worker count: the pool stays at that size (sl_gw_may_open) instead of
- * opening, and closing, a connection per request. Requests never hang (logged, with the advice
- * to lower max-pool-size). */
+ * connections are closed the same way while new ones wait. When a new connection is then
+ * answered within that same time, the freed worker took it: the workers were all held, and the
+ * answered connections open at the close are the backend's worker count. The pool stays at that
+ * size (sl_gw_may_open) instead of opening, and closing, a connection per request; the stall
+ * is counted and logged with the advice to lower max-pool-size. An answer that comes later
+ * says the backend was only slow (its workers had no CPU on a busy machine): nothing is
+ * learned or logged. Requests never hang either way. */
 void sl_gw_release(sl_gw_conn *gc, unsigned keep_max, bool holds_worker, uint64_t now_ms);
 
 /* Have cb(fd, what, arg) called when gc is ready for what (EV_READ, EV_WRITE or both) or after

@@ -51,6 +51,18 @@
 #include "status.h"
 
 #define PCONF(c) SL_MODCONF((c)->conf, sl_mod_proxy, sl_proxy_conf)
+
+/* What each loop keeps for proxy-core: its gateway (the connections and pools to the back ends)
+ * and one PCRE2 match block for proxy-core.rewrite-* (made once, not per request). */
+typedef struct proxy_loop {
+    sl_gw *gw;
+    pcre2_match_data *md;
+} proxy_loop;
+
+static proxy_loop *ploop(const sl_conn *c)
+{
+    return c->loop->mod[sl_mod_proxy.index];
+}
 #define CORE(c) sl_core((c)->conf)
 #define CTX(c) SL_CTX(c, sl_mod_proxy)
 
@@ -323,7 +335,8 @@ static int build(proxy_req *pr)
     m->body_chunked = pr->stream && rq->chunked;
     m->keep = keepalive_max(pr) > 1;
     if (pr->route && route_vars(pr) < 0) return -ENOMEM;
-    if (sl_proxy_rewrite_request(PCONF(c)->rewrite_request, c, m) < 0) return -ENOMEM;
+    if (sl_proxy_rewrite_request(PCONF(c)->rewrite_request, c, m, ploop(c)->md) < 0)
+        return -ENOMEM;
     int r = pr->proto->encode_head(m, &pr->out);
     if (pr->stream) return r; /* the body follows as it arrives (stream_put) */
     if (!r) r = pr->proto->encode_body(m, &pr->out, pr->body, pr->body_len);
@@ -756,8 +769,9 @@ static int act_on_head(proxy_req *pr)
         /* The fields point into hbuf, which lives until the request ends; a rewritten value
          * into request memory. */
         size_t vl;
-        const char *v = sl_proxy_rewrite_response(PCONF(c)->rewrite_response, c, f->name,
-                                                  f->name_len, f->value, f->value_len, &vl);
+        const char *v = sl_proxy_rewrite_response(PCONF(c)->rewrite_response, c, ploop(c)->md,
+                                                  f->name, f->name_len, f->value, f->value_len,
+                                                  &vl);
         if (v)
             sl_resp_header_static(c, f->name, f->name_len, v, vl);
         else
@@ -1176,7 +1190,7 @@ static sl_hresult proxy_handle(sl_conn *c)
     pr->xsendfile_roots = rt && rt->xsendfile_roots ? rt->xsendfile_roots : pc->xsendfile_roots;
     const char *lb = !rt ? NULL : rt->proto == &sl_proxy_http ? pc->proxy_balance : pc->fastcgi_balance;
     pr->balancer = lb ? lb : pc->balancer;
-    pr->grp = sl_gw_group_get(c->loop->mod[sl_mod_proxy.index], rt ? &rt->backends : pc->backends);
+    pr->grp = sl_gw_group_get(ploop(c)->gw, rt ? &rt->backends : pc->backends);
     if (!pr->grp) {
         free(pr);
         c->status = 503;
@@ -1485,15 +1499,25 @@ static void proxy_defaults(void *p)
 
 static int proxy_loop_init(sl_loop *loop, char *err, size_t errlen)
 {
-    sl_gw *gw = sl_gw_new(loop->base, loop->srv->n_loops);
-    if (!gw) return snprintf(err, errlen, "out of memory"), -1;
-    loop->mod[sl_mod_proxy.index] = gw;
+    proxy_loop *pl = calloc(1, sizeof *pl);
+    if (pl) pl->gw = sl_gw_new(loop->base, loop->srv->n_loops);
+    if (pl && pl->gw) pl->md = sl_urlrules_match_data();
+    if (!pl || !pl->gw || !pl->md) {
+        if (pl) sl_gw_free(pl->gw);
+        free(pl);
+        return snprintf(err, errlen, "out of memory"), -1;
+    }
+    loop->mod[sl_mod_proxy.index] = pl;
     return 0;
 }
 
 static void proxy_loop_fini(sl_loop *loop)
 {
-    sl_gw_free(loop->mod[sl_mod_proxy.index]); /* after every client connection closed */
+    proxy_loop *pl = loop->mod[sl_mod_proxy.index];
+    if (!pl) return;
+    sl_gw_free(pl->gw); /* after every client connection closed */
+    pcre2_match_data_free(pl->md);
+    free(pl);
     loop->mod[sl_mod_proxy.index] = NULL;
 }
 
@@ -1503,16 +1527,17 @@ static sl_server *trim_srv;
 
 static void trim_msg(sl_loop_msg *m)
 {
-    sl_gw *gw = m->loop->mod[sl_mod_proxy.index];
+    proxy_loop *pl = m->loop->mod[sl_mod_proxy.index];
     free(m);
-    if (gw) sl_gw_poke(gw);
+    if (pl) sl_gw_poke(pl->gw);
 }
 
 static void broadcast_trim(const sl_gw *from)
 {
     for (unsigned i = 0; trim_srv && i < trim_srv->n_loops; i++) {
         sl_loop *l = trim_srv->loops[i];
-        if (!l || !l->serving || l->mod[sl_mod_proxy.index] == from) continue;
+        proxy_loop *pl = l ? l->mod[sl_mod_proxy.index] : NULL;
+        if (!pl || !l->serving || pl->gw == from) continue;
         sl_loop_msg *m = calloc(1, sizeof *m);
         if (!m) continue;
         m->fn = trim_msg;

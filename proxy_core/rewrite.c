@@ -106,23 +106,21 @@ int sl_proxy_rewrites_prep_response(const sl_cval *v, const sl_key_ctx *ctx, voi
 
 /* The first matching rule of nm over subject: its result in request memory, *subject itself for
  * an empty template or no match (NULL then: keep). */
-static const char *apply(const rw_name *nm, sl_conn *c, const char *subject, size_t len,
-                         size_t *outlen)
+static const char *apply(const rw_name *nm, sl_conn *c, pcre2_match_data *md,
+                         const char *subject, size_t len, size_t *outlen)
 {
-    pcre2_match_data *md = sl_urlrules_match_data();
-    if (!md) return NULL;
     sl_url_env env = {.scheme = c->scheme, .authority = c->host,
                       .port = sl_conn_local_port(c), .caps = c->caps};
     char out[4096];
     size_t n = 0, idx;
     int r = sl_urlrules_apply(nm->rules, md, subject, len, &env, out, sizeof out, &n, &idx);
-    pcre2_match_data_free(md);
     if (r != SL_URL_MATCHED) return NULL;
     *outlen = n;
     return sl_conn_strdup(c, out, n);
 }
 
-int sl_proxy_rewrite_request(const sl_proxy_rewrites *rw, sl_conn *c, sl_proxy_msg *m)
+int sl_proxy_rewrite_request(const sl_proxy_rewrites *rw, sl_conn *c, sl_proxy_msg *m,
+                             pcre2_match_data *md)
 {
     if (!rw) return 0;
     /* Header fields set by rules join the config's edits in a copy for this request. */
@@ -150,23 +148,23 @@ int sl_proxy_rewrite_request(const sl_proxy_rewrites *rw, sl_conn *c, sl_proxy_m
         if (!strcmp(nm->name, "_uri")) {
             const char *t = m->target ? m->target : m->rq->target;
             size_t tl = m->target ? m->target_len : m->rq->target_len;
-            if ((res = apply(nm, c, t, tl, &len))) {
+            if ((res = apply(nm, c, md, t, tl, &len))) {
                 m->target = res;
                 m->target_len = len;
                 m->request_uri = res;
             }
         } else if (!strcmp(nm->name, "_docroot")) {
-            if ((res = apply(nm, c, m->docroot, strlen(m->docroot), &len))) m->docroot = res;
+            if ((res = apply(nm, c, md, m->docroot, strlen(m->docroot), &len))) m->docroot = res;
         } else if (!strcmp(nm->name, "_pathinfo")) {
-            if ((res = apply(nm, c, c->path, c->path_len, &len))) m->path_info = res;
+            if ((res = apply(nm, c, md, c->path, c->path_len, &len))) m->path_info = res;
         } else if (!strcmp(nm->name, "_scriptname")) {
-            if ((res = apply(nm, c, c->path, c->path_len, &len))) m->script_name = res;
+            if ((res = apply(nm, c, md, c->path, c->path_len, &len))) m->script_name = res;
         } else {
             char val[4096] = "";
             const sl_http_header *h = sl_http_find_header(m->rq, nm->name);
             size_t vl = h ? sl_http_field_join(h, ", ", val, sizeof val) : 0;
             if (vl >= sizeof val) continue; /* too long to be a value a rule was written for */
-            if ((res = apply(nm, c, val, vl, &len))) {
+            if ((res = apply(nm, c, md, val, vl, &len))) {
                 hk[nset] = nm->name;
                 hv[nset++] = res;
             }
@@ -179,9 +177,9 @@ int sl_proxy_rewrite_request(const sl_proxy_rewrites *rw, sl_conn *c, sl_proxy_m
     return 0;
 }
 
-const char *sl_proxy_rewrite_response(const sl_proxy_rewrites *rw, sl_conn *c, const char *name,
-                                      size_t name_len, const char *value, size_t value_len,
-                                      size_t *outlen)
+const char *sl_proxy_rewrite_response(const sl_proxy_rewrites *rw, sl_conn *c,
+                                      pcre2_match_data *md, const char *name, size_t name_len,
+                                      const char *value, size_t value_len, size_t *outlen)
 {
     for (size_t i = 0; rw && i < rw->n; i++) {
         const rw_name *nm = &rw->names[i];
@@ -190,7 +188,7 @@ const char *sl_proxy_rewrite_response(const sl_proxy_rewrites *rw, sl_conn *c, c
         if (value_len >= sizeof subject) return NULL;
         memcpy(subject, value, value_len); /* the back end's bytes are not NUL-terminated */
         subject[value_len] = 0;
-        return apply(nm, c, subject, value_len, outlen);
+        return apply(nm, c, md, subject, value_len, outlen);
     }
     return NULL;
 }

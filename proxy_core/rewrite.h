@@ -10,6 +10,7 @@
 #include "connection.h"
 #include "module.h"
 #include "proto.h"
+#include "urlrules.h"
 
 typedef struct sl_proxy_rewrites sl_proxy_rewrites;
 
@@ -27,13 +28,15 @@ void sl_proxy_rewrites_free(void *rw);
  * "_scriptname" (matched against the request's path) to PATH_INFO and SCRIPT_NAME, a header
  * name to that field (matched against the client's value, "" when absent; the result replaces
  * it). The first matching rule of a name decides; no match leaves it. Results live in the
- * request's memory. 0 or -ENOMEM. */
-int sl_proxy_rewrite_request(const sl_proxy_rewrites *rw, sl_conn *c, sl_proxy_msg *m);
+ * request's memory. md is a match block of sl_urlrules_match_data() the caller keeps (one per
+ * loop: none is made per request). 0 or -ENOMEM. */
+int sl_proxy_rewrite_request(const sl_proxy_rewrites *rw, sl_conn *c, sl_proxy_msg *m,
+                             pcre2_match_data *md);
 
 /* A response field the back end sent: its new value (request memory, *outlen bytes) when a
- * rule for its name matched, else NULL (keep it). */
-const char *sl_proxy_rewrite_response(const sl_proxy_rewrites *rw, sl_conn *c, const char *name,
-                                      size_t name_len, const char *value, size_t value_len,
-                                      size_t *outlen);
+ * rule for its name matched, else NULL (keep it). md as for sl_proxy_rewrite_request. */
+const char *sl_proxy_rewrite_response(const sl_proxy_rewrites *rw, sl_conn *c,
+                                      pcre2_match_data *md, const char *name, size_t name_len,
+                                      const char *value, size_t value_len, size_t *outlen);
 
 #endif

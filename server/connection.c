@@ -1121,7 +1121,14 @@ ssize_t sl_conn_recv(sl_conn *c, void *buf, size_t len)
 ssize_t sl_conn_send_now(sl_conn *c, const void *buf, size_t len)
 {
     if (c->h2_id) return -EOPNOTSUPP; /* no HTTP/1.1 interim responses in a stream */
-    if (c->tls) return sl_tls_send(c, buf, len);
+    if (c->tls) {
+        ssize_t n = sl_tls_send(c, buf, len);
+        if (n > 0) {
+            int f = sl_tls_flush(c); /* now means now: not gathered behind a later response */
+            if (f < 0 && f != -EAGAIN) return f;
+        }
+        return n;
+    }
     ssize_t n = send(c->fd, buf, len, MSG_NOSIGNAL);
     return n < 0 ? -errno : n;
 }
@@ -1195,7 +1202,14 @@ static int conn_write(sl_conn *c, size_t budget)
         r = sl_xfer_send(&c->xfer, h->fd, &h->off, h->end, budget - done, &c->bytes_out);
         done += (size_t)(c->bytes_out - before);
         if (r == SL_XFER_AGAIN) return done >= budget ? 3 : 1;
-        if (r == SL_XFER_WAIT) return 2;
+        if (r == SL_XFER_WAIT) {
+            /* The client gets what is gathered while the read runs (a full socket: later). */
+            if (c->tls) {
+                int f = sl_tls_flush(c);
+                if (f < 0 && f != -EAGAIN) return f;
+            }
+            return 2;
+        }
         if (r < 0) return r;
         sl_chunkq_pop(&c->out);
     }

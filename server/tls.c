@@ -54,6 +54,7 @@
 #include "path.h"
 #include "server.h"
 #include "status.h"
+#include "tls_bio.h"
 #include "tls_ctx.h"
 
 /* A certificate with its chain and key, loaded from ssl.pemfile (and ssl.privkey). */
@@ -653,7 +654,21 @@ int sl_tls_conn_start(sl_conn *c)
     sl_tls_conn *t = calloc(1, sizeof *t);
     if (!t) return -ENOMEM;
     t->ssl = SSL_new(tls->ctx[c->listener]);
-    if (!t->ssl || !SSL_set_fd(t->ssl, c->fd)) {
+    bool ok = t->ssl != NULL;
+    if (ok && sl_tls_kernel_ktls()) {
+        ok = SSL_set_fd(t->ssl, c->fd); /* kTLS wants the socket BIO itself for writing */
+    } else if (ok) {
+        /* Records gathered into few sends (tls_bio.h); reads straight from the socket. */
+        BIO *rb = BIO_new_socket(c->fd, BIO_NOCLOSE), *wb = sl_tls_gather_bio(c->fd);
+        if (rb && wb) {
+            SSL_set_bio(t->ssl, rb, wb);
+        } else {
+            BIO_free(rb);
+            BIO_free(wb);
+            ok = false;
+        }
+    }
+    if (!ok) {
         SSL_free(t->ssl);
         free(t);
         ERR_clear_error();
@@ -774,23 +789,40 @@ static ssize_t ssl_write(sl_conn *c, const void *buf, size_t len)
     }
 }
 
+/* Send the records the gathering write BIO holds (none with kTLS: its wbio is the socket's). */
+static int push_gathered(sl_conn *c)
+{
+    sl_tls_conn *t = c->tls;
+    BIO *wb = SSL_get_wbio(t->ssl);
+    if (t->dead || BIO_wpending(wb) <= 0) return 0;
+    errno = 0;
+    if (BIO_flush(wb) > 0) return 0;
+    if (BIO_should_retry(wb)) {
+        c->wr_ready = false;
+        return -EAGAIN;
+    }
+    t->dead = true;
+    return errno ? -errno : -EIO;
+}
+
 int sl_tls_flush(sl_conn *c)
 {
     sl_tls_conn *t = c->tls;
-    if (!t->staged) return 0;
-    t->stage_sealed = true;
-    while (t->staged) {
-        ssize_t n = ssl_write(c, t->stage, t->staged);
-        if (n < 0) return (int)n;
-        /* One record at most: partial writes return whole records, so this is the rest. */
-        memmove(t->stage, t->stage + n, t->staged - (size_t)n);
-        t->staged -= (size_t)n;
+    if (t->staged) {
+        t->stage_sealed = true;
+        while (t->staged) {
+            ssize_t n = ssl_write(c, t->stage, t->staged);
+            if (n < 0) return (int)n;
+            /* One record at most: partial writes return whole records, so this is the rest. */
+            memmove(t->stage, t->stage + n, t->staged - (size_t)n);
+            t->staged -= (size_t)n;
+        }
+        /* Given back at once: 10,000 idle connections keep no staging buffer. */
+        free(t->stage);
+        t->stage = NULL;
+        t->stage_sealed = false;
     }
-    /* Given back at once: 10,000 idle connections keep no staging buffer. */
-    free(t->stage);
-    t->stage = NULL;
-    t->stage_sealed = false;
-    return 0;
+    return push_gathered(c);
 }
 
 ssize_t sl_tls_stage(sl_conn *c, const void *buf, size_t len)

@@ -57,7 +57,10 @@ ssize_t sl_tls_send(struct sl_conn *c, const void *buf, size_t len);
  * len when they were kept, 0 when they do not fit (send them), or a negative errno. Whoever
  * stages must see to sl_tls_flush when nothing follows. */
 ssize_t sl_tls_stage(struct sl_conn *c, const void *buf, size_t len);
-/* Send what is staged: 0 when nothing is left, -EAGAIN, or a negative errno. */
+/* Send what is staged, and the records gathered for sending (tls_bio.h): 0 when nothing is
+ * left, -EAGAIN (the socket is full; a writable edge follows), or a negative errno. Bytes that
+ * sl_tls_send accepted may wait until this is called: whoever sends calls it before waiting for
+ * anything but writability (conn_write does when the queue is empty or a file read is in flight). */
 int sl_tls_flush(struct sl_conn *c);
 
 /* Did the handshake choose HTTP/2 (ALPN "h2")? */

@@ -57,6 +57,11 @@ SSL_CTX *sl_tls_ctx_new(void)
      * its body: half the read() calls. The connection never infers "drained" from a short read
      * over TLS (only WANT_READ clears rd_ready), so bytes OpenSSL holds are never forgotten. */
     SSL_CTX_set_read_ahead(ctx, 1);
+    /* Sessions resume by ticket only (TLS 1.2 and 1.3; the ticket keys are the context's, so any
+     * loop resumes any session), as lighttpd does by default: no server-side session cache that
+     * every loop's full handshake would lock, insert into and periodically sweep. */
+    SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_OFF | SSL_SESS_CACHE_NO_AUTO_CLEAR |
+                                            SSL_SESS_CACHE_NO_INTERNAL);
     SSL_CTX_set_dh_auto(ctx, 1);
     if (!SSL_CTX_set_cipher_list(ctx, INTERMEDIATE_CIPHERS)) {
         SSL_CTX_free(ctx);

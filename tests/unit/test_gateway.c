@@ -297,16 +297,19 @@ static void test_stuck_connection_teaches_the_worker_count(void **state)
     uint64_t t = stuck->opened_ms + SL_GW_STALL_MS;
     assert_true(sl_gw_may_open(be, 20, t));
     assert_false(sl_gw_may_open(be, 2, t)); /* max-pool-size still bounds it */
-    /* The stuck one shows the backend has one worker (held by the kept connection): that one
-     * closes, and the pool stops opening connections that would only queue. */
+    /* The stuck one suggests the backend has one worker (held by the kept connection): that
+     * one closes; when the stuck one is answered at once, the freed worker took it, and the
+     * pool stops opening connections that would only queue. */
     sl_gw_release(kept, 4, true, t);
     assert_int_equal(be->stalls, 1);
-    assert_int_equal(be->sh->cap, 1);
+    assert_int_equal(be->sh->cap, 0); /* not known until the answer confirms it */
     assert_int_equal(be->n_conns, 1);
-    assert_false(sl_gw_may_open(be, 20, t));
-    assert_false(sl_gw_may_open(be, 20, t + SL_GW_CAP_MS - 1));
+    sl_gw_answered(stuck, t + 1);
+    assert_int_equal(be->sh->cap, 1);
+    assert_false(sl_gw_may_open(be, 20, t + 1));
+    assert_false(sl_gw_may_open(be, 20, t + SL_GW_CAP_MS));
     /* Forgotten after a while: a backend given more workers gets more connections again. */
-    assert_true(sl_gw_may_open(be, 20, t + SL_GW_CAP_MS));
+    assert_true(sl_gw_may_open(be, 20, t + 1 + SL_GW_CAP_MS));
     sl_gw_close(stuck);
     assert_int_equal(be->n_fresh, 0);
 }
@@ -321,13 +324,39 @@ static void test_learned_worker_count_never_drops(void **state)
     sl_gw_conn *stuck = open_conn(be);
     uint64_t t = stuck->opened_ms + SL_GW_STALL_MS;
     sl_gw_release(k1, 4, true, t);
+    sl_gw_answered(stuck, t + 1);
     assert_int_equal(be->sh->cap, 2); /* two answered connections: two workers at least */
-    /* Stuck again with only k2 answered (the freed worker is slow to speak): one answered
-     * connection says "one worker or more", which is no news; the count stays at two. */
-    sl_gw_release(k2, 4, true, t + SL_GW_STALL_MS);
-    assert_int_equal(be->stalls, 2);
-    assert_int_equal(be->sh->cap, 2);
+    /* Stuck again with only k2 answered: one answered connection says "one worker or more",
+     * which is no news; the count stays at two. */
     sl_gw_close(stuck);
+    sl_gw_conn *again = open_conn(be);
+    /* A stall period later (it grew with the answer time the confirmation measured). */
+    uint64_t t2 = t + 1 + 2 * (SL_GW_STALL_MS + 2 * be->lat_ms);
+    sl_gw_release(k2, 4, true, t2);
+    assert_int_equal(be->stalls, 2);
+    sl_gw_answered(again, t2 + 1);
+    assert_int_equal(be->sh->cap, 2);
+    sl_gw_close(again);
+}
+
+static void test_a_late_answer_teaches_nothing(void **state)
+{
+    backend_fx *f = *state;
+    sl_gw_backend *be = f->be;
+    sl_gw_conn *kept = open_conn(be);
+    sl_gw_answered(kept, kept->sent_ms);
+    sl_gw_conn *slow = open_conn(be);
+    uint64_t t = slow->opened_ms + SL_GW_STALL_MS;
+    /* It looks stuck, so the kept connection goes to free a worker for it... */
+    sl_gw_release(kept, 4, true, t);
+    assert_int_equal(be->stalls, 1);
+    /* ...but its answer comes long after the worker was free: the backend was only slow (its
+     * workers had no CPU on a busy machine), not short of workers. Nothing is learned, and the
+     * pool may grow as before. */
+    sl_gw_answered(slow, t + 10 * SL_GW_STALL_MS);
+    assert_int_equal(be->sh->cap, 0);
+    assert_true(sl_gw_may_open(be, 20, t + 10 * SL_GW_STALL_MS));
+    sl_gw_close(slow);
 }
 
 static void test_slow_answers_are_not_taken_for_stuck(void **state)
@@ -443,6 +472,7 @@ TU_MAIN(NULL, NULL,
         LOOP_TEST(test_idle_connections_close_while_a_new_one_waits),
         PLAIN_TEST(test_stuck_connection_teaches_the_worker_count),
         PLAIN_TEST(test_learned_worker_count_never_drops),
+        PLAIN_TEST(test_a_late_answer_teaches_nothing),
         PLAIN_TEST(test_one_kept_connection_closed_per_stall_period),
         PLAIN_TEST(test_slow_answers_are_not_taken_for_stuck),
         LOOP_TEST(test_read_interest_outlives_each_request))
