@@ -25,6 +25,7 @@
 
 #include "conf.h"
 #include "core_conf.h"
+#include "h2.h"
 #include "log.h"
 #include "module.h"
 #include "server.h"
@@ -298,6 +299,7 @@ int main(int argc, char **argv)
             printf("seekless/%s\n", SL_VERSION);
             sl_core_print_features();
             sl_tls_print_features();
+            sl_h2_print_features();
             printf("systemd-notify: %s\n", SL_HAVE_SYSTEMD ? "libsystemd" : "no");
             return 0;
         case 'h': usage(stdout); return 0;

@@ -2,6 +2,7 @@
  * handlers (static files) run last whatever their place. Adding a module is one line here and
  * its own file. */
 #include "core_conf.h"
+#include "h2.h"
 #include "mod_proxy.h"
 #include "mod_static.h"
 #include "mod_status.h"
@@ -31,6 +32,7 @@ sl_module *const sl_modules_builtin[] = {
     &sl_mod_extforward, /* first in uri_raw: it starts a request over with the client's address */
     &sl_mod_bwlimit,
     &sl_mod_tls,
+    &sl_mod_h2,
     &sl_mod_evasive,
     &sl_mod_auth,
     &sl_mod_status,

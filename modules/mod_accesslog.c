@@ -207,7 +207,7 @@ static void alog_log_request(sl_conn *c)
         .target_len = c->req.target ? c->req.target_len : 0,
         .path = c->path,
         .query = c->query,
-        .protocol = c->req.version == 10 ? "HTTP/1.0" : "HTTP/1.1",
+        .protocol = c->req.version == 10 ? "HTTP/1.0" : c->req.version == 20 ? "HTTP/2.0" : "HTTP/1.1",
         .host = c->host,
         .server_name = sl_core(c->conf)->server_name ? sl_core(c->conf)->server_name : c->host,
         .port = colon ? atoi(colon + 1) : 0,

@@ -142,7 +142,7 @@ static int fcgi_head(const sl_proxy_msg *m, sl_buf *b)
         PN("REDIRECT_URI", m->target, m->target_len);
     P("QUERY_STRING", m->query);
     PN("REQUEST_METHOD", rq->method_str, rq->method_len);
-    P("SERVER_PROTOCOL", rq->version == 10 ? "HTTP/1.0" : "HTTP/1.1");
+    P("SERVER_PROTOCOL", rq->version == 10 ? "HTTP/1.0" : rq->version == 20 ? "HTTP/2.0" : "HTTP/1.1");
     P("SERVER_SOFTWARE", "seekless/" SL_VERSION);
     P("GATEWAY_INTERFACE", "CGI/1.1");
     /* php-cgi's cgi.force_redirect wants it; an error handler learns the error from it. */

@@ -33,6 +33,7 @@
 #include "core_conf.h"
 #include "errpages.h"
 #include "fdcache.h"
+#include "h2.h"
 #include "log.h"
 #include "loop.h"
 #include "path.h"
@@ -149,7 +150,7 @@ void sl_conn_nodelay(sl_conn *c)
     /* Nagle stays on for a connection's first response: its header goes out with MSG_MORE and
      * its body with sendfile(), which then leaves in full segments. A tail that Nagle holds is
      * pushed by the close, or here, when the connection outlives its first response. */
-    if (c->nodelay) return;
+    if (c->nodelay || c->fd < 0) return;
     int one = 1;
     setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     c->nodelay = true;
@@ -245,6 +246,10 @@ static void conn_free(sl_conn *c)
 {
     if (c->fd >= 0) close(c->fd);
     c->fd = -1;
+    if (c->h2_id)
+        sl_h2_stream_freed(c);
+    else if (c->h2)
+        sl_h2_free(c); /* its streams' files were on the queue: the socket is done with them */
     request_reset(c);
     if (c->tls) sl_tls_conn_free(c);
     sl_loop_buf_put(c->loop, c->in);
@@ -256,6 +261,10 @@ static void conn_free(sl_conn *c)
 void sl_conn_close(sl_conn *c)
 {
     if (c->closed) return;
+    if (c->h2_id) {
+        sl_h2_stream_close(c); /* reset; freed once what it queued went out */
+        return;
+    }
     if (c->tls) sl_tls_close_notify(c);
     event_del(&c->ev);
     if (!c->xfer.inflight) {
@@ -292,6 +301,10 @@ void sl_conn_release(sl_conn *c)
 
 void sl_conn_shutdown(sl_conn *c)
 {
+    if (c->state == SL_CONN_H2) {
+        sl_h2_shutdown(c); /* GOAWAY: streams already opened finish */
+        return;
+    }
     /* Idle between requests: nothing is lost by closing now (a client sends a request that
      * meets the close again, RFC 9112 §9.3.1). After a graceful restart a connection that has
      * not sent its first request yet is one the kernel queued for this server just before the
@@ -503,6 +516,7 @@ static int head_write(sl_conn *c)
     const sl_conf_set *cs = srv_of(c)->cs;
     for (size_t i = 0; i < cs->n_mods; i++)
         if (cs->mods[i]->response_start) cs->mods[i]->response_start(c);
+    if (c->h2_id) return sl_h2_stream_head(c);
     const char *conn = NULL;
     if (!c->keep_alive)
         conn = "close";
@@ -662,7 +676,7 @@ static int set_host(sl_conn *c, const char *auth, size_t alen)
     const sl_http_header *h = c->req.host;
     c->host[0] = 0;
     if (!alen && !h) return 0;
-    unsigned dport = c->tls ? 443 : 80;
+    unsigned dport = sl_conn_scheme(c)[4] == 's' ? 443 : 80;
     ssize_t n = alen ? sl_host_normalize(auth, alen, dport, c->host, sizeof c->host)
                      : sl_host_normalize(h->value, h->value_len, dport, c->host, sizeof c->host);
     return n < 0 ? (int)n : 0;
@@ -759,7 +773,7 @@ void sl_conn_handled(sl_conn *c, sl_hresult r)
 
 void sl_conn_resume(sl_conn *c)
 {
-    if (c->state == SL_CONN_WRITE) conn_run(c);
+    if (c->state == SL_CONN_WRITE || c->state == SL_CONN_H2) conn_run(c);
 }
 
 /* Expect is a list over all its lines (RFC 9110 §10.1.1); 100-continue is the only expectation
@@ -948,6 +962,18 @@ static void handle_request(sl_conn *c)
 static bool take_request(sl_conn *c)
 {
     if (c->in_len == 0) return false;
+    if (c->requests == 0 && !c->h2_id) {
+        /* HTTP/2: ALPN chose it, or a cleartext client starts with the preface. */
+        int h2 = c->tls ? (sl_tls_alpn_h2(c) ? 1 : -1)
+                 : sl_core_h2proto(srv_of(c)->global) ? sl_h2_preface(c->in, c->in_len)
+                                                       : -1;
+        if (h2 == 0) return false;
+        if (h2 > 0) {
+            if (sl_h2_start(c) == 0) return true;
+            parse_error(c, 503); /* out of memory */
+            return true;
+        }
+    }
     long field_size = srv_of(c)->global->max_request_field_size;
     sl_http_limits lim = {.max_head = (size_t)field_size, .max_line = (size_t)field_size,
                           .max_headers = SL_HTTP_MAX_HEADERS};
@@ -959,7 +985,14 @@ static bool take_request(sl_conn *c)
     }
     c->head_len = (size_t)r;
     sl_conn_mark(c, &c->t.parsed);
-    handle_request(c);
+    int up = c->req.conn_upgrade && !c->tls ? sl_h2_upgrade(c) : 0;
+    if (up < 0) {
+        /* The 101 did not go out whole: nothing else can follow it. */
+        shutdown(c->fd, SHUT_RDWR);
+        c->state = SL_CONN_LINGER;
+        c->deadline = now_s(c);
+    }
+    if (up == 0) handle_request(c);
     return true;
 }
 
@@ -1071,6 +1104,7 @@ static int conn_read(sl_conn *c)
 
 ssize_t sl_conn_recv(sl_conn *c, void *buf, size_t len)
 {
+    if (c->h2_id) return sl_h2_stream_recv(c, buf, len);
     if (c->tls) return sl_tls_can_read(c) ? sl_tls_recv(c, buf, len) : -EAGAIN;
     for (;;) {
         ssize_t n = recv(c->fd, buf, len, 0);
@@ -1086,6 +1120,7 @@ ssize_t sl_conn_recv(sl_conn *c, void *buf, size_t len)
 
 ssize_t sl_conn_send_now(sl_conn *c, const void *buf, size_t len)
 {
+    if (c->h2_id) return -EOPNOTSUPP; /* no HTTP/1.1 interim responses in a stream */
     if (c->tls) {
         ssize_t n = sl_tls_send(c, buf, len);
         if (n > 0) {
@@ -1189,11 +1224,55 @@ static void on_xfer(sl_xfer *x)
         sl_conn_release(c);
         return;
     }
-    if (c->state == SL_CONN_WRITE) conn_run(c);
+    if (c->state == SL_CONN_WRITE || c->state == SL_CONN_H2) conn_run(c);
+}
+
+int sl_conn_write_out(sl_conn *c)
+{
+    if (c->tls ? !sl_tls_can_write(c) : !c->wr_ready) return 1;
+    /* Bandwidth limits bound the turn's bytes; 0: a timer resumes us (bwlimit.c). */
+    size_t budget = sl_bw_budget(c, WRITE_BUDGET);
+    if (!budget) return 1;
+    uint64_t before = c->bytes_out;
+    int r = conn_write(c, budget);
+    sl_bw_sent(c, c->bytes_out - before);
+    if (c->bytes_out > before) {
+        if (!c->t.first_byte) sl_conn_mark(c, &c->t.first_byte);
+        c->deadline = deadline_in(c, sl_core(c->conf)->max_write_idle);
+    }
+    /* 1: the next writable edge resumes us (TLS cleared what it waits for itself). 2: a read
+     * is in flight, on_xfer resumes us. */
+    if (r == 1 && !c->tls) c->wr_ready = false;
+    if (r == 3) yield(c, EV_WRITE);
+    if (r < 0) {
+        if (r == -ENODATA)
+            sl_log("%s: file shrank while being sent; closing the connection",
+                   c->path ? c->path : "-");
+        else if (r != -EPIPE && r != -ECONNRESET)
+            sl_log("write to client failed: %s", strerror(-r));
+        sl_conn_close(c);
+        return -1;
+    }
+    return r;
+}
+
+/* A stream's turn (h2.h): it has no socket; its body reader and its output are the session's. */
+static void stream_run(sl_conn *c)
+{
+    if (c->state == SL_CONN_READ_BODY && c->rd_ready && c->body_armed && c->on_body) {
+        c->body_armed = false;
+        c->on_body(c, EV_READ);
+    } else if (c->state == SL_CONN_WRITE) {
+        sl_h2_stream_write(c);
+    }
 }
 
 static void conn_run(sl_conn *c)
 {
+    if (c->h2_id) {
+        stream_run(c);
+        return;
+    }
     for (int turn = 0;; turn++) {
         switch (c->state) {
         case SL_CONN_READ_HEAD: {
@@ -1222,37 +1301,11 @@ static void conn_run(sl_conn *c)
                 c->on_body(c, EV_READ);
             }
             return;
+        case SL_CONN_H2:
+            sl_h2_run(c);
+            return;
         case SL_CONN_WRITE: {
-            if (c->tls ? !sl_tls_can_write(c) : !c->wr_ready) return;
-            /* Bandwidth limits bound the turn's bytes; 0: a timer resumes us (bwlimit.c). */
-            size_t budget = sl_bw_budget(c, WRITE_BUDGET);
-            if (!budget) return;
-            uint64_t before = c->bytes_out;
-            int r = conn_write(c, budget);
-            sl_bw_sent(c, c->bytes_out - before);
-            if (c->bytes_out > before) {
-                if (!c->t.first_byte) sl_conn_mark(c, &c->t.first_byte);
-                c->deadline = deadline_in(c, sl_core(c->conf)->max_write_idle);
-            }
-            if (r == 2) return; /* a read is in flight: on_xfer resumes us */
-            if (r == 1) {
-                /* The next writable edge resumes us (TLS cleared what it waits for itself). */
-                if (!c->tls) c->wr_ready = false;
-                return;
-            }
-            if (r == 3) {
-                yield(c, EV_WRITE);
-                return;
-            }
-            if (r < 0) {
-                if (r == -ENODATA)
-                    sl_log("%s: file shrank while being sent; closing the connection",
-                           c->path ? c->path : "-");
-                else if (r != -EPIPE && r != -ECONNRESET)
-                    sl_log("write to client failed: %s", strerror(-r));
-                sl_conn_close(c);
-                return;
-            }
+            if (sl_conn_write_out(c) != 0) return;
             if (c->streaming) {
                 /* The module has more to come: let it refill the queue. */
                 c->deadline = 0;
@@ -1307,6 +1360,9 @@ void sl_conn_timeout(sl_conn *c)
     case SL_CONN_HANDLE:
         c->deadline = 0; /* modules keep their own time */
         return;
+    case SL_CONN_H2:
+        sl_h2_timeout(c);
+        return;
     }
 }
 
@@ -1321,4 +1377,56 @@ static void conn_event(evutil_socket_t fd, short what, void *arg)
         return;
     }
     conn_run(c);
+}
+
+/* ---- HTTP/2 streams (h2.c) ---- */
+
+void sl_conn_stream_init(sl_conn *s, sl_conn *parent, struct sl_h2 *h2, int32_t id)
+{
+    sl_loop *loop = parent->loop;
+    s->loop = loop;
+    s->fd = -1;
+    s->listener = parent->listener;
+    s->peer = parent->peer;
+    s->h2 = h2;
+    s->h2_id = id;
+    s->h2_tls = parent->tls != NULL;
+    s->id = parent->id;
+    s->file_fd = -1;
+    s->conf = loop->srv->cs->global;
+    s->docroot = sl_core(s->conf)->docroot;
+    s->nodelay = true;
+    sl_xfer_init(&s->xfer, &loop->io, -1, on_xfer, s);
+    /* Never added: event_active runs the stream in a later turn (a body reader, yield). */
+    event_assign(&s->ev, loop->base, -1, 0, conn_event, s);
+    s->state = SL_CONN_READ_HEAD;
+    request_start(s);
+}
+
+void sl_conn_stream_begin(sl_conn *s, int status)
+{
+    if (!status) {
+        long field_size = srv_of(s)->global->max_request_field_size;
+        sl_http_limits lim = {.max_head = (size_t)field_size, .max_line = (size_t)field_size,
+                              .max_headers = SL_HTTP_MAX_HEADERS};
+        int r = sl_http_parse_request(s->in, s->in_len, &lim, &s->req);
+        status = r < 0 ? -r : r == 0 ? 431 : 0;
+        if (!status) s->head_len = (size_t)r;
+    }
+    if (status) {
+        parse_error(s, status);
+    } else {
+        sl_conn_mark(s, &s->t.parsed);
+        s->req.version = 20;
+        handle_request(s);
+    }
+    conn_run(s);
+}
+
+void sl_conn_stream_release(sl_conn *s)
+{
+    if (s->closed) return;
+    s->closed = true;
+    event_del(&s->ev);
+    if (s->pending == 0) conn_free(s);
 }

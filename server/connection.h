@@ -23,6 +23,7 @@
 #include "module.h"
 #include "netback.h"
 
+struct sl_h2;
 struct sl_loop;
 struct sl_tls_conn;
 
@@ -32,6 +33,7 @@ typedef enum {
     SL_CONN_READ_BODY, /* a module reads the request body (on_body runs when it is readable) */
     SL_CONN_WRITE,     /* sending the response */
     SL_CONN_LINGER,    /* response sent, write side shut: draining input before close */
+    SL_CONN_H2,        /* an HTTP/2 session (h2.h): its streams are connections of their own */
 } sl_conn_state;
 
 #define SL_TIMING_READS 16
@@ -86,6 +88,10 @@ typedef struct sl_conn {
     bool rd_ready, wr_ready;       /* the kernel reported it and no short read/write since */
     bool rd_eof;                   /* the peer shut its side (EPOLLRDHUP): reads end in 0 */
     struct sl_tls_conn *tls;       /* TLS (tls.h) on this connection, or NULL: plain */
+    struct sl_h2 *h2;              /* the HTTP/2 session this connection carries (h2_id 0) or
+                                    * this stream belongs to (h2_id > 0); NULL: HTTP/1.x */
+    int32_t h2_id;                 /* > 0: an HTTP/2 stream (fd -1), its stream id */
+    bool h2_tls;                   /* a stream of a session over TLS */
     sl_conn_state state;
     time_t deadline;               /* the sweep acts after it (seconds, loop clock); 0: none */
     unsigned requests;             /* requests completed on this connection */
@@ -200,7 +206,7 @@ ssize_t sl_conn_send_now(sl_conn *c, const void *buf, size_t len);
 /* The scheme requests on this connection have: "https" on a TLS listener, else "http". */
 static inline const char *sl_conn_scheme(const sl_conn *c)
 {
-    return c->tls ? "https" : "http";
+    return c->tls || c->h2_tls ? "https" : "http";
 }
 /* Server is stopping: close the connection if it is idle, otherwise let it finish its response. */
 void sl_conn_shutdown(sl_conn *c);
@@ -257,5 +263,20 @@ int sl_conn_send_file(sl_conn *c, int fd, off_t off, off_t len);
  * backend may use it to remember what it learnt of the file (the hybrid backend's residency
  * memo). Forgotten when the request ends. */
 void sl_conn_file_is(sl_conn *c, int fd, const struct stat *st);
+
+/* For HTTP/2 (h2.c). */
+/* Make s (zeroed) a stream of the session h2 on connection parent, with stream id id: the
+ * parent's loop, listener, peer and conf; no socket. */
+void sl_conn_stream_init(sl_conn *s, sl_conn *parent, struct sl_h2 *h2, int32_t id);
+/* The stream's request head is in s->in (in_len bytes): parse it and run the request, or
+ * answer status at once when it is not 0 (a head that could not be made: 400, 431). */
+void sl_conn_stream_begin(sl_conn *s, int status);
+/* The stream is over: closed now, freed when no job points at it (sl_conn_release). */
+void sl_conn_stream_release(sl_conn *s);
+/* Write the connection's output queue for this turn (bandwidth limits, TLS, the network
+ * backend). 0: the queue is empty; 1: the socket is full (an event resumes); 2: a file read is
+ * in flight (its completion resumes); 3: the turn's budget is spent (resumed in a later turn);
+ * -1: the connection was closed. */
+int sl_conn_write_out(sl_conn *c);
 
 #endif

@@ -360,8 +360,6 @@ static int prep_feature_flags(const sl_cval *v, const sl_key_ctx *ctx, void **ou
         const char *name;
         const char *missing; /* why "enable" is refused */
     } off_only[] = {
-        {"server.h2proto", "seekless speaks HTTP/1.1 only (no HTTP/2)"},
-        {"server.h2c", "seekless speaks HTTP/1.1 only (no HTTP/2 upgrade)"},
         {"server.graceful-restart-bg", "seekless has no graceful restart in the background"},
     };
     if (v->type != SL_CV_ARRAY)
@@ -369,6 +367,7 @@ static int prep_feature_flags(const sl_cval *v, const sl_key_ctx *ctx, void **ou
     sl_feature_flags *ff = malloc(sizeof *ff);
     if (!ff) return snprintf(ctx->err, ctx->errlen, "out of memory"), -1;
     ff->graceful_shutdown_timeout = -1;
+    ff->h2proto = ff->h2c = false;
     for (size_t i = 0; i < v->n_items; i++) {
         const char *k = v->items[i].key;
         const sl_cval *x = v->items[i].val;
@@ -385,19 +384,26 @@ static int prep_feature_flags(const sl_cval *v, const sl_key_ctx *ctx, void **ou
             ff->graceful_shutdown_timeout = (long)x->num;
             continue;
         }
+        bool *h2 = !strcmp(k, "server.h2proto") ? &ff->h2proto
+                   : !strcmp(k, "server.h2c")   ? &ff->h2c
+                                                : NULL;
         size_t j = 0;
-        while (j < sizeof off_only / sizeof off_only[0] && strcmp(off_only[j].name, k)) j++;
-        if (j == sizeof off_only / sizeof off_only[0]) {
+        while (!h2 && j < sizeof off_only / sizeof off_only[0] && strcmp(off_only[j].name, k)) j++;
+        if (!h2 && j == sizeof off_only / sizeof off_only[0]) {
             snprintf(ctx->err, ctx->errlen, "server.feature-flags: \"%s\" is not a flag seekless "
-                     "has (it has \"server.graceful-shutdown-timeout\"; \"server.h2proto\", "
-                     "\"server.h2c\" and \"server.graceful-restart-bg\" only as \"disable\")", k);
+                     "has (it has \"server.graceful-shutdown-timeout\", \"server.h2proto\", "
+                     "\"server.h2c\"; \"server.graceful-restart-bg\" only as \"disable\")", k);
             goto bad;
         }
         bool disable = (x->type == SL_CV_STRING && !strcmp(x->str, "disable")) ||
                        (x->type == SL_CV_INT && x->num == 0);
         bool enable = (x->type == SL_CV_STRING && !strcmp(x->str, "enable")) ||
                       (x->type == SL_CV_INT && x->num == 1);
-        if (enable) {
+        if (h2 && (enable || disable)) {
+            *h2 = enable;
+            continue;
+        }
+        if (enable && !h2) {
             snprintf(ctx->err, ctx->errlen, "server.feature-flags \"%s\" => \"enable\" is not "
                      "supported: %s", k, off_only[j].missing);
             goto bad;
@@ -455,6 +461,27 @@ static int prep_workers(const sl_cval *v, const sl_key_ctx *ctx, void **out)
 }
 
 /* What only the keys together or the system show. */
+/* HTTP/2 streams share their connection, and a bandwidth limit is the connection's writes: a
+ * limit that a condition sets for some requests (a host, URLs, even a listener, which the
+ * connection only learns per request) cannot hold for streams of one connection that ask for
+ * different things. With server.h2proto on, the limits are refused anywhere but at the top level,
+ * where they hold for every HTTP/2 connection as for HTTP/1.1 (no silent exception). */
+static void h2_bw_check(sl_conf_check *k, const sl_cblock *b)
+{
+    for (; b; b = b->else_next) {
+        for (size_t i = 0; b->parent && i < b->n_assigns; i++) {
+            const sl_cassign *a = &b->assigns[i];
+            if (!strcmp(a->key, "connection.kbytes-per-second") ||
+                !strcmp(a->key, "server.kbytes-per-second"))
+                sl_conf_fail(k, a->file, a->line,
+                             "%s inside a condition cannot limit HTTP/2 streams, which share "
+                             "their connection: with server.feature-flags \"server.h2proto\" => "
+                             "\"enable\" set it at the top level only", a->key);
+        }
+        for (size_t i = 0; i < b->n_children; i++) h2_bw_check(k, b->children[i]);
+    }
+}
+
 static void core_check(sl_conf_check *k, const void *conf)
 {
     const sl_core_conf *g = conf;
@@ -495,6 +522,7 @@ static void core_check(sl_conf_check *k, const void *conf)
                      "server.max-fds %ld is above the hard limit of open files (%llu) and only "
                      "root may raise that (systemd: LimitNOFILE=, shell: ulimit -Hn)",
                      g->max_fds, (unsigned long long)rl.rlim_max);
+    if (sl_core_h2proto(g)) h2_bw_check(k, t->root);
     sl_user_check(k, g);
 }
 

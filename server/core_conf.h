@@ -62,7 +62,22 @@ typedef struct sl_core_conf {
 /* server.feature-flags, as far as seekless has them. */
 typedef struct sl_feature_flags {
     long graceful_shutdown_timeout; /* "server.graceful-shutdown-timeout"; -1: not set */
+    bool h2proto;                   /* "server.h2proto": HTTP/2 (ALPN h2, the cleartext preface) */
+    bool h2c;                       /* "server.h2c": HTTP/1.1 Upgrade: h2c (with h2proto) */
 } sl_feature_flags;
+
+/* Is HTTP/2 on ("server.h2proto" => "enable")? */
+static inline bool sl_core_h2proto(const struct sl_core_conf *g)
+{
+    return g->feature_flags && g->feature_flags->h2proto;
+}
+
+/* May a cleartext HTTP/1.1 request upgrade to HTTP/2 ("server.h2c", lighttpd: only with
+ * "server.h2proto")? */
+static inline bool sl_core_h2c(const struct sl_core_conf *g)
+{
+    return sl_core_h2proto(g) && g->feature_flags->h2c;
+}
 
 /* Seconds a graceful stop waits for responses in flight: server.feature-flags'
  * "server.graceful-shutdown-timeout" (lighttpd's place for it) or server.graceful-shutdown-timeout. */

@@ -231,6 +231,7 @@ void sl_loop_count_conns(sl_loop *loop, sl_conn_counts *s)
                 s->writing++;
             break;
         case SL_CONN_LINGER: s->closing++; break;
+        case SL_CONN_H2: s->writing++; break; /* an HTTP/2 session: its streams are not listed */
         }
     }
 }

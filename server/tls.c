@@ -671,6 +671,30 @@ static int client_verify(SSL_CTX *ctx, const tls_conf *tc)
     return SSL_CTX_set_session_id_context(ctx, sid_ctx, sizeof sid_ctx - 1) ? 0 : -1;
 }
 
+/* ALPN (RFC 7301): "h2" when HTTP/2 is on (server.h2proto) and the client offers it, else
+ * "http/1.1"; a client offering neither gets no ALPN answer (lighttpd's choice too), not a
+ * no_application_protocol alert. arg: non-NULL when h2 may be chosen. */
+static int alpn_cb(SSL *ssl, const unsigned char **out, unsigned char *outlen,
+                   const unsigned char *in, unsigned int inlen, void *arg)
+{
+    static const unsigned char both[] = "\x02h2\x08http/1.1", h1[] = "\x08http/1.1";
+    const unsigned char *prefs = arg ? both : h1;
+    unsigned int plen = arg ? sizeof both - 1 : sizeof h1 - 1;
+    unsigned char *sel;
+    if (SSL_select_next_proto(&sel, outlen, prefs, plen, in, inlen) != OPENSSL_NPN_NEGOTIATED)
+        return SSL_TLSEXT_ERR_NOACK;
+    *out = sel;
+    return SSL_TLSEXT_ERR_OK;
+}
+
+bool sl_tls_alpn_h2(const sl_conn *c)
+{
+    const unsigned char *p;
+    unsigned int n;
+    SSL_get0_alpn_selected(c->tls->ssl, &p, &n);
+    return n == 2 && !memcmp(p, "h2", 2);
+}
+
 /* The SSL_CTX of a listener whose block is tc. NULL with a message in err. */
 static SSL_CTX *make_ctx(sl_server *srv, const tls_conf *tc, bool sni, char *err, size_t errlen)
 {
@@ -690,6 +714,7 @@ static SSL_CTX *make_ctx(sl_server *srv, const tls_conf *tc, bool sni, char *err
         SSL_CTX_set_tlsext_status_cb(ctx, staple_cb);
         SSL_CTX_set_tlsext_status_arg(ctx, (void *)tc->staple);
     }
+    SSL_CTX_set_alpn_select_cb(ctx, alpn_cb, sl_core_h2proto(srv->global) ? srv : NULL);
     if (sni) {
         SSL_CTX_set_tlsext_servername_callback(ctx, servername_cb);
         SSL_CTX_set_tlsext_servername_arg(ctx, srv);

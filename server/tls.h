@@ -73,6 +73,9 @@ int sl_tls_flush(struct sl_conn *c);
  * connections (plain, or no client certificate asked for). */
 const sl_kvlist *sl_tls_client_env(const struct sl_conn *c);
 
+/* Did the handshake choose HTTP/2 (ALPN "h2")? */
+bool sl_tls_alpn_h2(const struct sl_conn *c);
+
 /* Send close_notify once, when the handshake completed and nothing failed (best effort: the
  * socket is non-blocking and the connection closes anyway). Before shutdown(SHUT_WR) and close. */
 void sl_tls_close_notify(struct sl_conn *c);

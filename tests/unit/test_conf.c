@@ -221,9 +221,10 @@ static const struct {
     {"server.document-root = \"a\"\nserver.max-keep-alive-idle = -1\n",
      "t.conf:2: 'server.max-keep-alive-idle' must not be negative"},
     /* server.feature-flags and server.upload-dirs: what seekless lacks, refused with the reason. */
-    {"server.document-root = \"a\"\nserver.feature-flags = (\"server.h2proto\" => \"enable\")\n",
-     "t.conf:2: server.feature-flags \"server.h2proto\" => \"enable\" is not supported: "
-     "seekless speaks HTTP/1.1 only (no HTTP/2)"},
+    {"server.document-root = \"a\"\nserver.feature-flags = (\"server.graceful-restart-bg\" => \"enable\")\n",
+     "t.conf:2: server.feature-flags \"server.graceful-restart-bg\" => \"enable\" is not supported"},
+    {"server.document-root = \"a\"\nserver.feature-flags = (\"server.h2c\" => \"maybe\")\n",
+     "t.conf:2: server.feature-flags \"server.h2c\" must be \"enable\" or \"disable\""},
     {"server.document-root = \"a\"\nserver.feature-flags = (\"server.metrics\" => 1)\n",
      "t.conf:2: server.feature-flags: \"server.metrics\" is not a flag seekless has"},
     {"server.document-root = \"a\"\nserver.feature-flags = "
@@ -318,6 +319,11 @@ static void test_feature_flags_and_upload_dirs(void **state)
                                 "server.feature-flags += (\"server.graceful-restart-bg\" => 0)\n"
                                 "server.upload-dirs = ( \"a\", \"/tmp\" )\n", true));
     assert_int_equal(sl_core_graceful_timeout(G(&f)), 5);
+    assert_false(sl_core_h2proto(G(&f)));
+    done(&f);
+    assert_non_null(load(&f, "server.document-root = \"a\"\nserver.feature-flags += "
+                             "(\"server.h2proto\" => \"enable\", \"server.h2c\" => \"enable\")\n"));
+    assert_true(sl_core_h2proto(G(&f)) && sl_core_h2c(G(&f)));
     done(&f);
     assert_non_null(load(&f, "server.document-root = \"a\"\n"));
     assert_int_equal(sl_core_graceful_timeout(G(&f)), 30);
