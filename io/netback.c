@@ -377,7 +377,10 @@ static int read_inline(sl_xfer *x, int fd, off_t off, size_t block, bool nowait)
         do {
             n = preadv2(fd, &iov, 1, off, RWF_NOWAIT);
         } while (n < 0 && errno == EINTR);
-        if (n < 0) n = -errno;
+        /* A file RWF_NOWAIT cannot be asked of (EOPNOTSUPP: a memfd or tmpfs file on some
+         * kernels, any file under valgrind) says nothing about the page cache: the backend
+         * reads it as it reads a cold block. */
+        if (n < 0) n = errno == EOPNOTSUPP ? -EAGAIN : -errno;
     } else {
         n = sl_pread_full(fd, x->buf, block, off);
     }
