@@ -4,7 +4,9 @@
 The cases are directories of examples/lighttpd/ in the corpus format (lighttpd.conf with @PORT@
 and @DOCROOT@, files/, requests, optional check-only): fastcgi-php (Debian's php-cgi table,
 spawned from bin-path by each server, and a prefix route), proxy-map-urlpath (mod_proxy with
-proxy.header) and debian-fastcgi-proxy (Debian's conf-available files unchanged, -t only). For
+proxy.header), debian-fastcgi-proxy (Debian's conf-available files unchanged, -t only) and
+debian-lighttpd-conf (Debian's /etc/lighttpd/lighttpd.conf itself, named by the case's
+conf-from file: unchanged but for its port and paths, HTTP/2, h2c and include_shell included). For
 each, both `lighttpd -tt` and `seekless -t` accept the config, both servers run it at once on
 their own ports over copies of the same files, and every request gets the same status, the
 same values of the headers that matter and, for 2xx answers, the same body; requests a case
@@ -44,6 +46,27 @@ WRAPPER = os.environ.get("SEEKLESS_WRAPPER", "").split()
 # serves them (RFC 9110 §14.3); the proxied static files below compare Content-Range.
 HEADERS = ("location", "content-type", "cache-control", "content-range")
 
+
+
+def system_conf(conf_from, tmp):
+    """A case whose config is a system file (conf-from names it, e.g. Debian's
+    /etc/lighttpd/lighttpd.conf): the file unchanged but for the lines of the keys below, which
+    move its port, document root, error log and pid file to the test's (error logs made for
+    www-data beforehand: lighttpd opens its log after dropping to the config's user)."""
+    with open(conf_from) as f:
+        path = f.read().strip()
+    with open(path) as f:
+        text = f.read()
+    moved = {"server.port": "@PORT@", "server.document-root": '"@DOCROOT@"',
+             "server.errorlog": f'"{tmp}/@PORT@-error.log"',
+             "server.pid-file": f'"{tmp}/@PORT@.pid"'}
+    out = []
+    for line in text.splitlines():
+        key = line.split("=")[0].strip()
+        out.append(f"{key} = {moved.pop(key)}" if key in moved else line)
+    if moved:
+        raise AssertionError(f"{path} no longer sets {sorted(moved)}")
+    return "\n".join(out) + "\n"
 
 class Listing(html.parser.HTMLParser):
     """What a directory listing lists, whatever page is around it: the title, each table row's
@@ -167,7 +190,7 @@ def php_children(pid):
 
 
 class Corpus(unittest.TestCase):
-    def run_case(self, case):
+    def run_case(self, case):  # noqa: C901 (one flow: files, configs, both servers, compare)
         tmp = tempfile.mkdtemp(prefix="sl_gw_")
         self.addCleanup(shutil.rmtree, tmp, True)
         os.chmod(tmp, 0o755)
@@ -175,14 +198,23 @@ class Corpus(unittest.TestCase):
         files = os.path.join(CORPUS, case, "files")
         # Symlinks stay symlinks (several host names for one site in the vhosts case).
         shutil.copytree(files, docroot, symlinks=True) if os.path.isdir(files) else os.mkdir(docroot)
-        with open(os.path.join(CORPUS, case, "lighttpd.conf")) as f:
-            text = f.read()
+        from_system = os.path.join(CORPUS, case, "conf-from")
+        if os.path.exists(from_system):
+            text = system_conf(from_system, tmp)
+        else:
+            with open(os.path.join(CORPUS, case, "lighttpd.conf")) as f:
+                text = f.read()
         runs = []
         for kind in ("lighttpd", "seekless"):
             port = free_port()
             conf = os.path.join(tmp, kind + ".conf")
             with open(conf, "w") as f:
                 f.write(text.replace("@PORT@", str(port)).replace("@DOCROOT@", docroot))
+            elog = os.path.join(tmp, f"{port}-error.log")
+            if "@PORT@-error.log" in text:
+                open(elog, "w").close()
+                if os.geteuid() == 0:
+                    shutil.chown(elog, "www-data", "www-data")
             binary = LIGHTTPD if kind == "lighttpd" else os.path.join(test_core.BUILD, "app", "seekless")
             r = subprocess.run([binary, "-tt" if kind == "lighttpd" else "-t", "-f", conf],
                                capture_output=True, text=True, timeout=60)
@@ -277,6 +309,11 @@ class Corpus(unittest.TestCase):
 
     def test_debian_conf_available(self):
         self.run_case("debian-fastcgi-proxy")
+
+    def test_debian_lighttpd_conf(self):
+        # Debian's own /etc/lighttpd/lighttpd.conf (HTTP/2 and h2c on, include_shell, its
+        # conf-enabled/) run by both servers, only its port and paths moved.
+        self.run_case("debian-lighttpd-conf")
 
     def test_errorpages(self):
         self.run_case("errorpages")
