@@ -156,11 +156,7 @@ static void ud_done(sl_job *job)
 {
     ud_job *j = (ud_job *)job;
     sl_conn *c = j->c;
-    c->pending--;
-    if (c->closed) {
-        if (j->fd >= 0) close(j->fd);
-        sl_conn_release(c);
-    } else {
+    if (sl_vhost_job_back(c, j->fd)) {
         if (j->fd >= 0) {
             take(c, j->path, j->fd);
             place(c);
