@@ -223,9 +223,7 @@ static void test_server_fields(void **state)
 /* Formats rendered from the unchanged rec(), with what each must give: header lookups (request
  * and response headers come from their own tables) and literal text (it comes from the operator
  * and is written as is). */
-static const struct {
-    const char *fmt, *want;
-} rec_renders[] = {
+static const struct tu_strs rec_renders[] = {
     {"%{Referer}i|%{referer}i|%{REFERER}i", "http://r/|http://r/|http://r/"},
     {"%{X-None}i|%{X-Empty}i", "-|-"},
     {"%{X-Cut}i", "visible"},
@@ -243,7 +241,7 @@ static void test_headers_and_literals(void **state)
 {
     sl_accesslog_rec r = rec();
     TU_EACH(c, rec_renders)
-        assert_string_equal(render(c->fmt, &r), c->want);
+        assert_string_equal(render(c->in, &r), c->want);
 }
 
 static void test_missing_header_tables(void **state)
