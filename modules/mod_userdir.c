@@ -52,15 +52,10 @@ sl_module sl_mod_userdir;
 
 static int prep_basepath(const sl_cval *v, const sl_key_ctx *ctx, void **out)
 {
-    if (v->type != SL_CV_STRING)
-        return sl_key_fail(ctx, "userdir.basepath must be a directory name");
-    if (!v->str[0]) return 0;
-    char *p = sl_key_abs_path(ctx, v->str);
-    if (!p) return snprintf(ctx->err, ctx->errlen, "out of memory"), -1;
-    size_t n = strlen(p);
-    while (n > 1 && p[n - 1] == '/') p[--n] = 0;
-    *out = p;
-    return 0;
+    char *dir;
+    int r = sl_key_dir(v, ctx, &dir);
+    *out = dir;
+    return r;
 }
 
 static bool listed(const sl_strlist *l, const char *u, size_t n)
