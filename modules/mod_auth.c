@@ -609,13 +609,12 @@ static sl_hresult parse_failed(sl_conn *c, int e, const char *malformed)
     return e == -ENOENT ? deny(c, false, NULL, NULL) : bad_request(c, malformed);
 }
 
+/* The check of the Basic or Digest credentials of field h, parsed into buf (credentials_buf's
+ * room for them, which auth_uri_clean finds before it picks the scheme's check). */
 static sl_hresult check_basic(sl_conn *c, const auth_conf *ac, auth_ctx *x,
-                              const sl_http_header *h)
+                              const sl_http_header *h, char *buf)
 {
     const auth_rule *r = x->rule;
-    sl_hresult res;
-    char *buf = credentials_buf(c, h, MAX_BASIC, &res);
-    if (!buf) return res;
     const char *user, *pw;
     size_t ulen, pwlen;
     int e = sl_auth_basic_parse(h->value, h->value_len, buf, h->value_len + 1, &user, &ulen, &pw,
@@ -625,7 +624,7 @@ static sl_hresult check_basic(sl_conn *c, const auth_conf *ac, auth_ctx *x,
     sl_authn_query q = {.backend = b, .file = backend_file(ac, b), .user = user, .ulen = ulen,
                         .realm = r->realm, .algo = r->algos & SL_DIGEST_SHA256 && !(r->algos & SL_DIGEST_MD5)
                                                        ? SL_DIGEST_SHA256 : SL_DIGEST_MD5};
-    res = start_job(c, &q, false, pw, pwlen);
+    sl_hresult res = start_job(c, &q, false, pw, pwlen);
     OPENSSL_cleanse((void *)pw, pwlen);
     return res;
 }
@@ -640,12 +639,9 @@ static bool all_hex(const char *s, size_t max)
 }
 
 static sl_hresult check_digest(sl_conn *c, const auth_conf *ac, auth_ctx *x,
-                               const sl_http_header *h)
+                               const sl_http_header *h, char *buf)
 {
     const auth_rule *r = x->rule;
-    sl_hresult res;
-    char *buf = credentials_buf(c, h, MAX_CREDENTIALS, &res);
-    if (!buf) return res;
     sl_digest_params *dp = &x->dp;
     int e = sl_auth_digest_parse(h->value, h->value_len, buf, h->value_len + 1, dp);
     if (e < 0) return parse_failed(c, e, "malformed Digest credentials");
@@ -727,7 +723,10 @@ static sl_hresult auth_uri_clean(sl_conn *c)
     const sl_http_header *h = sl_http_find_header(&c->req, "Authorization");
     /* Two Authorization fields cannot both be meant (RFC 9110 §5.3 allows no list here). */
     if (h && h->next) return bad_request(c, "more than one Authorization field");
-    return r->digest ? check_digest(c, ac, x, h) : check_basic(c, ac, x, h);
+    sl_hresult res;
+    char *buf = credentials_buf(c, h, r->digest ? MAX_CREDENTIALS : MAX_BASIC, &res);
+    if (!buf) return res;
+    return r->digest ? check_digest(c, ac, x, h, buf) : check_basic(c, ac, x, h, buf);
 }
 
 /* The challenge on a 401 of a protected path (every algorithm the rule offers, strongest

@@ -252,18 +252,13 @@ static int server_user(const sl_key_ctx *ctx, uid_t *uid, gid_t *gid)
 
 static int prep_cache_dir(const sl_cval *v, const sl_key_ctx *ctx, void **out)
 {
-    if (v->type != SL_CV_STRING)
-        return sl_key_fail(ctx, "%s must be a directory name", ctx->assign->key);
     char *p;
-    if (!v->str[0]) { /* "": none, as lighttpd */
-        if (!(p = strdup(""))) return snprintf(ctx->err, ctx->errlen, "out of memory"), -1;
+    if (sl_key_dir(v, ctx, &p) < 0) return -1;
+    if (!p) { /* "": none, as lighttpd */
+        if (!(p = strdup(""))) return sl_key_fail(ctx, "out of memory");
         *out = p;
         return 0;
     }
-    if (v->str[0] == '/' ? !(p = strdup(v->str)) : asprintf(&p, "%s/%s", ctx->basedir, v->str) < 0)
-        return snprintf(ctx->err, ctx->errlen, "out of memory"), -1;
-    size_t n = strlen(p);
-    while (n > 1 && p[n - 1] == '/') p[--n] = 0;
     if (ctx->check_system) {
         /* lighttpd makes it at start-up too; a name that cannot be a directory is an error now,
          * not a log line per request. */

@@ -203,6 +203,14 @@ static void sb_html(sbuf *b, const char *s, size_t n)
     sb_put(b, s + from, n - from);
 }
 
+/* Markup around a string: open and close as they are, text escaped (sb_html) between them. */
+static void sb_wrap(sbuf *b, const char *open, const char *text, const char *close)
+{
+    sb_str(b, open);
+    sb_html(b, text, strlen(text));
+    sb_str(b, close);
+}
+
 /* A name as a relative URL: every byte but the unreserved ones %-encoded, so no name can end
  * the attribute, start a scheme ("a:b") or a query. */
 static void sb_href(sbuf *b, const char *s, size_t n)
@@ -435,18 +443,15 @@ static void write_page(dl_job *j, int dfd, const dl_ent *ents, size_t n, const c
     if (dc->auto_layout) {
         sb_str(b, "<!DOCTYPE html>\n<html>\n<head>\n");
         if (dc->encoding) {
-            sb_str(b, "<meta charset=\"");
-            sb_html(b, dc->encoding, strlen(dc->encoding));
-            sb_str(b, "\">\n");
+            sb_wrap(b, "<meta charset=\"", dc->encoding, "\">\n");
         }
         sb_str(b, "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n");
         sb_str(b, "<title>Index of ");
         sb_html(b, j->url, ul);
         sb_str(b, "</title>\n");
         if (dc->external_css) {
-            sb_str(b, "<link rel=\"stylesheet\" type=\"text/css\" href=\"");
-            sb_html(b, dc->external_css, strlen(dc->external_css));
-            sb_str(b, "\">\n");
+            sb_wrap(b, "<link rel=\"stylesheet\" type=\"text/css\" href=\"", dc->external_css,
+                    "\">\n");
         } else {
             sb_str(b, style);
         }
@@ -483,22 +488,17 @@ static void write_page(dl_job *j, int dfd, const dl_ent *ents, size_t n, const c
         const char *type = sl_mime_lookup(j->mime, name, e->len);
         sb_str(b, "</td><td class=\"s\">");
         sb_str(b, size);
-        sb_str(b, "</td><td class=\"t\">");
-        sb_html(b, type ? type : "application/octet-stream",
-                strlen(type ? type : "application/octet-stream"));
-        sb_str(b, "</td></tr>\n");
+        sb_wrap(b, "</td><td class=\"t\">", type ? type : "application/octet-stream",
+                "</td></tr>\n");
     }
     sb_str(b, "</tbody>\n</table>\n</div>\n");
     if (dc->readme) include_file(b, dfd, dc->readme, dc->encode_readme, "readme", j->follow);
     if (dc->auto_layout) {
         const char *foot = dc->footer ? dc->footer : "seekless/" SL_VERSION;
-        sb_str(b, "<div class=\"foot\">");
-        sb_html(b, foot, strlen(foot));
-        sb_str(b, "</div>\n");
+        sb_wrap(b, "<div class=\"foot\">", foot, "</div>\n");
         if (dc->external_js) {
-            sb_str(b, "<script type=\"text/javascript\" src=\"");
-            sb_html(b, dc->external_js, strlen(dc->external_js));
-            sb_str(b, "\"></script>\n");
+            sb_wrap(b, "<script type=\"text/javascript\" src=\"", dc->external_js,
+                    "\"></script>\n");
         }
         sb_str(b, "</body>\n</html>\n");
     }

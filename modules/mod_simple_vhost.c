@@ -32,20 +32,16 @@ sl_module sl_mod_simple_vhost;
 
 static int prep_server_root(const sl_cval *v, const sl_key_ctx *ctx, void **out)
 {
-    if (v->type != SL_CV_STRING)
-        return sl_key_fail(ctx, "simple-vhost.server-root must be a directory name");
-    if (!v->str[0]) return 0; /* "": off, as in lighttpd */
-    char *abs = sl_key_abs_path(ctx, v->str);
-    size_t n = abs ? strlen(abs) : 0;
-    char *p = abs ? malloc(n + 2) : NULL;
+    char *dir;
+    if (sl_key_dir(v, ctx, &dir) < 0) return -1;
+    if (!dir) return 0; /* "": off */
+    size_t n = strlen(dir);
+    char *p = realloc(dir, n + 2); /* with the '/' the host name follows */
     if (!p) {
-        free(abs);
-        return snprintf(ctx->err, ctx->errlen, "out of memory"), -1;
+        free(dir);
+        return sl_key_fail(ctx, "out of memory");
     }
-    memcpy(p, abs, n);
-    free(abs);
-    if (!n || p[n - 1] != '/') p[n++] = '/';
-    p[n] = 0;
+    if (p[n - 1] != '/') strcpy(p + n, "/");
     *out = p;
     return 0;
 }

@@ -52,15 +52,10 @@ sl_module sl_mod_userdir;
 
 static int prep_basepath(const sl_cval *v, const sl_key_ctx *ctx, void **out)
 {
-    if (v->type != SL_CV_STRING)
-        return sl_key_fail(ctx, "userdir.basepath must be a directory name");
-    if (!v->str[0]) return 0;
-    char *p = sl_key_abs_path(ctx, v->str);
-    if (!p) return snprintf(ctx->err, ctx->errlen, "out of memory"), -1;
-    size_t n = strlen(p);
-    while (n > 1 && p[n - 1] == '/') p[--n] = 0;
-    *out = p;
-    return 0;
+    char *dir;
+    int r = sl_key_dir(v, ctx, &dir);
+    *out = dir;
+    return r;
 }
 
 static bool listed(const sl_strlist *l, const char *u, size_t n)
@@ -156,11 +151,7 @@ static void ud_done(sl_job *job)
 {
     ud_job *j = (ud_job *)job;
     sl_conn *c = j->c;
-    c->pending--;
-    if (c->closed) {
-        if (j->fd >= 0) close(j->fd);
-        sl_conn_release(c);
-    } else {
+    if (sl_vhost_job_back(c, j->fd)) {
         if (j->fd >= 0) {
             take(c, j->path, j->fd);
             place(c);

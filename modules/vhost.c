@@ -118,15 +118,20 @@ static void vh_work(sl_job *job)
     j->found = first_dir((const char *const *)j->paths, j->n, false, &j->fd);
 }
 
+bool sl_vhost_job_back(sl_conn *c, int fd)
+{
+    c->pending--;
+    if (!c->closed) return true;
+    if (fd >= 0) close(fd);
+    sl_conn_release(c); /* the client went away while we looked */
+    return false;
+}
+
 static void vh_done(sl_job *job)
 {
     vh_job *j = (vh_job *)job;
     sl_conn *c = j->c;
-    c->pending--;
-    if (c->closed) {
-        if (j->found >= 0) close(j->fd);
-        sl_conn_release(c); /* the client went away while we looked */
-    } else {
+    if (sl_vhost_job_back(c, j->found >= 0 ? j->fd : -1)) {
         take(c, j->mod, (const char *const *)j->paths, j->found, j->fd);
         sl_conn_handled(c, SL_GO_ON);
     }

@@ -31,6 +31,11 @@ int sl_vhost_open_dir(const char *path, bool cached);
 /* The request ended: close what sl_vhost_apply opened for it. */
 void sl_vhost_done(sl_conn *c, const sl_module *mod);
 
+/* A stat thread's directory lookup for c came back (the job counted in c->pending): true when
+ * the request goes on; false when the client left meanwhile, and then fd (if >= 0) is closed and
+ * c released, so the caller only frees its job. */
+bool sl_vhost_job_back(sl_conn *c, int fd);
+
 /* Whether sl_vhost_apply already ran for this request (its slot is set). */
 bool sl_vhost_applied(const sl_conn *c, const sl_module *mod);
 

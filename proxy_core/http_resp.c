@@ -432,6 +432,17 @@ void sl_chunked_init(sl_chunked_decoder *c, size_t max_trailer)
     c->max_trailer = max_trailer;
 }
 
+/* The byte after the chunk size or an extension's value, or in the white space after one: more
+ * white space, ';' (an extension follows) or the CR that ends the line. */
+static int after_value(sl_chunked_decoder *c, unsigned char b)
+{
+    if (is_ows(b)) c->state = C_EXT_WS;
+    else if (b == ';') c->state = C_NAME_WS;
+    else if (b == '\r') c->state = C_SIZE_LF;
+    else return -EPROTO;
+    return 0;
+}
+
 /* One byte of the chunk-size line (everything up to and including its CRLF). */
 static int size_line_byte(sl_chunked_decoder *c, unsigned char b)
 {
@@ -446,18 +457,10 @@ static int size_line_byte(sl_chunked_decoder *c, unsigned char b)
             return 0;
         }
         if (!c->digits) return -EPROTO;
-        if (is_ows(b)) c->state = C_EXT_WS;
-        else if (b == ';') c->state = C_NAME_WS;
-        else if (b == '\r') c->state = C_SIZE_LF;
-        else return -EPROTO;
-        return 0;
+        return after_value(c, b);
     }
     case C_EXT_WS:
-        if (is_ows(b)) return 0;
-        if (b == ';') c->state = C_NAME_WS;
-        else if (b == '\r') c->state = C_SIZE_LF;
-        else return -EPROTO;
-        return 0;
+        return after_value(c, b);
     case C_NAME_WS:
         if (is_ows(b)) return 0;
         if (!is_tchar(b)) return -EPROTO;
@@ -468,9 +471,7 @@ static int size_line_byte(sl_chunked_decoder *c, unsigned char b)
         if (c->state == C_NAME && is_tchar(b)) return 0;
         if (is_ows(b)) c->state = C_AFTER_NAME;
         else if (b == '=') c->state = C_VAL_WS;
-        else if (b == ';') c->state = C_NAME_WS;
-        else if (b == '\r') c->state = C_SIZE_LF;
-        else return -EPROTO;
+        else return after_value(c, b);
         return 0;
     case C_VAL_WS:
         if (is_ows(b)) return 0;
@@ -480,11 +481,7 @@ static int size_line_byte(sl_chunked_decoder *c, unsigned char b)
         return 0;
     case C_VAL_TOKEN:
         if (is_tchar(b)) return 0;
-        if (is_ows(b)) c->state = C_EXT_WS;
-        else if (b == ';') c->state = C_NAME_WS;
-        else if (b == '\r') c->state = C_SIZE_LF;
-        else return -EPROTO;
-        return 0;
+        return after_value(c, b);
     case C_VAL_Q:
         if (b == '"') c->state = C_EXT_WS;
         else if (b == '\\') c->state = C_VAL_QP;

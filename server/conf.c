@@ -64,6 +64,20 @@ int sl_key_fail(const sl_key_ctx *ctx, const char *fmt, ...)
     return -1;
 }
 
+int sl_key_dir(const sl_cval *v, const sl_key_ctx *ctx, char **dir)
+{
+    *dir = NULL;
+    if (v->type != SL_CV_STRING)
+        return sl_key_fail(ctx, "%s must be a directory name", ctx->assign->key);
+    if (!v->str[0]) return 0;
+    char *p = sl_key_abs_path(ctx, v->str);
+    if (!p) return sl_key_fail(ctx, "out of memory");
+    size_t n = strlen(p);
+    while (n > 1 && p[n - 1] == '/') p[--n] = 0;
+    *dir = p;
+    return 0;
+}
+
 int sl_key_range(const char *key, const sl_cval *v, const sl_key_ctx *ctx, long long lo,
                  long long hi)
 {

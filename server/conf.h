@@ -125,6 +125,10 @@ int sl_key_choice(const char *key, const sl_cval *v, const sl_key_ctx *ctx,
                   const char *const *choices);
 /* The message (printf) into ctx->err; returns -1, which prepare() returns: a refused value. */
 int sl_key_fail(const sl_key_ctx *ctx, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* A value naming a directory: 0 with *dir its path (absolute against the config file's
+ * directory, no trailing '/' but for "/" itself; malloc'd), or with *dir NULL for "" (off, as in
+ * lighttpd); -1 with a message in ctx->err when v is no string or memory ran out. */
+int sl_key_dir(const sl_cval *v, const sl_key_ctx *ctx, char **dir);
 /* 0 when v (an integer) lies in [lo, hi], else -1 with a message in ctx->err. */
 int sl_key_range(const char *key, const sl_cval *v, const sl_key_ctx *ctx, long long lo,
                  long long hi);

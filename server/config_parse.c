@@ -212,15 +212,6 @@ static void report(parse_ctx *c, int line, const char *fmt, ...)
     va_end(ap);
 }
 
-/* Record an error that ends the statement; the first one per statement is the one reported
- * (what follows it is a consequence). */
-static void failv(parse_ctx *c, int line, const char *fmt, va_list ap)
-{
-    if (c->failed) return;
-    reportv(c, line, fmt, ap);
-    c->failed = true;
-}
-
 /* End the statement without a message: it only failed because an earlier error was reported. */
 static void fail_quietly(parse_ctx *c)
 {
@@ -228,25 +219,22 @@ static void fail_quietly(parse_ctx *c)
     c->failed = true;
 }
 
+/* Record an error that ends the statement; the first one per statement is the one reported
+ * (what follows it is a consequence). */
 static void fail_at(parse_ctx *c, int line, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 static void fail_at(parse_ctx *c, int line, const char *fmt, ...)
 {
+    if (c->failed) return;
     va_list ap;
     va_start(ap, fmt);
-    failv(c, line, fmt, ap);
+    reportv(c, line, fmt, ap);
     va_end(ap);
+    c->failed = true;
 }
 
-/* Errors about the token at hand. */
-static void fail(parse_ctx *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void fail(parse_ctx *c, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    failv(c, c->lx ? c->lx->tok_line : 0, fmt, ap);
-    va_end(ap);
-}
+/* The same about the token at hand. */
+#define fail(c, ...) fail_at((c), (c)->lx ? (c)->lx->tok_line : 0, __VA_ARGS__)
 
 /* Out of memory, or a limit that recovery cannot get around: stop parsing. */
 static void fail_fatal(parse_ctx *c, const char *what)

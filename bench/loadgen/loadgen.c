@@ -759,20 +759,15 @@ static void usage(void)
 }
 
 enum opt_id {
-    O_CHECKSUM,
-    O_VERBOSE,
-    O_KEEPALIVE,
+    O_FLAG,  /* sets the bool at field */
+    O_COUNT, /* a positive integer, into the uint64_t at field */
     O_PARALLEL,
     O_RATE,
-    O_FETCHES,
     O_SECONDS,
     O_SEED,
     O_TIMEOUT,
     O_JSON,
     O_HELP,
-    O_COPY,
-    O_SEQUENTIAL,
-    O_MIN_FETCHES,
     O_UNSUPPORTED
 };
 
@@ -780,30 +775,34 @@ struct opt_def {
     const char *name;
     int id;
     bool arg;
+    size_t field; /* O_FLAG, O_COUNT: where in struct opts the option goes */
 };
+
+#define FLAG_OPT(name, member) {name, O_FLAG, false, offsetof(struct opts, member)}
+#define COUNT_OPT(name, member) {name, O_COUNT, true, offsetof(struct opts, member)}
 
 /* Order matters: an abbreviation picks the first entry it is a prefix of, as in http_load. */
 static const struct opt_def opt_defs[] = {
-    {"checksum", O_CHECKSUM, false},
-    {"verbose", O_VERBOSE, false},
-    {"keepalive", O_KEEPALIVE, false},
-    {"parallel", O_PARALLEL, true},
-    {"rate", O_RATE, true},
-    {"fetches", O_FETCHES, true},
-    {"seconds", O_SECONDS, true},
-    {"seed", O_SEED, true},
-    {"timeout", O_TIMEOUT, true},
-    {"json", O_JSON, true},
-    {"help", O_HELP, false},
+    FLAG_OPT("checksum", checksum),
+    FLAG_OPT("verbose", verbose),
+    FLAG_OPT("keepalive", keepalive),
+    {"parallel", O_PARALLEL, true, 0},
+    {"rate", O_RATE, true, 0},
+    COUNT_OPT("fetches", fetches),
+    {"seconds", O_SECONDS, true, 0},
+    {"seed", O_SEED, true, 0},
+    {"timeout", O_TIMEOUT, true, 0},
+    {"json", O_JSON, true, 0},
+    {"help", O_HELP, false, 0},
     /* After http_load's own options, so their abbreviations keep their meaning. */
-    {"copy", O_COPY, false},
-    {"sequential", O_SEQUENTIAL, false},
-    {"min-fetches", O_MIN_FETCHES, true},
-    {"throttle", O_UNSUPPORTED, false},
-    {"proxy", O_UNSUPPORTED, true},
-    {"jitter", O_UNSUPPORTED, false},
-    {"sip", O_UNSUPPORTED, true},
-    {"cipher", O_UNSUPPORTED, true},
+    FLAG_OPT("copy", copy),
+    FLAG_OPT("sequential", sequential),
+    COUNT_OPT("min-fetches", min_fetches),
+    {"throttle", O_UNSUPPORTED, false, 0},
+    {"proxy", O_UNSUPPORTED, true, 0},
+    {"jitter", O_UNSUPPORTED, false, 0},
+    {"sip", O_UNSUPPORTED, true, 0},
+    {"cipher", O_UNSUPPORTED, true, 0},
 };
 
 #define STR_(x) #x
@@ -880,14 +879,12 @@ static int parse_args(int argc, char **argv, struct opts *o)
         }
         uint64_t u;
         switch (d->id) {
-        case O_CHECKSUM:
-            o->checksum = true;
+        case O_FLAG:
+            *(bool *)((char *)o + d->field) = true;
             break;
-        case O_VERBOSE:
-            o->verbose = true;
-            break;
-        case O_KEEPALIVE:
-            o->keepalive = true;
+        case O_COUNT:
+            if (!parse_u64(v, &u) || u < 1) return bad_value(d, "a positive integer", v);
+            *(uint64_t *)((char *)o + d->field) = u;
             break;
         case O_PARALLEL:
             if (!parse_u64(v, &u) || u < 1 || u > PARALLEL_MAX)
@@ -898,10 +895,6 @@ static int parse_args(int argc, char **argv, struct opts *o)
             fprintf(stderr, "loadgen: -rate is not supported; use -parallel N (a closed loop of N "
                             "fetches in flight)\n");
             return 2;
-        case O_FETCHES:
-            if (!parse_u64(v, &u) || u < 1) return bad_value(d, "a positive integer", v);
-            o->fetches = u;
-            break;
         case O_SECONDS:
             if (!parse_secs(v, &o->seconds)) return bad_value(d, "a positive number", v);
             break;
@@ -918,16 +911,6 @@ static int parse_args(int argc, char **argv, struct opts *o)
         case O_HELP:
             usage();
             return 2;
-        case O_COPY:
-            o->copy = true;
-            break;
-        case O_SEQUENTIAL:
-            o->sequential = true;
-            break;
-        case O_MIN_FETCHES:
-            if (!parse_u64(v, &u) || u < 1) return bad_value(d, "a positive integer", v);
-            o->min_fetches = u;
-            break;
         default:
             fprintf(stderr, "loadgen: http_load's -%s is not supported\n", d->name);
             return 2;

@@ -301,6 +301,23 @@ static void end_of_size_line(struct sl_lg_resp *r)
     r->chunk_state = r->remaining ? CH_DATA : CH_TRAILER_START;
 }
 
+/* The byte after the chunk size's digits, or in the white space after them: white space, ';'
+ * (an extension, skipped to the end of the line), or the line's end (CRLF or a bare LF). */
+static int after_size(struct sl_lg_resp *r, char c)
+{
+    if (c == ';')
+        r->chunk_state = CH_EXT;
+    else if (is_ows(c))
+        r->chunk_state = CH_SIZE_WS;
+    else if (c == '\r')
+        r->chunk_state = CH_SIZE_LF;
+    else if (c == '\n')
+        end_of_size_line(r);
+    else
+        return -EBADMSG;
+    return 0;
+}
+
 static ssize_t feed_chunked(struct sl_lg_resp *r, const char *buf, size_t len,
                             sl_lg_body_fn *on_body, void *arg)
 {
@@ -330,26 +347,10 @@ static ssize_t feed_chunked(struct sl_lg_resp *r, const char *buf, size_t len,
                 break;
             }
             if (!r->hex_digits) return -EBADMSG;
-            if (c == ';')
-                r->chunk_state = CH_EXT;
-            else if (is_ows(c))
-                r->chunk_state = CH_SIZE_WS;
-            else if (c == '\r')
-                r->chunk_state = CH_SIZE_LF;
-            else if (c == '\n')
-                end_of_size_line(r);
-            else
-                return -EBADMSG;
+            if (after_size(r, c) < 0) return -EBADMSG;
             break;
         case CH_SIZE_WS:
-            if (c == ';')
-                r->chunk_state = CH_EXT;
-            else if (c == '\r')
-                r->chunk_state = CH_SIZE_LF;
-            else if (c == '\n')
-                end_of_size_line(r);
-            else if (!is_ows(c))
-                return -EBADMSG;
+            if (after_size(r, c) < 0) return -EBADMSG;
             break;
         case CH_EXT:
             if (c == '\n') end_of_size_line(r);

@@ -29,12 +29,8 @@ static const char *order(const char *v, char *buf, size_t cap)
     return buf;
 }
 
-/* An Accept-Encoding value and the codings it must choose, in order. */
-struct ae_case {
-    const char *value, *want;
-};
-
-static const struct ae_case orders[] = {
+/* Accept-Encoding values and the codings each must choose, in order. */
+static const struct tu_strs orders[] = {
     /* A plain list: the server's order of what the client takes. */
     {"gzip, deflate, br", "br,gzip,deflate"},
     {"gzip,deflate,br,zstd", "zstd,br,gzip,deflate"},
@@ -66,8 +62,8 @@ static void test_orders(void **state)
     (void)state;
     char b[64];
     TU_EACH(c, orders)
-        if (strcmp(order(c->value, b, sizeof b), c->want))
-            fail_msg("Accept-Encoding \"%s\": chose \"%s\", want \"%s\"", c->value, b, c->want);
+        if (strcmp(order(c->in, b, sizeof b), c->want))
+            fail_msg("Accept-Encoding \"%s\": chose \"%s\", want \"%s\"", c->in, b, c->want);
 }
 
 static void test_malformed_elements_skipped(void **state)

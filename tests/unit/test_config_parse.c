@@ -193,9 +193,7 @@ static const char article_conf[] =
     "proxy-core.allow-x-sendfile = \"enable\" proxy-core.max-pool-size = 20 } }\n";
 
 /* Configs that do not parse, and the whole message each gives. */
-static const struct {
-    const char *text, *error;
-} parse_errors[] = {
+static const struct tu_strs parse_errors[] = {
     /* Invalid key names. */
     {"a..b = 1\n", "test.conf:1: invalid name 'a..b'"},
     {"\n a. = 1\n", "test.conf:2: invalid name 'a.'"},
@@ -351,7 +349,7 @@ static const struct {
 
 static void test_parse_errors(void **state)
 {
-    TU_EACH(c, parse_errors) parse_err(c->text, c->error);
+    TU_EACH(c, parse_errors) parse_err(c->in, c->want);
 }
 
 static void test_article_config(void **state)

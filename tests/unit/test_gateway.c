@@ -191,6 +191,12 @@ static int fx_teardown(void **state)
 #define PLAIN_TEST(test) cmocka_unit_test_setup_teardown(test, fx_plain, fx_teardown)
 #define LOOP_TEST(test) cmocka_unit_test_setup_teardown(test, fx_loop, fx_teardown)
 
+/* The fixture's one backend. */
+static sl_gw_backend *fx_backend(void **state)
+{
+    return ((backend_fx *)*state)->be;
+}
+
 static sl_gw_conn *open_conn(sl_gw_backend *be)
 {
     bool inprog;
@@ -200,10 +206,17 @@ static sl_gw_conn *open_conn(sl_gw_backend *be)
     return gc;
 }
 
+/* A connection whose backend answered the moment it was sent (no latency learned). */
+static sl_gw_conn *answered_conn(sl_gw_backend *be)
+{
+    sl_gw_conn *gc = open_conn(be);
+    sl_gw_answered(gc, gc->sent_ms);
+    return gc;
+}
+
 static void test_release_keeps_answered_connections(void **state)
 {
-    backend_fx *f = *state;
-    sl_gw_backend *be = f->be;
+    sl_gw_backend *be = fx_backend(state);
     sl_gw_conn *a = open_conn(be);
     assert_ptr_equal(be->fresh, a); /* unanswered until the backend speaks */
     sl_gw_answered(a, sl_gw_now_ms());
@@ -224,8 +237,7 @@ static void test_release_keeps_answered_connections(void **state)
 
 static void test_stuck_new_connection_frees_a_worker(void **state)
 {
-    backend_fx *f = *state;
-    sl_gw_backend *be = f->be;
+    sl_gw_backend *be = fx_backend(state);
     sl_gw_conn *kept = open_conn(be);
     sl_gw_answered(kept, sl_gw_now_ms());
     sl_gw_conn *stuck = open_conn(be); /* sent, never answered: in the accept queue */
@@ -289,8 +301,7 @@ static void test_idle_connections_close_while_a_new_one_waits(void **state)
 
 static void test_stuck_connection_teaches_the_worker_count(void **state)
 {
-    backend_fx *f = *state;
-    sl_gw_backend *be = f->be;
+    sl_gw_backend *be = fx_backend(state);
     sl_gw_conn *kept = open_conn(be);
     sl_gw_answered(kept, sl_gw_now_ms());
     sl_gw_conn *stuck = open_conn(be);
@@ -316,8 +327,7 @@ static void test_stuck_connection_teaches_the_worker_count(void **state)
 
 static void test_learned_worker_count_never_drops(void **state)
 {
-    backend_fx *f = *state;
-    sl_gw_backend *be = f->be;
+    sl_gw_backend *be = fx_backend(state);
     sl_gw_conn *k1 = open_conn(be), *k2 = open_conn(be);
     sl_gw_answered(k1, sl_gw_now_ms());
     sl_gw_answered(k2, sl_gw_now_ms());
@@ -341,10 +351,8 @@ static void test_learned_worker_count_never_drops(void **state)
 
 static void test_a_late_answer_teaches_nothing(void **state)
 {
-    backend_fx *f = *state;
-    sl_gw_backend *be = f->be;
-    sl_gw_conn *kept = open_conn(be);
-    sl_gw_answered(kept, kept->sent_ms);
+    sl_gw_backend *be = fx_backend(state);
+    sl_gw_conn *kept = answered_conn(be);
     sl_gw_conn *slow = open_conn(be);
     uint64_t t = slow->opened_ms + SL_GW_STALL_MS;
     /* It looks stuck, so the kept connection goes to free a worker for it... */
@@ -361,10 +369,8 @@ static void test_a_late_answer_teaches_nothing(void **state)
 
 static void test_slow_answers_are_not_taken_for_stuck(void **state)
 {
-    backend_fx *f = *state;
-    sl_gw_backend *be = f->be;
-    sl_gw_conn *k = open_conn(be);
-    sl_gw_answered(k, k->sent_ms);
+    sl_gw_backend *be = fx_backend(state);
+    sl_gw_conn *k = answered_conn(be);
     assert_int_equal(be->lat_ms, 0);
     sl_gw_release(k, 4, true, sl_gw_now_ms());
     k = sl_gw_take_idle(be);
@@ -442,11 +448,8 @@ static void test_read_interest_outlives_each_request(void **state)
 
 static void test_one_kept_connection_closed_per_stall_period(void **state)
 {
-    backend_fx *f = *state;
-    sl_gw_backend *be = f->be;
-    sl_gw_conn *k1 = open_conn(be), *k2 = open_conn(be);
-    sl_gw_answered(k1, k1->sent_ms);
-    sl_gw_answered(k2, k2->sent_ms);
+    sl_gw_backend *be = fx_backend(state);
+    sl_gw_conn *k1 = answered_conn(be), *k2 = answered_conn(be);
     sl_gw_conn *s1 = open_conn(be), *s2 = open_conn(be);
     uint64_t t = s2->opened_ms + SL_GW_STALL_MS;
     sl_gw_release(k1, 4, true, t);

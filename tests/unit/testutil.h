@@ -1,6 +1,6 @@
-/* What several unit tests share (header-only, so no build change): walking a table of cases, a
- * heap copy of a test input with no slack after it, files and directories made and removed under
- * a test's temporary directory, and main(). Include it after <cmocka.h>. */
+/* What several unit tests share (header-only, so no build change): walking a table of cases and
+ * two types of case, a heap copy of a test input with no slack after it, files and directories
+ * made and removed under a test's temporary directory, and main(). Include it after <cmocka.h>. */
 #ifndef SL_TESTUTIL_H
 #define SL_TESTUTIL_H
 
@@ -25,6 +25,11 @@ struct tu_case {
 };
 
 #define TU_CASE(lit, want) {lit, sizeof(lit) - 1, want}
+
+/* A test input string and the string it must give (a rendering, an error message, ...). */
+struct tu_strs {
+    const char *in, *want;
+};
 
 /* A heap copy of s[0..len) with nothing after it (no NUL), so a parser reading past len is
  * caught by ASan; the caller frees it. */
