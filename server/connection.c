@@ -1185,7 +1185,11 @@ static int conn_write(sl_conn *c, size_t budget)
         sl_chunk *h = c->out.head;
         if (!h) {
             if (!c->tls) return 0;
-            int r = sl_tls_flush(c); /* what was staged for a body that did not follow */
+            /* What was staged for a body that did not follow; before a close, with close_notify
+             * behind the response in the same send. */
+            bool last = !c->keep_alive && c->state == SL_CONN_WRITE && !c->streaming &&
+                        !c->h2 && !c->h2_id;
+            int r = last ? sl_tls_flush_last(c) : sl_tls_flush(c);
             return r == -EAGAIN ? 1 : r;
         }
         if (done >= budget) return 3;

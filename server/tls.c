@@ -128,6 +128,8 @@ typedef struct sl_tls_conn {
     bool shut;          /* close_notify was sent */
     bool rd_wants_wr;   /* the last SSL_read wanted to write (WANT_WRITE) */
     bool wr_wants_rd;   /* the last SSL_write wanted to read (WANT_READ) */
+    bool gathered;      /* writes go to the gathering BIO (no kTLS) */
+    unsigned char tickets; /* TLS 1.3 session tickets owed: sent with the first response */
     /* Small writes gathered into one record: a response head waits here for the first bytes
      * of its body, so a small file leaves in one record and one write() instead of two. Ours,
      * so a retry after WANT_WRITE passes the same bytes as OpenSSL requires. */
@@ -948,6 +950,11 @@ int sl_tls_conn_start(sl_conn *c)
         BIO *rb = BIO_new_socket(c->fd, BIO_NOCLOSE), *wb = sl_tls_gather_bio(c->fd);
         if (rb && wb) {
             SSL_set_bio(t->ssl, rb, wb);
+            t->gathered = true;
+            /* TLS 1.3 sends its session tickets after the handshake, each flushed on its own;
+             * the client does not wait for them. Issued with the first response instead
+             * (established(), ssl_write()): one send for tickets and response, not three. */
+            SSL_set_num_tickets(t->ssl, 0);
         } else {
             BIO_free(rb);
             BIO_free(wb);
@@ -984,6 +991,13 @@ static void established(sl_conn *c)
 {
     sl_tls_conn *t = c->tls;
     t->up = true;
+    /* As many as OpenSSL would have sent at once: the context's count (ssl-conf-cmd NumTickets
+     * may change it), one after a resumption. */
+    if (t->gathered && SSL_version(t->ssl) >= TLS1_3_VERSION) {
+        size_t n = SSL_CTX_get_num_tickets(SSL_get_SSL_CTX(t->ssl));
+        if (SSL_session_reused(t->ssl) && n > 1) n = 1;
+        t->tickets = n > 255 ? 255 : (unsigned char)n;
+    }
     const tls_verify *v = &c->loop->srv->tls->vfy[c->listener];
     /* Out of memory: no variables, as if the listener asked for no certificate (the back end
      * sees no SSL_CLIENT_VERIFY, so it cannot take a missing one for a verified one). */
@@ -1009,11 +1023,28 @@ bool sl_tls_can_write(const sl_conn *c)
     return c->tls->wr_wants_rd ? c->rd_ready : c->wr_ready;
 }
 
+/* Send the records the gathering write BIO holds (none with kTLS: its wbio is the socket's). */
+static int push_gathered(sl_conn *c)
+{
+    sl_tls_conn *t = c->tls;
+    BIO *wb = SSL_get_wbio(t->ssl);
+    if (t->dead || BIO_wpending(wb) <= 0) return 0;
+    errno = 0;
+    if (sl_tls_gather_send(wb) > 0) return 0;
+    if (BIO_should_retry(wb)) {
+        c->wr_ready = false;
+        return -EAGAIN;
+    }
+    t->dead = true;
+    return errno ? -errno : -EIO;
+}
+
 /* A failed SSL_read/SSL_write that is not WANT_*: what to tell the caller. */
 static ssize_t fatal(sl_conn *c, int e, int ret)
 {
     sl_tls_conn *t = c->tls;
     int saved = errno;
+    (void)push_gathered(c); /* the alert OpenSSL wrote, if the socket takes it */
     t->dead = true;
     if (!t->up) atomic_fetch_add_explicit(&n_failed, 1, memory_order_relaxed);
     ERR_clear_error();
@@ -1038,11 +1069,17 @@ ssize_t sl_tls_recv(sl_conn *c, void *buf, size_t len)
     }
     int e = SSL_get_error(t->ssl, n);
     switch (e) {
-    case SSL_ERROR_WANT_READ:
-        t->rd_wants_wr = false;
+    case SSL_ERROR_WANT_READ: {
+        /* Before waiting for the client, what it waits for: a handshake flight, the session
+         * tickets (when no response took them along), an alert. A full socket: the next try
+         * comes when it is writable, and sends first. */
+        int p = push_gathered(c);
+        if (p < 0 && p != -EAGAIN) return p;
+        t->rd_wants_wr = p == -EAGAIN;
         c->rd_ready = false;
         if (!t->up && SSL_is_init_finished(t->ssl)) established(c);
         return -EAGAIN;
+    }
     case SSL_ERROR_WANT_WRITE:
         t->rd_wants_wr = true;
         c->wr_ready = false;
@@ -1058,6 +1095,9 @@ static ssize_t ssl_write(sl_conn *c, const void *buf, size_t len)
     sl_tls_conn *t = c->tls;
     if (t->dead) return -EPIPE;
     if (len == 0) return 0;
+    /* The tickets owed go out in front of the first response's records (same SSL_write). */
+    for (; t->tickets; t->tickets--)
+        if (!SSL_new_session_ticket(t->ssl)) t->tickets = 1;
     errno = 0;
     int n = SSL_write(t->ssl, buf, len > INT_MAX ? INT_MAX : (int)len);
     if (n > 0) {
@@ -1070,10 +1110,13 @@ static ssize_t ssl_write(sl_conn *c, const void *buf, size_t len)
         t->wr_wants_rd = false;
         c->wr_ready = false;
         return -EAGAIN;
-    case SSL_ERROR_WANT_READ:
+    case SSL_ERROR_WANT_READ: {
+        int p = push_gathered(c); /* what the client must see before it answers */
+        if (p < 0 && p != -EAGAIN) return p;
         t->wr_wants_rd = true;
         c->rd_ready = false;
         return -EAGAIN;
+    }
     default: {
         ssize_t r = fatal(c, e, n);
         return r == 0 ? -EPIPE : r;
@@ -1081,38 +1124,41 @@ static ssize_t ssl_write(sl_conn *c, const void *buf, size_t len)
     }
 }
 
-/* Send the records the gathering write BIO holds (none with kTLS: its wbio is the socket's). */
-static int push_gathered(sl_conn *c)
+/* Write what is staged into records (gathered, not yet sent). */
+static int write_staged(sl_conn *c)
 {
     sl_tls_conn *t = c->tls;
-    BIO *wb = SSL_get_wbio(t->ssl);
-    if (t->dead || BIO_wpending(wb) <= 0) return 0;
-    errno = 0;
-    if (BIO_flush(wb) > 0) return 0;
-    if (BIO_should_retry(wb)) {
-        c->wr_ready = false;
-        return -EAGAIN;
+    if (!t->staged) return 0;
+    t->stage_sealed = true;
+    while (t->staged) {
+        ssize_t n = ssl_write(c, t->stage, t->staged);
+        if (n < 0) return (int)n;
+        /* One record at most: partial writes return whole records, so this is the rest. */
+        memmove(t->stage, t->stage + n, t->staged - (size_t)n);
+        t->staged -= (size_t)n;
     }
-    t->dead = true;
-    return errno ? -errno : -EIO;
+    /* Given back at once: 10,000 idle connections keep no staging buffer. */
+    free(t->stage);
+    t->stage = NULL;
+    t->stage_sealed = false;
+    return 0;
 }
 
 int sl_tls_flush(sl_conn *c)
 {
+    int r = write_staged(c);
+    return r < 0 ? r : push_gathered(c);
+}
+
+int sl_tls_flush_last(sl_conn *c)
+{
     sl_tls_conn *t = c->tls;
-    if (t->staged) {
-        t->stage_sealed = true;
-        while (t->staged) {
-            ssize_t n = ssl_write(c, t->stage, t->staged);
-            if (n < 0) return (int)n;
-            /* One record at most: partial writes return whole records, so this is the rest. */
-            memmove(t->stage, t->stage + n, t->staged - (size_t)n);
-            t->staged -= (size_t)n;
-        }
-        /* Given back at once: 10,000 idle connections keep no staging buffer. */
-        free(t->stage);
-        t->stage = NULL;
-        t->stage_sealed = false;
+    int r = write_staged(c);
+    if (r < 0) return r;
+    if (t->up && !t->dead && !t->shut) {
+        t->shut = true;
+        SSL_shutdown(t->ssl); /* into the gathering buffer, behind the response's last record */
+        ERR_clear_error();
     }
     return push_gathered(c);
 }
@@ -1139,7 +1185,7 @@ ssize_t sl_tls_send(sl_conn *c, const void *buf, size_t len)
         memcpy(t->stage + t->staged, buf, take);
         t->staged += take;
     }
-    int r = sl_tls_flush(c);
+    int r = write_staged(c); /* sealed into records: gathered, sent with what follows */
     if (take) return (ssize_t)take; /* taken, whether or not the record is out yet */
     return r < 0 ? r : ssl_write(c, buf, len);
 }
@@ -1156,6 +1202,7 @@ void sl_tls_close_notify(sl_conn *c)
     t->shut = true;
     SSL_shutdown(t->ssl);
     ERR_clear_error();
+    (void)push_gathered(c); /* with the response's last records when they still wait */
 }
 
 /* ---- the module ---- */

@@ -63,6 +63,10 @@ ssize_t sl_tls_stage(struct sl_conn *c, const void *buf, size_t len);
  * sl_tls_send accepted may wait until this is called: whoever sends calls it before waiting for
  * anything but writability (conn_write does when the queue is empty or a file read is in flight). */
 int sl_tls_flush(struct sl_conn *c);
+/* sl_tls_flush for the last response of a connection that closes after it: close_notify is
+ * written behind it, so response and close_notify leave in one send (sl_tls_close_notify then
+ * does nothing). The same results as sl_tls_flush. */
+int sl_tls_flush_last(struct sl_conn *c);
 
 /* The client certificate's variables of a connection on a listener with
  * ssl.verifyclient.activate, made once after its handshake with lighttpd's names and values:

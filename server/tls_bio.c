@@ -5,6 +5,7 @@
  * buffer and the next record in one call. Here the buffer exists only while bytes wait (malloc'd
  * by the first write, freed when a flush empties it), and a write that overflows it goes out
  * together with what it holds in one sendmsg() of two iovecs. Bytes live in buf[off, off + len).
+ * OpenSSL's own flushes are ignored: only the connection knows when it is about to wait.
  * Only the loop thread of the connection touches it; the method table is made once per process.
  */
 #include "tls_bio.h"
@@ -36,11 +37,38 @@ static ssize_t send2(int fd, const char *a, size_t alen, const char *b, size_t b
     return r;
 }
 
+/* One empty buffer kept per thread (a loop's): a buffer lives from a response's first record to
+ * its flush, and glibc would otherwise give the thread arena's top back with madvise() and fault
+ * its pages in again on the next connection. Freed when the thread exits. */
+static pthread_key_t spare_key;
+static pthread_once_t spare_once = PTHREAD_ONCE_INIT;
+
+static void spare_init(void)
+{
+    if (pthread_key_create(&spare_key, free)) abort(); /* at start-up, out of keys: a bug */
+}
+
+static char *buf_get(void)
+{
+    pthread_once(&spare_once, spare_init);
+    char *b = pthread_getspecific(spare_key);
+    if (!b) return malloc(SL_TLS_GATHER_CAP);
+    pthread_setspecific(spare_key, NULL);
+    return b;
+}
+
+static void buf_put(char *b)
+{
+    if (!b) return;
+    if (!pthread_getspecific(spare_key) && !pthread_setspecific(spare_key, b)) return;
+    free(b);
+}
+
 /* Append n bytes (they fit: len + n <= the cap), moving what waits to the front if needed. */
 static int keep(gather *g, const char *in, size_t n)
 {
     if (!n) return 0;
-    if (!g->buf && !(g->buf = malloc(SL_TLS_GATHER_CAP))) return -1;
+    if (!g->buf && !(g->buf = buf_get())) return -1;
     if (g->off + g->len + n > SL_TLS_GATHER_CAP) {
         memmove(g->buf, g->buf + g->off, g->len);
         g->off = 0;
@@ -80,7 +108,7 @@ static int g_write(BIO *b, const char *in, int inl)
     size_t more = rest < room ? rest : room;
     if (keep(g, in + took, more) < 0) more = 0;
     if (!g->len) {
-        free(g->buf);
+        buf_put(g->buf);
         g->buf = NULL;
     }
     if (took + more == 0) {
@@ -94,6 +122,7 @@ static int g_write(BIO *b, const char *in, int inl)
 static long g_flush(BIO *b, gather *g)
 {
     BIO_clear_retry_flags(b);
+    if (!g) return 1;
     while (g->len) {
         ssize_t s = send2(g->fd, g->buf + g->off, g->len, NULL, 0);
         if (s < 0) {
@@ -103,7 +132,7 @@ static long g_flush(BIO *b, gather *g)
         g->off += (size_t)s;
         g->len -= (size_t)s;
     }
-    free(g->buf);
+    buf_put(g->buf);
     g->buf = NULL;
     g->off = 0;
     return 1;
@@ -116,7 +145,11 @@ static long g_ctrl(BIO *b, int cmd, long num, void *ptr)
     gather *g = BIO_get_data(b);
     switch (cmd) {
     case BIO_CTRL_FLUSH:
-        return g_flush(b, g);
+        /* OpenSSL flushes after each handshake flight, each session ticket and each alert. The
+         * connection sends before it waits for the client instead (sl_tls_gather_send), so the
+         * two tickets of a TLS 1.3 handshake leave with the first response, not in two packets
+         * of their own. */
+        return 1;
     case BIO_CTRL_WPENDING:
         return (long)g->len;
     case BIO_CTRL_PENDING:
@@ -129,7 +162,7 @@ static long g_ctrl(BIO *b, int cmd, long num, void *ptr)
 static int g_destroy(BIO *b)
 {
     gather *g = BIO_get_data(b);
-    if (g) free(g->buf);
+    if (g) buf_put(g->buf);
     free(g);
     BIO_set_data(b, NULL);
     return 1;
@@ -147,6 +180,11 @@ static void make_method(void)
         m = NULL;
     }
     method = m;
+}
+
+int sl_tls_gather_send(BIO *b)
+{
+    return (int)g_flush(b, BIO_get_data(b));
 }
 
 BIO *sl_tls_gather_bio(int fd)

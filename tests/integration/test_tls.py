@@ -260,6 +260,38 @@ class Protocol(unittest.TestCase):
         self.assertEqual(tls_request(self.srv.port, b"GET /a.txt HTTP/1.1\r\nHost: x\r\n\r\n")[0],
                          200)
 
+    def test_tls13_tickets_come_with_the_first_response(self):
+        # OpenSSL's two TLS 1.3 tickets (one after a resumption), issued with the first response
+        # (one send for tickets and response) rather than flushed one by one after the
+        # handshake: a connection that asks nothing gets none.
+        def tickets(request, *extra):
+            r = subprocess.run(["openssl", "s_client", "-connect", f"127.0.0.1:{self.srv.port}",
+                                "-servername", "localhost", "-tls1_3", "-msg", *extra],
+                               input=request, capture_output=True, timeout=30)
+            return r.stdout.count(b"NewSessionTicket"), r.stdout
+        path = os.path.join(self.srv.dir, "s_client.sess")
+        get = b"GET /a.txt HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
+        n, out = tickets(get, "-ign_eof", "-sess_out", path)
+        self.assertIn(b"hello\n", out)
+        self.assertEqual(n, 2, out[-2000:])
+        n, out = tickets(get, "-ign_eof", "-sess_in", path)
+        self.assertIn(b"Reused, TLSv1.3", out)
+        self.assertEqual(n, 1, out[-2000:])
+        # A connection that asks nothing gets none (a read processes any that came).
+        s = tls_connect(self.srv.port, ctx=client_ctx(ssl.TLSVersion.TLSv1_3,
+                                                      ssl.TLSVersion.TLSv1_3))
+        try:
+            s.settimeout(0.5)
+            with self.assertRaises(socket.timeout):
+                s.recv(1)
+            self.assertFalse(s.session is not None and s.session.has_ticket)
+            s.settimeout(10)
+            s.sendall(b"GET /a.txt HTTP/1.1\r\nHost: localhost\r\n\r\n")
+            read_response(s)
+            self.assertTrue(s.session.has_ticket)
+        finally:
+            s.close()
+
     def test_session_resumption(self):
         # TLS 1.2 and 1.3, both by ticket (there is no server-side session cache): one SSL_CTX
         # shared by every loop, so a session resumes on whichever loop accepts the next
