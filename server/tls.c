@@ -281,15 +281,27 @@ out:
     return r;
 }
 
+/* The file a key names (v, relative to the config file): opened, with its absolute path in *path
+ * (the caller frees both), or NULL with a message. */
+static BIO *key_file(const sl_cval *v, const sl_key_ctx *ctx, char **path)
+{
+    if (!(*path = sl_key_abs_path(ctx, v->str))) {
+        snprintf(ctx->err, ctx->errlen, "out of memory");
+        return NULL;
+    }
+    return open_file(ctx->assign->key, *path, ctx);
+}
+
 /* ssl.privkey is read with ssl.pemfile (whose prepare needs both); here only its own faults. */
 static int prep_privkey(const sl_cval *v, const sl_key_ctx *ctx, void **out)
 {
     (void)out;
     char *path = sl_key_abs_path(ctx, v->str);
-    if (!path) return snprintf(ctx->err, ctx->errlen, "out of memory"), -1;
-    EVP_PKEY *k = read_key("ssl.privkey", path, ctx, false);
+    EVP_PKEY *k = path ? read_key("ssl.privkey", path, ctx, false) : NULL;
     int r = k ? 0 : -1;
+    if (!path) snprintf(ctx->err, ctx->errlen, "out of memory");
     EVP_PKEY_free(k);
+    free(path);
     char *pem = r == 0 ? block_path(ctx, "ssl.pemfile") : NULL;
     if (r == 0 && !pem) {
         snprintf(ctx->err, ctx->errlen, "ssl.privkey is set without ssl.pemfile in the same "
@@ -297,27 +309,20 @@ static int prep_privkey(const sl_cval *v, const sl_key_ctx *ctx, void **out)
         r = -1;
     }
     free(pem);
-    free(path);
     return r;
 }
 
 static int prep_ca_file(const sl_cval *v, const sl_key_ctx *ctx, void **out)
 {
     (void)out;
-    char *path = sl_key_abs_path(ctx, v->str);
-    if (!path) return snprintf(ctx->err, ctx->errlen, "out of memory"), -1;
-    BIO *b = open_file("ssl.ca-file", path, ctx);
-    int r = -1;
-    if (b) {
-        X509 *x = PEM_read_bio_X509(b, NULL, NULL, NULL);
-        if (x)
-            r = 0;
-        else
-            snprintf(ctx->err, ctx->errlen, "ssl.ca-file %s: no PEM certificate", path);
-        X509_free(x);
-        BIO_free(b);
-        ERR_clear_error();
-    }
+    char *path;
+    BIO *b = key_file(v, ctx, &path);
+    X509 *x = b ? PEM_read_bio_X509(b, NULL, NULL, NULL) : NULL;
+    int r = x ? 0 : -1;
+    if (b && !x) snprintf(ctx->err, ctx->errlen, "ssl.ca-file %s: no PEM certificate", path);
+    X509_free(x);
+    BIO_free(b);
+    ERR_clear_error();
     free(path);
     return r;
 }
@@ -374,11 +379,7 @@ static BIO *listener_file(const sl_cval *v, const sl_key_ctx *ctx, char **path)
         return NULL;
     }
     if (listener_level(key, ctx) < 0) return NULL;
-    if (!(*path = sl_key_abs_path(ctx, v->str))) {
-        snprintf(ctx->err, ctx->errlen, "out of memory");
-        return NULL;
-    }
-    return open_file(key, *path, ctx);
+    return key_file(v, ctx, path);
 }
 
 static void names_free(void *p)
