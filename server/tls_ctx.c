@@ -2,7 +2,7 @@
  *
  * Safe without configuration: only TLS 1.2 and 1.3 (OpenSSL 3's security level 1 would still
  * allow 1.0 and 1.1 if asked); Mozilla's "intermediate" cipher list (v5.7) for 1.2, forward
- * secret AEAD ciphers only; renegotiation refused (SSL_OP_NO_RENEGOTIATION: a client asking gets
+ * secret AEAD ciphers only, and its key exchange groups (X25519, P-256, P-384); renegotiation refused (SSL_OP_NO_RENEGOTIATION: a client asking gets
  * a no_renegotiation alert, and a TLS 1.2 ClientHello in the middle of a connection fails it);
  * compression off (CRIME). Session tickets stay on with OpenSSL's keys, made when the context
  * is. The modes make SSL_write behave like send() on a non-blocking socket: it returns after
@@ -18,6 +18,8 @@
     "ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-RSA-AES128-GCM-SHA256:ECDHE-ECDSA-AES256-GCM-SHA384:" \
     "ECDHE-RSA-AES256-GCM-SHA384:ECDHE-ECDSA-CHACHA20-POLY1305:ECDHE-RSA-CHACHA20-POLY1305:"   \
     "DHE-RSA-AES128-GCM-SHA256:DHE-RSA-AES256-GCM-SHA384:DHE-RSA-CHACHA20-POLY1305"
+
+#define INTERMEDIATE_GROUPS "X25519:prime256v1:secp384r1"
 
 bool sl_tls_kernel_ktls(void)
 {
@@ -63,7 +65,9 @@ SSL_CTX *sl_tls_ctx_new(void)
     SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_OFF | SSL_SESS_CACHE_NO_AUTO_CLEAR |
                                             SSL_SESS_CACHE_NO_INTERNAL);
     SSL_CTX_set_dh_auto(ctx, 1);
-    if (!SSL_CTX_set_cipher_list(ctx, INTERMEDIATE_CIPHERS)) {
+    /* Mozilla's intermediate curves; OpenSSL would also offer X448 and secp521r1. */
+    if (!SSL_CTX_set1_groups_list(ctx, INTERMEDIATE_GROUPS) ||
+        !SSL_CTX_set_cipher_list(ctx, INTERMEDIATE_CIPHERS)) {
         SSL_CTX_free(ctx);
         return NULL;
     }

@@ -12,7 +12,8 @@ own connection while others are served (and the stalled one is closed after the 
 timeout), the status page and `seekless -V` name the TLS file path, sessions resume across
 loops, proxy-core (FastCGI) works over TLS (X-Sendfile, request bodies after 100 Continue,
 HTTPS=on), a graceful restart (SIGUSR1) goes on serving TLS while an old download ends, and
-clients that reset mid-file leave no descriptor behind.
+clients that reset mid-file leave no descriptor behind. sslyze (PyPI, in .venv-tools/) finds the
+defaults compliant with Mozilla's "intermediate" TLS configuration.
 
 The file path over TLS this kernel runs is printed once (kTLS when tcp_available_ulp lists tls,
 the buffered SSL_write path otherwise) and the status page must name the same; where the kernel
@@ -59,6 +60,14 @@ with open(os.path.join(CERTS, "a.pem"), "w") as out:
     for part in ("a.crt", "a.key"):
         with open(os.path.join(CERTS, part)) as f:
             out.write(f.read())
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def sslyze_path():
+    p = os.environ.get("SSLYZE") or os.path.join(REPO, ".venv-tools", "bin", "sslyze")
+    return p if os.access(p, os.X_OK) else None
+
 
 TLS_CONF = (f'ssl.engine = "enable"\nssl.pemfile = "{CERTS}/a.pem"\n'
             f'$HTTP["host"] == "b.test" {{ ssl.pemfile = "{CERTS}/b.crt"\n'
@@ -200,9 +209,54 @@ def load_tests(loader, tests, pattern):
             cls = type("TLS_" + b.replace("-", "_") + suffix, (BackendCase, unittest.TestCase),
                        {"backend": b, "extra": extra})
             suite.addTests(loader.loadTestsFromTestCase(cls))
-    for cls in (Protocol, Robustness, ProxyOverTLS, GracefulRestart):
+    for cls in (Protocol, Robustness, ProxyOverTLS, GracefulRestart, MozillaIntermediate):
         suite.addTests(loader.loadTestsFromTestCase(cls))
     return suite
+
+
+class MozillaIntermediate(unittest.TestCase):
+    """The defaults checked by sslyze against Mozilla's "intermediate" configuration: protocols,
+    ciphers, key exchange groups, certificate (signed by a CA of the test's, given to sslyze)."""
+
+    @classmethod
+    def setUpClass(cls):
+        def openssl(*args):
+            subprocess.run(["openssl", *args], cwd=CERTS, check=True, capture_output=True)
+        # A CA and a leaf with the extensions a strict path validation asks for.
+        openssl("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+                "-keyout", "moz-ca.key", "-out", "moz-ca.crt", "-days", "2", "-subj",
+                "/CN=seekless test CA", "-addext", "basicConstraints=critical,CA:TRUE",
+                "-addext", "keyUsage=critical,keyCertSign,cRLSign")
+        openssl("req", "-new", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+                "-keyout", "moz.key", "-out", "moz.csr", "-subj", "/CN=localhost")
+        with open(os.path.join(CERTS, "moz.ext"), "w") as f:
+            f.write("subjectAltName=DNS:localhost\nextendedKeyUsage=serverAuth\n"
+                    "keyUsage=critical,digitalSignature\nbasicConstraints=critical,CA:FALSE\n")
+        openssl("x509", "-req", "-in", "moz.csr", "-CA", "moz-ca.crt", "-CAkey", "moz-ca.key",
+                "-CAcreateserial", "-out", "moz.crt", "-days", "2", "-extfile", "moz.ext")
+        cls.srv = Server(f'ssl.engine = "enable"\nssl.pemfile = "{CERTS}/moz.crt"\n'
+                         f'ssl.privkey = "{CERTS}/moz.key"\n', {"a.txt": b"hello\n"})
+        cls.srv.start()
+
+    @classmethod
+    def tearDownClass(cls):
+        rc = cls.srv.stop()
+        assert rc == 0, cls.srv.log_text
+
+    def test_sslyze_finds_the_defaults_compliant(self):
+        exe = sslyze_path()
+        self.assertIsNotNone(exe, "sslyze not found: set SSLYZE or run scripts/install-deps "
+                                  "(.venv-tools/bin/sslyze)")
+        r = subprocess.run([exe, "--mozilla_config=intermediate", "--certinfo_ca_file",
+                            os.path.join(CERTS, "moz-ca.crt"),
+                            f"localhost:{self.srv.port}{{127.0.0.1}}"],
+                           capture_output=True, text=True, timeout=600)
+        self.assertIn(f"localhost:{self.srv.port}: OK - Compliant.", r.stdout, r.stdout[-3000:])
+        self.assertEqual(r.returncode, 0, r.stdout[-3000:])
+        self.assertIn("Supplied CA file CA Store (N/A):   OK - Certificate is trusted", r.stdout)
+        # Served files still: the scan's ~170 handshakes cost nothing lasting.
+        self.assertEqual(tls_request(self.srv.port, b"GET /a.txt HTTP/1.1\r\nHost: localhost"
+                                                    b"\r\n\r\n")[2], b"hello\n")
 
 
 class Protocol(unittest.TestCase):
