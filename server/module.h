@@ -192,8 +192,8 @@ typedef struct sl_module {
     .name = (modname), .aliases = (const char *const[]){__VA_ARGS__ __VA_OPT__(, ) NULL},         \
     .conf_size = sizeof(conf_type)
 
-/* A key table (SL_KEY_* entries, or sl_key initializers), ended by the {NULL} entry. A compound
- * literal at file scope, so it lives as long as the program does. */
+/* A key table (SL_KEY_* entries, or sl_key initializers; no comma after the last), ended by the
+ * {NULL} entry. A compound literal at file scope, so it lives as long as the program does. */
 #define SL_KEYS(...) ((const sl_key[]){__VA_ARGS__, {NULL}})
 
 /* Entries of a key table, in a file that defines SL_KEY_CONF as the type of its module's conf
