@@ -60,6 +60,8 @@ typedef struct alog_conf {
     const sl_accesslog_fmt *fmt;   /* accesslog.format; NULL: lighttpd's default */
 } alog_conf;
 
+#define SL_KEY_CONF alog_conf
+
 /* A server's own: the targets its init opened (a server set up only to check a new config for
  * a graceful restart opens none of those the running one has, and closes only its own), and
  * the default format. */
@@ -291,15 +293,11 @@ static void alog_fini(sl_server *srv)
     srv->mod[sl_mod_accesslog.index] = NULL;
 }
 
-static const sl_key alog_keys[] = {
-    {"accesslog.filename", SL_KEY_VALUE, 0, offsetof(alog_conf, target), prep_filename,
-     target_release},
-    {"accesslog.format", SL_KEY_VALUE, 0, offsetof(alog_conf, fmt), prep_format, fmt_release},
-    {NULL},
-};
-
 sl_module sl_mod_accesslog = {
-    SL_MODULE_HEAD("accesslog", alog_keys, alog_conf, "mod_accesslog"),
+    SL_MODULE_HEAD("accesslog", alog_conf, "mod_accesslog"),
+    .keys = SL_KEYS(
+        SL_KEY_PREP("accesslog.filename", SL_KEY_VALUE, target, prep_filename, target_release),
+        SL_KEY_PREP("accesslog.format", SL_KEY_VALUE, fmt, prep_format, fmt_release)),
     .init = alog_init,
     .fini = alog_fini,
     .reopen = alog_reopen,

@@ -42,6 +42,8 @@ typedef struct sl_alias_conf {
     const alias_map *map; /* alias.url; NULL: none */
 } sl_alias_conf;
 
+#define SL_KEY_CONF sl_alias_conf
+
 sl_module sl_mod_alias;
 
 static void map_release(void *p)
@@ -177,13 +179,9 @@ static sl_hresult alias_physical(sl_conn *c)
     return SL_GO_ON;
 }
 
-#define SL_KEY_CONF sl_alias_conf
-static const sl_key alias_keys[] = {
-    SL_KEY_PREP("alias.url", SL_KEY_VALUE, map, prep_alias, map_release),
-    {NULL},
-};
-
 sl_module sl_mod_alias = {
-    SL_MODULE_HEAD("alias", alias_keys, sl_alias_conf, "mod_alias"),
+    SL_MODULE_HEAD("alias", sl_alias_conf, "mod_alias"),
+    .keys = SL_KEYS(
+        SL_KEY_PREP("alias.url", SL_KEY_VALUE, map, prep_alias, map_release)),
     .physical = alias_physical,
 };

@@ -77,6 +77,8 @@ typedef struct auth_conf {
     long debug;               /* auth.debug: log why a request was refused */
 } auth_conf;
 
+#define SL_KEY_CONF auth_conf
+
 sl_module sl_mod_auth;
 
 #define ACONF(c) SL_MODCONF((c)->conf, sl_mod_auth, auth_conf)
@@ -805,23 +807,21 @@ static void auth_status(sl_server *srv, sl_status_out *o)
 #undef N
 }
 
-#define SL_KEY_CONF auth_conf
-static const sl_key auth_keys[] = {
-    SL_KEY_PREP("auth.backend", SL_KEY_VALUE, backend, prep_backend, NULL),
-    SL_KEY_PREP("auth.backend.plain.userfile", SL_KEY_PATH, plain_file, prep_userfile, NULL),
-    SL_KEY_PREP("auth.backend.htpasswd.userfile", SL_KEY_PATH, htpasswd_file, prep_userfile, NULL),
-    SL_KEY_PREP("auth.backend.htdigest.userfile", SL_KEY_PATH, htdigest_file, prep_userfile, NULL),
-    SL_KEY_PREP("auth.require", SL_KEY_VALUE, require, prep_require, rules_release),
-    SL_KEY_AT("auth.debug", SL_KEY_INT, debug),
-    {"auth.cache", SL_KEY_VALUE, 0, 0, prep_refused, NULL},
-    {"auth.extern-authn", SL_KEY_VALUE, 0, 0, prep_refused, NULL},
-    {NULL},
-};
-
 /* lighttpd loads mod_authn_file with mod_auth (its file backends were split off in 1.4.43 and
  * are appended automatically): here they are one module, loaded by either name. */
 sl_module sl_mod_auth = {
-    SL_MODULE_HEAD("auth", auth_keys, auth_conf, "mod_auth", "mod_authn_file"),
+    SL_MODULE_HEAD("auth", auth_conf, "mod_auth", "mod_authn_file"),
+    .keys = SL_KEYS(
+        SL_KEY_PREP("auth.backend", SL_KEY_VALUE, backend, prep_backend, NULL),
+        SL_KEY_PREP("auth.backend.plain.userfile", SL_KEY_PATH, plain_file, prep_userfile, NULL),
+        SL_KEY_PREP("auth.backend.htpasswd.userfile", SL_KEY_PATH, htpasswd_file, prep_userfile,
+                    NULL),
+        SL_KEY_PREP("auth.backend.htdigest.userfile", SL_KEY_PATH, htdigest_file, prep_userfile,
+                    NULL),
+        SL_KEY_PREP("auth.require", SL_KEY_VALUE, require, prep_require, rules_release),
+        SL_KEY_AT("auth.debug", SL_KEY_INT, debug),
+        {"auth.cache", SL_KEY_VALUE, 0, 0, prep_refused, NULL},
+        {"auth.extern-authn", SL_KEY_VALUE, 0, 0, prep_refused, NULL}),
     .init = auth_init,
     .fini = auth_fini,
     .uri_clean = auth_uri_clean,

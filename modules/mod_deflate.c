@@ -79,6 +79,8 @@ typedef struct df_conf {
     bool precompressed;          /* deflate.precompressed: look for foo.br, .zst, .gz */
 } df_conf;
 
+#define SL_KEY_CONF df_conf
+
 sl_module sl_mod_deflate;
 
 #define DCONF(conf) SL_MODCONF(conf, sl_mod_deflate, df_conf)
@@ -694,30 +696,27 @@ static void deflate_defaults(void *p)
     d->min_size = 256;
 }
 
-#define SL_KEY_CONF df_conf
-static const sl_key deflate_keys[] = {
-    SL_KEY_PREP("deflate.mimetypes", SL_KEY_VALUE, mimetypes, prep_mimetypes, mimes_release),
-    SL_KEY_PREP("deflate.allowed-encodings", SL_KEY_VALUE, allowed, prep_encodings, free),
-    SL_KEY_AT("deflate.max-compress-size", SL_KEY_INT, max_size_kb),
-    SL_KEY_AT("deflate.min-compress-size", SL_KEY_INT, min_size),
-    SL_KEY_PREP("deflate.compression-level", SL_KEY_VALUE, level, prep_level, free),
-    SL_KEY_PREP("deflate.output-buffer-size", SL_KEY_INT, output_buffer_size, prep_outbuf, NULL),
-    SL_KEY_PREP("deflate.work-block-size", SL_KEY_INT, work_block_size, prep_workblock, NULL),
-    SL_KEY_PREP("deflate.max-loadavg", SL_KEY_VALUE, max_loadavg, prep_loadavg, free),
-    SL_KEY_PREP("deflate.cache-dir", SL_KEY_VALUE, cache_dir, prep_cache_dir, free),
-    {"deflate.params", SL_KEY_VALUE, 0, 0, prep_params, NULL},
-    SL_KEY_AT("deflate.precompressed", SL_KEY_BOOL, precompressed),
-    /* lighttpd's mod_compress names, which lighttpd 1.4 maps onto these. */
-    SL_KEY_PREP("compress.filetype", SL_KEY_VALUE, mimetypes, prep_mimetypes, mimes_release),
-    SL_KEY_PREP("compress.allowed-encodings", SL_KEY_VALUE, allowed, prep_encodings, free),
-    SL_KEY_PREP("compress.cache-dir", SL_KEY_VALUE, cache_dir, prep_cache_dir, free),
-    SL_KEY_AT("compress.max-filesize", SL_KEY_INT, max_size_kb),
-    SL_KEY_PREP("compress.max-loadavg", SL_KEY_VALUE, max_loadavg, prep_loadavg, free),
-    {NULL},
-};
-
 sl_module sl_mod_deflate = {
-    SL_MODULE_HEAD("deflate", deflate_keys, df_conf, "mod_deflate", "mod_compress"),
+    SL_MODULE_HEAD("deflate", df_conf, "mod_deflate", "mod_compress"),
+    .keys = SL_KEYS(
+        SL_KEY_PREP("deflate.mimetypes", SL_KEY_VALUE, mimetypes, prep_mimetypes, mimes_release),
+        SL_KEY_PREP("deflate.allowed-encodings", SL_KEY_VALUE, allowed, prep_encodings, free),
+        SL_KEY_AT("deflate.max-compress-size", SL_KEY_INT, max_size_kb),
+        SL_KEY_AT("deflate.min-compress-size", SL_KEY_INT, min_size),
+        SL_KEY_PREP("deflate.compression-level", SL_KEY_VALUE, level, prep_level, free),
+        SL_KEY_PREP("deflate.output-buffer-size", SL_KEY_INT, output_buffer_size, prep_outbuf,
+                    NULL),
+        SL_KEY_PREP("deflate.work-block-size", SL_KEY_INT, work_block_size, prep_workblock, NULL),
+        SL_KEY_PREP("deflate.max-loadavg", SL_KEY_VALUE, max_loadavg, prep_loadavg, free),
+        SL_KEY_PREP("deflate.cache-dir", SL_KEY_VALUE, cache_dir, prep_cache_dir, free),
+        {"deflate.params", SL_KEY_VALUE, 0, 0, prep_params, NULL},
+        SL_KEY_AT("deflate.precompressed", SL_KEY_BOOL, precompressed),
+        /* lighttpd's mod_compress names, which lighttpd 1.4 maps onto these. */
+        SL_KEY_PREP("compress.filetype", SL_KEY_VALUE, mimetypes, prep_mimetypes, mimes_release),
+        SL_KEY_PREP("compress.allowed-encodings", SL_KEY_VALUE, allowed, prep_encodings, free),
+        SL_KEY_PREP("compress.cache-dir", SL_KEY_VALUE, cache_dir, prep_cache_dir, free),
+        SL_KEY_AT("compress.max-filesize", SL_KEY_INT, max_size_kb),
+        SL_KEY_PREP("compress.max-loadavg", SL_KEY_VALUE, max_loadavg, prep_loadavg, free)),
     .defaults = deflate_defaults,
     .init = deflate_init,
     .fini = deflate_fini,

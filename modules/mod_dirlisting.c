@@ -68,6 +68,8 @@ typedef struct dl_conf {
     bool auto_layout;           /* dir-listing.auto-layout: a whole HTML page with its style */
 } dl_conf;
 
+#define SL_KEY_CONF dl_conf
+
 sl_module sl_mod_dirlisting;
 
 #define DCONF(c) SL_MODCONF((c)->conf, sl_mod_dirlisting, dl_conf)
@@ -669,30 +671,26 @@ static void dirlisting_defaults(void *p)
     dc->auto_layout = true;
 }
 
-#define SL_KEY_CONF dl_conf
-static const sl_key dirlisting_keys[] = {
-    SL_KEY_AT("dir-listing.activate", SL_KEY_BOOL, activate),
-    SL_KEY_AT("server.dir-listing", SL_KEY_BOOL, activate),
-    SL_KEY_AT("dir-listing.hide-dotfiles", SL_KEY_BOOL, hide_dotfiles),
-    SL_KEY_AT("dir-listing.external-css", SL_KEY_STRING, external_css),
-    SL_KEY_AT("dir-listing.external-js", SL_KEY_STRING, external_js),
-    SL_KEY_AT("dir-listing.encoding", SL_KEY_STRING, encoding),
-    SL_KEY_AT("dir-listing.set-footer", SL_KEY_STRING, footer),
-    SL_KEY_PREP("dir-listing.exclude", SL_KEY_VALUE, exclude, prep_exclude, regexes_release),
-    SL_KEY_PREP("dir-listing.show-readme", SL_KEY_VALUE, readme, prep_readme, free),
-    SL_KEY_PREP("dir-listing.show-header", SL_KEY_VALUE, header, prep_header, free),
-    SL_KEY_AT("dir-listing.hide-readme-file", SL_KEY_BOOL, hide_readme),
-    SL_KEY_AT("dir-listing.hide-header-file", SL_KEY_BOOL, hide_header),
-    SL_KEY_AT("dir-listing.encode-readme", SL_KEY_BOOL, encode_readme),
-    SL_KEY_AT("dir-listing.encode-header", SL_KEY_BOOL, encode_header),
-    SL_KEY_AT("dir-listing.auto-layout", SL_KEY_BOOL, auto_layout),
-    {"dir-listing.cache", SL_KEY_VALUE, 0, 0, prep_cache, NULL},
-    {NULL},
-};
-
 /* lighttpd always loads mod_dirlisting (its listing is off until dir-listing.activate). */
 sl_module sl_mod_dirlisting = {
-    SL_MODULE_HEAD("dirlisting", dirlisting_keys, dl_conf, "mod_dirlisting"),
+    SL_MODULE_HEAD("dirlisting", dl_conf, "mod_dirlisting"),
+    .keys = SL_KEYS(
+        SL_KEY_AT("dir-listing.activate", SL_KEY_BOOL, activate),
+        SL_KEY_AT("server.dir-listing", SL_KEY_BOOL, activate),
+        SL_KEY_AT("dir-listing.hide-dotfiles", SL_KEY_BOOL, hide_dotfiles),
+        SL_KEY_AT("dir-listing.external-css", SL_KEY_STRING, external_css),
+        SL_KEY_AT("dir-listing.external-js", SL_KEY_STRING, external_js),
+        SL_KEY_AT("dir-listing.encoding", SL_KEY_STRING, encoding),
+        SL_KEY_AT("dir-listing.set-footer", SL_KEY_STRING, footer),
+        SL_KEY_PREP("dir-listing.exclude", SL_KEY_VALUE, exclude, prep_exclude, regexes_release),
+        SL_KEY_PREP("dir-listing.show-readme", SL_KEY_VALUE, readme, prep_readme, free),
+        SL_KEY_PREP("dir-listing.show-header", SL_KEY_VALUE, header, prep_header, free),
+        SL_KEY_AT("dir-listing.hide-readme-file", SL_KEY_BOOL, hide_readme),
+        SL_KEY_AT("dir-listing.hide-header-file", SL_KEY_BOOL, hide_header),
+        SL_KEY_AT("dir-listing.encode-readme", SL_KEY_BOOL, encode_readme),
+        SL_KEY_AT("dir-listing.encode-header", SL_KEY_BOOL, encode_header),
+        SL_KEY_AT("dir-listing.auto-layout", SL_KEY_BOOL, auto_layout),
+        {"dir-listing.cache", SL_KEY_VALUE, 0, 0, prep_cache, NULL}),
     .always = true,
     .defaults = dirlisting_defaults,
     .handle = dirlisting_handle,

@@ -32,6 +32,8 @@ typedef struct evasive_conf {
     const char *location; /* "" or NULL: answer 403 */
 } evasive_conf;
 
+#define SL_KEY_CONF evasive_conf
+
 sl_module sl_mod_evasive;
 
 #define ECONF(c) SL_MODCONF((c)->conf, sl_mod_evasive, evasive_conf)
@@ -132,16 +134,12 @@ static void evasive_status(struct sl_server *srv, sl_status_out *o)
     sl_status_list_end(o);
 }
 
-#define SL_KEY_CONF evasive_conf
-static const sl_key evasive_keys[] = {
-    SL_KEY_PREP("evasive.max-conns-per-ip", SL_KEY_INT, max_conns, prep_max, NULL),
-    SL_KEY_AT("evasive.silent", SL_KEY_BOOL, silent),
-    SL_KEY_PREP("evasive.location", SL_KEY_STRING, location, prep_location, NULL),
-    {NULL},
-};
-
 sl_module sl_mod_evasive = {
-    SL_MODULE_HEAD("evasive", evasive_keys, evasive_conf, "mod_evasive"),
+    SL_MODULE_HEAD("evasive", evasive_conf, "mod_evasive"),
+    .keys = SL_KEYS(
+        SL_KEY_PREP("evasive.max-conns-per-ip", SL_KEY_INT, max_conns, prep_max, NULL),
+        SL_KEY_AT("evasive.silent", SL_KEY_BOOL, silent),
+        SL_KEY_PREP("evasive.location", SL_KEY_STRING, location, prep_location, NULL)),
     .init = evasive_init,
     .fini = evasive_fini,
     .uri_clean = evasive_uri_clean,

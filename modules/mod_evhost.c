@@ -35,6 +35,8 @@ typedef struct evh_conf {
     const evh_pattern *pattern; /* NULL: off */
 } evh_conf;
 
+#define SL_KEY_CONF evh_conf
+
 sl_module sl_mod_evhost;
 
 #define ECONF(c) SL_MODCONF((c)->conf, sl_mod_evhost, evh_conf)
@@ -162,14 +164,10 @@ static void evh_request_done(sl_conn *c)
     sl_vhost_done(c, &sl_mod_evhost);
 }
 
-static const sl_key evh_keys[] = {
-    {"evhost.path-pattern", SL_KEY_VALUE, 0, offsetof(evh_conf, pattern), prep_pattern,
-     pattern_free},
-    {NULL},
-};
-
 sl_module sl_mod_evhost = {
-    SL_MODULE_HEAD("evhost", evh_keys, evh_conf, "mod_evhost"),
+    SL_MODULE_HEAD("evhost", evh_conf, "mod_evhost"),
+    .keys = SL_KEYS(SL_KEY_PREP("evhost.path-pattern", SL_KEY_VALUE, pattern, prep_pattern,
+                                pattern_free)),
     .uri_clean = evh_uri_clean,
     .request_done = evh_request_done,
 };

@@ -38,6 +38,8 @@ typedef struct expire_conf {
     const expire_rules *mimetypes; /* expire.mimetypes */
 } expire_conf;
 
+#define SL_KEY_CONF expire_conf
+
 sl_module sl_mod_expire;
 
 #define XCONF(c) SL_MODCONF((c)->conf, sl_mod_expire, expire_conf)
@@ -156,14 +158,10 @@ static void expire_response_start(sl_conn *c)
     }
 }
 
-#define SL_KEY_CONF expire_conf
-static const sl_key expire_keys[] = {
-    SL_KEY_PREP("expire.url", SL_KEY_VALUE, url, prep_rules, free),
-    SL_KEY_PREP("expire.mimetypes", SL_KEY_VALUE, mimetypes, prep_rules, free),
-    {NULL},
-};
-
 sl_module sl_mod_expire = {
-    SL_MODULE_HEAD("expire", expire_keys, expire_conf, "mod_expire"),
+    SL_MODULE_HEAD("expire", expire_conf, "mod_expire"),
+    .keys = SL_KEYS(
+        SL_KEY_PREP("expire.url", SL_KEY_VALUE, url, prep_rules, free),
+        SL_KEY_PREP("expire.mimetypes", SL_KEY_VALUE, mimetypes, prep_rules, free)),
     .response_start = expire_response_start,
 };

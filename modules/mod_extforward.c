@@ -49,6 +49,8 @@ typedef struct xf_conf {
     sl_strlist headers;          /* extforward.headers; empty: the defaults */
 } xf_conf;
 
+#define SL_KEY_CONF xf_conf
+
 /* Per request, when the address was replaced: what to put back. */
 typedef struct xf_saved {
     struct sockaddr_storage peer;
@@ -262,18 +264,14 @@ static void xf_request_done(sl_conn *c)
     SL_CTX(c, sl_mod_extforward) = NULL;
 }
 
-#define SL_KEY_CONF xf_conf
-static const sl_key xf_keys[] = {
-    SL_KEY_PREP("extforward.forwarder", SL_KEY_VALUE, trust, prep_forwarder, free),
-    SL_KEY_PREP("extforward.headers", SL_KEY_STRLIST, headers, prep_headers, NULL),
-    {"extforward.params", SL_KEY_VALUE, 0, 0, prep_refused, NULL},
-    {"extforward.hap-PROXY", SL_KEY_VALUE, 0, 0, prep_refused, NULL},
-    {"extforward.hap-PROXY-ssl-client-verify", SL_KEY_VALUE, 0, 0, prep_refused, NULL},
-    {NULL},
-};
-
 sl_module sl_mod_extforward = {
-    SL_MODULE_HEAD("extforward", xf_keys, xf_conf, "mod_extforward"),
+    SL_MODULE_HEAD("extforward", xf_conf, "mod_extforward"),
+    .keys = SL_KEYS(
+        SL_KEY_PREP("extforward.forwarder", SL_KEY_VALUE, trust, prep_forwarder, free),
+        SL_KEY_PREP("extforward.headers", SL_KEY_STRLIST, headers, prep_headers, NULL),
+        {"extforward.params", SL_KEY_VALUE, 0, 0, prep_refused, NULL},
+        {"extforward.hap-PROXY", SL_KEY_VALUE, 0, 0, prep_refused, NULL},
+        {"extforward.hap-PROXY-ssl-client-verify", SL_KEY_VALUE, 0, 0, prep_refused, NULL}),
     .uri_raw = xf_uri_raw,
     .request_done = xf_request_done,
 };

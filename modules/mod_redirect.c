@@ -29,6 +29,8 @@ typedef struct sl_redirect_conf {
     long code;                /* url.redirect-code */
 } sl_redirect_conf;
 
+#define SL_KEY_CONF sl_redirect_conf
+
 sl_module sl_mod_redirect;
 
 static int prep_rules(const sl_cval *v, const sl_key_ctx *ctx, void **out)
@@ -95,15 +97,11 @@ static void redirect_defaults(void *p)
     rc->code = 301;
 }
 
-#define SL_KEY_CONF sl_redirect_conf
-static const sl_key redirect_keys[] = {
-    SL_KEY_PREP("url.redirect", SL_KEY_VALUE, rules, prep_rules, sl_urlrules_free),
-    SL_KEY_PREP("url.redirect-code", SL_KEY_INT, code, prep_code, NULL),
-    {NULL},
-};
-
 sl_module sl_mod_redirect = {
-    SL_MODULE_HEAD("redirect", redirect_keys, sl_redirect_conf, "mod_redirect"),
+    SL_MODULE_HEAD("redirect", sl_redirect_conf, "mod_redirect"),
+    .keys = SL_KEYS(
+        SL_KEY_PREP("url.redirect", SL_KEY_VALUE, rules, prep_rules, sl_urlrules_free),
+        SL_KEY_PREP("url.redirect-code", SL_KEY_INT, code, prep_code, NULL)),
     .defaults = redirect_defaults,
     .loop_init = redirect_loop_init,
     .loop_fini = redirect_loop_fini,

@@ -56,6 +56,8 @@ typedef struct sl_rewrite_conf {
     const rw_list *nf, *repeat_nf;
 } sl_rewrite_conf;
 
+#define SL_KEY_CONF sl_rewrite_conf
+
 sl_module sl_mod_rewrite;
 
 #define RCONF(c) SL_MODCONF((c)->conf, sl_mod_rewrite, sl_rewrite_conf)
@@ -249,19 +251,16 @@ static void rewrite_loop_fini(sl_loop *loop)
     sl_urlrules_loop_fini(&loop->mod[sl_mod_rewrite.index]);
 }
 
-#define SL_KEY_CONF sl_rewrite_conf
-static const sl_key rewrite_keys[] = {
-    SL_KEY_PREP("url.rewrite-once", SL_KEY_VALUE, once, prep_list, list_release),
-    SL_KEY_PREP("url.rewrite-final", SL_KEY_VALUE, final, prep_list, list_release),
-    SL_KEY_PREP("url.rewrite", SL_KEY_VALUE, plain, prep_list, list_release),
-    SL_KEY_PREP("url.rewrite-repeat", SL_KEY_VALUE, repeat, prep_list, list_release),
-    SL_KEY_PREP("url.rewrite-if-not-file", SL_KEY_VALUE, nf, prep_list, list_release),
-    SL_KEY_PREP("url.rewrite-repeat-if-not-file", SL_KEY_VALUE, repeat_nf, prep_list, list_release),
-    {NULL},
-};
-
 sl_module sl_mod_rewrite = {
-    SL_MODULE_HEAD("rewrite", rewrite_keys, sl_rewrite_conf, "mod_rewrite"),
+    SL_MODULE_HEAD("rewrite", sl_rewrite_conf, "mod_rewrite"),
+    .keys = SL_KEYS(
+        SL_KEY_PREP("url.rewrite-once", SL_KEY_VALUE, once, prep_list, list_release),
+        SL_KEY_PREP("url.rewrite-final", SL_KEY_VALUE, final, prep_list, list_release),
+        SL_KEY_PREP("url.rewrite", SL_KEY_VALUE, plain, prep_list, list_release),
+        SL_KEY_PREP("url.rewrite-repeat", SL_KEY_VALUE, repeat, prep_list, list_release),
+        SL_KEY_PREP("url.rewrite-if-not-file", SL_KEY_VALUE, nf, prep_list, list_release),
+        SL_KEY_PREP("url.rewrite-repeat-if-not-file", SL_KEY_VALUE, repeat_nf, prep_list,
+                    list_release)),
     .loop_init = rewrite_loop_init,
     .loop_fini = rewrite_loop_fini,
     .uri_raw = rewrite_uri_raw,

@@ -50,6 +50,8 @@ typedef struct rrd_conf {
     rrd_db *db;          /* rrdtool.db-name; NULL: nothing counted here */
 } rrd_conf;
 
+#define SL_KEY_CONF rrd_conf
+
 /* The talking thread's state (one per server process that uses the module). */
 typedef struct rrd_state {
     pthread_t thread;
@@ -290,15 +292,11 @@ static void rrd_defaults(void *p)
     ((rrd_conf *)p)->binary = "/usr/bin/rrdtool";
 }
 
-#define SL_KEY_CONF rrd_conf
-static const sl_key rrd_keys[] = {
-    SL_KEY_FLAGS("rrdtool.binary", SL_KEY_STRING, SL_KEY_GLOBAL, binary, prep_binary, NULL),
-    SL_KEY_PREP("rrdtool.db-name", SL_KEY_VALUE, db, prep_db, db_release),
-    {NULL},
-};
-
 sl_module sl_mod_rrdtool = {
-    SL_MODULE_HEAD("rrdtool", rrd_keys, rrd_conf, "mod_rrdtool"),
+    SL_MODULE_HEAD("rrdtool", rrd_conf, "mod_rrdtool"),
+    .keys = SL_KEYS(
+        SL_KEY_FLAGS("rrdtool.binary", SL_KEY_STRING, SL_KEY_GLOBAL, binary, prep_binary, NULL),
+        SL_KEY_PREP("rrdtool.db-name", SL_KEY_VALUE, db, prep_db, db_release)),
     .defaults = rrd_defaults,
     .init = rrd_init,
     .fini = rrd_fini,

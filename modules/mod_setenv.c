@@ -22,6 +22,8 @@ typedef struct setenv_conf {
     sl_kvlist resp_add, resp_set;
 } setenv_conf;
 
+#define SL_KEY_CONF setenv_conf
+
 sl_module sl_mod_setenv;
 
 #define ECONF(c) SL_MODCONF((c)->conf, sl_mod_setenv, setenv_conf)
@@ -81,19 +83,15 @@ static void setenv_response_start(sl_conn *c)
     }
 }
 
-#define SL_KEY_CONF setenv_conf
-static const sl_key setenv_keys[] = {
-    SL_KEY_PREP("setenv.add-request-header", SL_KEY_KVLIST, req.hdr_add, prep_fields, NULL),
-    SL_KEY_PREP("setenv.set-request-header", SL_KEY_KVLIST, req.hdr_set, prep_fields, NULL),
-    SL_KEY_PREP("setenv.add-response-header", SL_KEY_KVLIST, resp_add, prep_fields, NULL),
-    SL_KEY_PREP("setenv.set-response-header", SL_KEY_KVLIST, resp_set, prep_fields, NULL),
-    SL_KEY_PREP("setenv.add-environment", SL_KEY_KVLIST, req.env_add, prep_env, NULL),
-    SL_KEY_PREP("setenv.set-environment", SL_KEY_KVLIST, req.env_set, prep_env, NULL),
-    {NULL},
-};
-
 sl_module sl_mod_setenv = {
-    SL_MODULE_HEAD("setenv", setenv_keys, setenv_conf, "mod_setenv"),
+    SL_MODULE_HEAD("setenv", setenv_conf, "mod_setenv"),
+    .keys = SL_KEYS(
+        SL_KEY_PREP("setenv.add-request-header", SL_KEY_KVLIST, req.hdr_add, prep_fields, NULL),
+        SL_KEY_PREP("setenv.set-request-header", SL_KEY_KVLIST, req.hdr_set, prep_fields, NULL),
+        SL_KEY_PREP("setenv.add-response-header", SL_KEY_KVLIST, resp_add, prep_fields, NULL),
+        SL_KEY_PREP("setenv.set-response-header", SL_KEY_KVLIST, resp_set, prep_fields, NULL),
+        SL_KEY_PREP("setenv.add-environment", SL_KEY_KVLIST, req.env_add, prep_env, NULL),
+        SL_KEY_PREP("setenv.set-environment", SL_KEY_KVLIST, req.env_set, prep_env, NULL)),
     .uri_clean = setenv_uri_clean,
     .response_start = setenv_response_start,
 };

@@ -26,6 +26,8 @@ typedef struct svh_conf {
     bool debug;
 } svh_conf;
 
+#define SL_KEY_CONF svh_conf
+
 sl_module sl_mod_simple_vhost;
 
 #define SCONF(c) SL_MODCONF((c)->conf, sl_mod_simple_vhost, svh_conf)
@@ -100,18 +102,14 @@ static void svh_defaults(void *p)
     sc->document_root = "";
 }
 
-#define SL_KEY_CONF svh_conf
-static const sl_key svh_keys[] = {
-    SL_KEY_PREP("simple-vhost.server-root", SL_KEY_VALUE, server_root, prep_server_root, free),
-    SL_KEY_AT("simple-vhost.default-host", SL_KEY_STRING, default_host),
-    SL_KEY_PREP("simple-vhost.document-root", SL_KEY_VALUE, document_root,
-                prep_document_root, free),
-    SL_KEY_AT("simple-vhost.debug", SL_KEY_BOOL, debug),
-    {NULL},
-};
-
 sl_module sl_mod_simple_vhost = {
-    SL_MODULE_HEAD("simple_vhost", svh_keys, svh_conf, "mod_simple_vhost"),
+    SL_MODULE_HEAD("simple_vhost", svh_conf, "mod_simple_vhost"),
+    .keys = SL_KEYS(
+        SL_KEY_PREP("simple-vhost.server-root", SL_KEY_VALUE, server_root, prep_server_root, free),
+        SL_KEY_AT("simple-vhost.default-host", SL_KEY_STRING, default_host),
+        SL_KEY_PREP("simple-vhost.document-root", SL_KEY_VALUE, document_root,
+                    prep_document_root, free),
+        SL_KEY_AT("simple-vhost.debug", SL_KEY_BOOL, debug)),
     .defaults = svh_defaults,
     .uri_clean = svh_uri_clean,
     .request_done = svh_request_done,

@@ -33,6 +33,8 @@
 #include "status.h"
 #include "threadpool.h"
 
+#define SL_KEY_CONF sl_static_conf
+
 #define SCONF(conf) SL_MODCONF(conf, sl_mod_static, sl_static_conf)
 
 static bool suffix_in(const sl_strlist *l, const char *name, size_t len)
@@ -863,20 +865,15 @@ static int prep_disable_pathinfo(const sl_cval *v, const sl_key_ctx *ctx, void *
     return -1;
 }
 
-#define SL_KEY_CONF sl_static_conf
-static const sl_key static_keys[] = {
-    SL_KEY_AT("index-file.names", SL_KEY_STRLIST, index_files),
-    SL_KEY_PREP("static-file.disable-pathinfo", SL_KEY_BOOL, disable_pathinfo,
-                prep_disable_pathinfo, NULL),
-    SL_KEY_AT("static-file.etags", SL_KEY_BOOL, etags),
-    SL_KEY_AT("static-file.exclude-extensions", SL_KEY_STRLIST, exclude_extensions),
-    SL_KEY_AT("url.access-deny", SL_KEY_STRLIST, access_deny),
-    {NULL},
-};
-
 sl_module sl_mod_static = {
-    SL_MODULE_HEAD("static", static_keys, sl_static_conf,
-                   "mod_staticfile", "mod_indexfile", "mod_access"),
+    SL_MODULE_HEAD("static", sl_static_conf, "mod_staticfile", "mod_indexfile", "mod_access"),
+    .keys = SL_KEYS(
+        SL_KEY_AT("index-file.names", SL_KEY_STRLIST, index_files),
+        SL_KEY_PREP("static-file.disable-pathinfo", SL_KEY_BOOL, disable_pathinfo,
+                    prep_disable_pathinfo, NULL),
+        SL_KEY_AT("static-file.etags", SL_KEY_BOOL, etags),
+        SL_KEY_AT("static-file.exclude-extensions", SL_KEY_STRLIST, exclude_extensions),
+        SL_KEY_AT("url.access-deny", SL_KEY_STRLIST, access_deny)),
     .always = true,
     .fallback = true,
     .defaults = static_defaults,

@@ -31,6 +31,8 @@ typedef struct status_conf {
     sl_strlist allow;         /* status.allow-networks; empty: everyone */
 } status_conf;
 
+#define SL_KEY_CONF status_conf
+
 #define SCONF(c) SL_MODCONF((c)->conf, sl_mod_status, status_conf)
 
 typedef struct totals {
@@ -364,13 +366,10 @@ static int prep_allow(const sl_cval *v, const sl_key_ctx *ctx, void **out)
     return 0;
 }
 
-static const sl_key status_keys[] = {
-    {"status.allow-networks", SL_KEY_STRLIST, 0, offsetof(status_conf, allow), prep_allow, NULL},
-    {"status.status-url", SL_KEY_STRING, 0, offsetof(status_conf, url), prep_url, NULL},
-    {NULL},
-};
-
 sl_module sl_mod_status = {
-    SL_MODULE_HEAD("status", status_keys, status_conf, "mod_status"),
+    SL_MODULE_HEAD("status", status_conf, "mod_status"),
+    .keys = SL_KEYS(
+        SL_KEY_PREP("status.allow-networks", SL_KEY_STRLIST, allow, prep_allow, NULL),
+        SL_KEY_PREP("status.status-url", SL_KEY_STRING, url, prep_url, NULL)),
     .handle = status_handle,
 };

@@ -29,6 +29,8 @@ typedef struct timing_conf {
     const char *file;       /* debug.timing-file; NULL: <server.errorlog>.timing */
 } timing_conf;
 
+#define SL_KEY_CONF timing_conf
+
 typedef struct timing_state {
     int fd;
     char path[4200];
@@ -141,14 +143,12 @@ static void timing_fini(sl_server *srv)
     srv->mod[sl_mod_timing.index] = NULL;
 }
 
-static const sl_key timing_keys[] = {
-    {"debug.log-timing", SL_KEY_BOOL, SL_KEY_GLOBAL, offsetof(timing_conf, on), NULL, NULL},
-    {"debug.timing-file", SL_KEY_PATH, SL_KEY_GLOBAL | SL_KEY_APPENDS | SL_KEY_OPENED_BEFORE_DROP, offsetof(timing_conf, file), NULL, NULL},
-    {NULL},
-};
-
 sl_module sl_mod_timing = {
-    SL_MODULE_HEAD("timing", timing_keys, timing_conf, "mod_timing"),
+    SL_MODULE_HEAD("timing", timing_conf, "mod_timing"),
+    .keys = SL_KEYS(
+        SL_KEY_FLAGS("debug.log-timing", SL_KEY_BOOL, SL_KEY_GLOBAL, on, NULL, NULL),
+        SL_KEY_FLAGS("debug.timing-file", SL_KEY_PATH,
+                     SL_KEY_GLOBAL | SL_KEY_APPENDS | SL_KEY_OPENED_BEFORE_DROP, file, NULL, NULL)),
     .always = true,
     .init = timing_init,
     .fini = timing_fini,

@@ -41,6 +41,8 @@ typedef struct ud_conf {
     bool active;
 } ud_conf;
 
+#define SL_KEY_CONF ud_conf
+
 /* Per request: the user's directory, opened. */
 typedef struct ud_req {
     sl_dir dir;
@@ -225,19 +227,15 @@ static void ud_defaults(void *p)
     ((ud_conf *)p)->active = true;
 }
 
-#define SL_KEY_CONF ud_conf
-static const sl_key ud_keys[] = {
-    SL_KEY_AT("userdir.path", SL_KEY_STRING, path),
-    SL_KEY_AT("userdir.exclude-user", SL_KEY_STRLIST, exclude),
-    SL_KEY_AT("userdir.include-user", SL_KEY_STRLIST, include),
-    SL_KEY_PREP("userdir.basepath", SL_KEY_VALUE, basepath, prep_basepath, free),
-    SL_KEY_AT("userdir.letterhomes", SL_KEY_BOOL, letterhomes),
-    SL_KEY_AT("userdir.active", SL_KEY_BOOL, active),
-    {NULL},
-};
-
 sl_module sl_mod_userdir = {
-    SL_MODULE_HEAD("userdir", ud_keys, ud_conf, "mod_userdir"),
+    SL_MODULE_HEAD("userdir", ud_conf, "mod_userdir"),
+    .keys = SL_KEYS(
+        SL_KEY_AT("userdir.path", SL_KEY_STRING, path),
+        SL_KEY_AT("userdir.exclude-user", SL_KEY_STRLIST, exclude),
+        SL_KEY_AT("userdir.include-user", SL_KEY_STRLIST, include),
+        SL_KEY_PREP("userdir.basepath", SL_KEY_VALUE, basepath, prep_basepath, free),
+        SL_KEY_AT("userdir.letterhomes", SL_KEY_BOOL, letterhomes),
+        SL_KEY_AT("userdir.active", SL_KEY_BOOL, active)),
     .defaults = ud_defaults,
     .physical = ud_physical,
     .request_done = ud_request_done,

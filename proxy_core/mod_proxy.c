@@ -51,6 +51,8 @@
 #include "status.h"
 #include "tls.h"
 
+#define SL_KEY_CONF sl_proxy_conf
+
 #define PCONF(c) SL_MODCONF((c)->conf, sl_mod_proxy, sl_proxy_conf)
 
 /* What each loop keeps for proxy-core: its gateway (the connections and pools to the back ends)
@@ -1578,44 +1580,39 @@ static void proxy_status(sl_server *srv, sl_status_out *o)
     sl_status_list_end(o);
 }
 
-#define SL_KEY_CONF sl_proxy_conf
-static const sl_key proxy_keys[] = {
-    SL_KEY_AT("proxy-core.allow-x-sendfile", SL_KEY_BOOL, allow_x_sendfile),
-    SL_KEY_PREP("proxy-core.backends", SL_KEY_VALUE, backends, prep_backends, backends_release),
-    SL_KEY_PREP("proxy-core.balancer", SL_KEY_STRING, balancer, prep_balancer, NULL),
-    SL_KEY_AT("proxy-core.connect-timeout", SL_KEY_INT, connect_timeout),
-    SL_KEY_AT("proxy-core.disable-time", SL_KEY_INT, disable_time),
-    SL_KEY_AT("proxy-core.max-backlog-size", SL_KEY_INT, max_backlog_size),
-    SL_KEY_AT("proxy-core.max-keep-alive-requests", SL_KEY_INT, max_keep_alive_requests),
-    SL_KEY_PREP("proxy-core.max-pool-size", SL_KEY_INT, max_pool_size, prep_pool, NULL),
-    SL_KEY_PREP("proxy-core.protocol", SL_KEY_VALUE, protocol, prep_protocol, static_release),
-    SL_KEY_AT("proxy-core.read-timeout", SL_KEY_INT, read_timeout),
-    SL_KEY_PREP("proxy-core.rewrite-request", SL_KEY_VALUE, rewrite_request,
-                sl_proxy_rewrites_prep_request, sl_proxy_rewrites_free),
-    SL_KEY_PREP("proxy-core.rewrite-response", SL_KEY_VALUE, rewrite_response,
-                sl_proxy_rewrites_prep_response, sl_proxy_rewrites_free),
-    SL_KEY_PREP("proxy-core.x-sendfile-docroot", SL_KEY_VALUE, xsendfile_roots,
-                sl_proxy_roots_prepare, sl_proxy_roots_release),
-    /* lighttpd 1.4's mod_fastcgi and mod_proxy (gw_conf.h) */
-    SL_KEY_PREP("fastcgi.server", SL_KEY_VALUE, fastcgi_server,
-                sl_gw_conf_prep_fastcgi, sl_gw_conf_release),
-    SL_KEY_PREP("fastcgi.balance", SL_KEY_VALUE, fastcgi_balance, prep_balance, static_release),
-    SL_KEY_AT("fastcgi.map-extensions", SL_KEY_KVLIST, fastcgi_map_extensions),
-    SL_KEY_AT("fastcgi.debug", SL_KEY_INT, fastcgi_debug),
-    SL_KEY_PREP("proxy.server", SL_KEY_VALUE, proxy_server,
-                sl_gw_conf_prep_proxy, sl_gw_conf_release),
-    SL_KEY_PREP("proxy.balance", SL_KEY_VALUE, proxy_balance, prep_balance, static_release),
-    SL_KEY_PREP("proxy.header", SL_KEY_VALUE, proxy_header,
-                sl_gw_conf_prep_header, sl_gw_conf_release_header),
-    SL_KEY_AT("proxy.debug", SL_KEY_INT, proxy_debug),
-    SL_KEY_PREP("proxy.forwarded", SL_KEY_VALUE, forwarded, prep_forwarded, free),
-    {NULL},
-};
-
 /* lighttpd's mod_fastcgi and mod_proxy are served by proxy-core (fastcgi.server, proxy.server). */
 sl_module sl_mod_proxy = {
-    SL_MODULE_HEAD("proxy-core", proxy_keys, sl_proxy_conf,
-                   "mod_proxy_core", "mod_fastcgi", "mod_proxy"),
+    SL_MODULE_HEAD("proxy-core", sl_proxy_conf, "mod_proxy_core", "mod_fastcgi", "mod_proxy"),
+    .keys = SL_KEYS(
+        SL_KEY_AT("proxy-core.allow-x-sendfile", SL_KEY_BOOL, allow_x_sendfile),
+        SL_KEY_PREP("proxy-core.backends", SL_KEY_VALUE, backends, prep_backends, backends_release),
+        SL_KEY_PREP("proxy-core.balancer", SL_KEY_STRING, balancer, prep_balancer, NULL),
+        SL_KEY_AT("proxy-core.connect-timeout", SL_KEY_INT, connect_timeout),
+        SL_KEY_AT("proxy-core.disable-time", SL_KEY_INT, disable_time),
+        SL_KEY_AT("proxy-core.max-backlog-size", SL_KEY_INT, max_backlog_size),
+        SL_KEY_AT("proxy-core.max-keep-alive-requests", SL_KEY_INT, max_keep_alive_requests),
+        SL_KEY_PREP("proxy-core.max-pool-size", SL_KEY_INT, max_pool_size, prep_pool, NULL),
+        SL_KEY_PREP("proxy-core.protocol", SL_KEY_VALUE, protocol, prep_protocol, static_release),
+        SL_KEY_AT("proxy-core.read-timeout", SL_KEY_INT, read_timeout),
+        SL_KEY_PREP("proxy-core.rewrite-request", SL_KEY_VALUE, rewrite_request,
+                    sl_proxy_rewrites_prep_request, sl_proxy_rewrites_free),
+        SL_KEY_PREP("proxy-core.rewrite-response", SL_KEY_VALUE, rewrite_response,
+                    sl_proxy_rewrites_prep_response, sl_proxy_rewrites_free),
+        SL_KEY_PREP("proxy-core.x-sendfile-docroot", SL_KEY_VALUE, xsendfile_roots,
+                    sl_proxy_roots_prepare, sl_proxy_roots_release),
+        /* lighttpd 1.4's mod_fastcgi and mod_proxy (gw_conf.h) */
+        SL_KEY_PREP("fastcgi.server", SL_KEY_VALUE, fastcgi_server,
+                    sl_gw_conf_prep_fastcgi, sl_gw_conf_release),
+        SL_KEY_PREP("fastcgi.balance", SL_KEY_VALUE, fastcgi_balance, prep_balance, static_release),
+        SL_KEY_AT("fastcgi.map-extensions", SL_KEY_KVLIST, fastcgi_map_extensions),
+        SL_KEY_AT("fastcgi.debug", SL_KEY_INT, fastcgi_debug),
+        SL_KEY_PREP("proxy.server", SL_KEY_VALUE, proxy_server,
+                    sl_gw_conf_prep_proxy, sl_gw_conf_release),
+        SL_KEY_PREP("proxy.balance", SL_KEY_VALUE, proxy_balance, prep_balance, static_release),
+        SL_KEY_PREP("proxy.header", SL_KEY_VALUE, proxy_header,
+                    sl_gw_conf_prep_header, sl_gw_conf_release_header),
+        SL_KEY_AT("proxy.debug", SL_KEY_INT, proxy_debug),
+        SL_KEY_PREP("proxy.forwarded", SL_KEY_VALUE, forwarded, prep_forwarded, free)),
     .defaults = proxy_defaults,
     .init = proxy_init,
     .fini = proxy_fini,

@@ -142,6 +142,8 @@ typedef struct bw_conf {
     long conn_kb;            /* connection.kbytes-per-second; 0: none */
 } bw_conf;
 
+#define SL_KEY_CONF bw_conf
+
 sl_module sl_mod_bwlimit;
 
 #define BWCONF(c) SL_MODCONF((c)->conf, sl_mod_bwlimit, bw_conf)
@@ -364,16 +366,12 @@ static void bw_status(struct sl_server *srv, sl_status_out *o)
     sl_status_list_end(o);
 }
 
-#define SL_KEY_CONF bw_conf
-static const sl_key bw_keys[] = {
-    SL_KEY_PREP("connection.kbytes-per-second", SL_KEY_INT, conn_kb, prep_conn, NULL),
-    SL_KEY_PREP("server.kbytes-per-second", SL_KEY_VALUE, server, prep_server, free),
-    {NULL},
-};
-
 /* lighttpd's core keys: loaded whatever server.modules says, and no module name loads it. */
 sl_module sl_mod_bwlimit = {
-    SL_MODULE_HEAD("bwlimit", bw_keys, bw_conf),
+    SL_MODULE_HEAD("bwlimit", bw_conf),
+    .keys = SL_KEYS(
+        SL_KEY_PREP("connection.kbytes-per-second", SL_KEY_INT, conn_kb, prep_conn, NULL),
+        SL_KEY_PREP("server.kbytes-per-second", SL_KEY_VALUE, server, prep_server, free)),
     .always = true,
     .request_done = bw_request_done,
     .conn_close = bw_conn_close,

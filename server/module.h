@@ -131,7 +131,7 @@ typedef struct sl_module {
     bool always;                    /* loaded whatever server.modules says (as lighttpd always
                                      * loads mod_indexfile, mod_dirlisting, mod_staticfile) */
     bool fallback;                  /* its handle hook runs after every other module's */
-    const sl_key *keys;             /* the keys it owns, ended by a {NULL} entry (or NULL) */
+    const sl_key *keys;             /* the keys it owns (SL_KEYS: ended by a {NULL} entry) */
     size_t conf_size;               /* sizeof its conf struct (0: none) */
     /* Defaults into a zeroed conf struct. */
     void (*defaults)(void *conf);
@@ -174,20 +174,32 @@ typedef struct sl_module {
     size_t conf_off;                /* of its conf struct in a conf block */
 } sl_module;
 
-/* The fields every module table starts with: its name, its key table (or NULL), the type of its
- * conf struct, and the lighttpd names that load it (none or more strings), as in
+/* A module table, written as one definition in the module's file: SL_MODULE_HEAD gives the fields
+ * every table starts with (its name, the type of its conf struct, and the lighttpd names that load
+ * it: none or more strings), SL_KEYS its key table in place, and the hooks follow, as in
+ *     #define SL_KEY_CONF expire_conf         (once, after the conf struct: see SL_KEY_FLAGS)
+ *     ...
  *     sl_module sl_mod_expire = {
- *         SL_MODULE_HEAD("expire", expire_keys, expire_conf, "mod_expire"),
+ *         SL_MODULE_HEAD("expire", expire_conf, "mod_expire"),
+ *         .keys = SL_KEYS(
+ *             SL_KEY_PREP("expire.url", SL_KEY_VALUE, url, prep_rules, free),
+ *             SL_KEY_PREP("expire.mimetypes", SL_KEY_VALUE, mimetypes, prep_rules, free)),
  *         .response_start = expire_response_start,
- *     };                                                                                        */
-#define SL_MODULE_HEAD(modname, key_table, conf_type, ...)                                         \
+ *     };
+ * The keys are read where the module is, and the {NULL} entry that ends a key table is written
+ * once, here. */
+#define SL_MODULE_HEAD(modname, conf_type, ...)                                                    \
     .name = (modname), .aliases = (const char *const[]){__VA_ARGS__ __VA_OPT__(, ) NULL},         \
-    .keys = (key_table), .conf_size = sizeof(conf_type)
+    .conf_size = sizeof(conf_type)
 
-/* Entries of a key table, in a file that first defines SL_KEY_CONF as the type of its module's
- * conf struct: the key `keyname` of `keytype` stored in `field` of it, with no flags and no
- * prepare() (SL_KEY_AT), with a prepare() and a release() (or NULL) (SL_KEY_PREP), or with flags
- * too (SL_KEY_FLAGS). */
+/* A key table (SL_KEY_* entries, or sl_key initializers; no comma after the last), ended by the
+ * {NULL} entry. A compound literal at file scope, so it lives as long as the program does. */
+#define SL_KEYS(...) ((const sl_key[]){__VA_ARGS__, {NULL}})
+
+/* Entries of a key table, in a file that defines SL_KEY_CONF as the type of its module's conf
+ * struct (once, where that struct is defined or its header included): the key `keyname` of
+ * `keytype` stored in `field` of it, with no flags and no prepare() (SL_KEY_AT), with a prepare()
+ * and a release() (or NULL) (SL_KEY_PREP), or with flags too (SL_KEY_FLAGS). */
 #define SL_KEY_FLAGS(keyname, keytype, keyflags, field, prep, rel)                                 \
     {(keyname), (keytype), (keyflags), offsetof(SL_KEY_CONF, field), (prep), (rel)}
 #define SL_KEY_PREP(keyname, keytype, field, prep, rel)                                            \

@@ -3,9 +3,10 @@
 
 - Each page renders with groff -ww (every warning on) and nothing on stderr.
 - seekless.conf(5) has an entry under KEYS (".TP"/".TQ" then ".B key") for every key in the key
-  tables (the `static const sl_key NAME[] = { {"key", ...}, ... }` arrays of server/, modules/
-  and proxy_core/, plus server.modules, which server/conf.c reads before the tables), and no
-  entry for a key the tables do not have.
+  tables (the `.keys = SL_KEYS({"key", ...}, SL_KEY_AT("key", ...), ...)` of the module tables,
+  or a `static const sl_key NAME[] = {...}` array, in server/, modules/ and proxy_core/, plus
+  server.modules, which server/conf.c reads before the tables), and no entry for a key the
+  tables do not have.
 - Every option the binaries' --help prints is described under OPTIONS of their page.
 
 usage: test_man.py --build BUILDDIR   (prints "N passed, M failed, K skipped")
@@ -48,9 +49,12 @@ def table_keys():
     for path in files:
         with open(path, encoding="utf-8") as f:
             src = f.read()
-        for m in re.finditer(r"static const sl_key \w+\[\] = \{(.*?)\n\};", src, re.S):
+        # A module's `.keys = SL_KEYS(...)` up to its next field or its end, or a table of its own.
+        tables = (r"\.keys = SL_KEYS\((.*?)\n(?:    \.\w+ =|\};)"
+                  r"|static const sl_key \w+\[\] = \{(.*?)\n\};")
+        for m in re.finditer(tables, src, re.S):
             # {"name", ...} or SL_KEY_AT("name", ...) and its kin (module.h)
-            for k in re.findall(r'^\s*(?:\{|SL_KEY_\w+\()"([^"]+)",', m.group(1), re.M):
+            for k in re.findall(r'^\s*(?:\{|SL_KEY_\w+\()"([^"]+)",', m.group(1) or m.group(2), re.M):
                 keys[k] = os.path.relpath(path, SRC)
     with open(os.path.join(SRC, "server", "conf.c"), encoding="utf-8") as f:
         if '"server.modules"' in f.read():

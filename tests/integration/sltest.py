@@ -195,3 +195,17 @@ class BackendFiles:
             self.assertEqual(st, 206)
             self.assertEqual(multipart_bodies(h, body),
                              [data[1:2], data[65535:65538], data[1000000:]], temp)
+
+    def check_pipelined(self, s, names, host, rest=b""):
+        """GETs of the files `names`, evicted from the page cache first, sent on the connected
+        socket s in one write: each answer comes whole and in order. Returns what was read past
+        the last answer."""
+        from test_core import evict, read_response
+        for n in names:
+            evict(self.path(n))
+        s.sendall(b"".join(b"GET /" + n.encode() + b" HTTP/1.1\r\nHost: " + host + b"\r\n\r\n"
+                           for n in names))
+        for n in names:
+            st, h, body, rest = read_response(s, rest)
+            self.assertEqual((st, sha(body)), (200, sha(self.content[n])), n)
+        return rest

@@ -9,7 +9,6 @@ single and multipart ranges at unaligned offsets; HEAD; pipelined keep-alive req
 that resets mid-file; a file truncated while it is sent (the connection closes short, never with
 garbage); and afterwards the server's descriptor count is back where it started.
 """
-import argparse
 import os
 import re
 import socket
@@ -95,16 +94,9 @@ class BackendCase(BackendFiles):
         self.assertEqual((st, int(h["content-length"]), body), (200, SIZES["f10m"], b""))
 
     def test_pipelined_keepalive(self):
-        names = ["f100k", "f1", "odd2", "f0", "f100k"]
-        for n in names:
-            evict(self.path(n))
         s = self.srv.connect()
         try:
-            s.sendall(b"".join(b"GET /" + n.encode() + b" HTTP/1.1\r\nHost: t\r\n\r\n" for n in names))
-            rest = b""
-            for n in names:
-                st, h, body, rest = read_response(s, rest)
-                self.assertEqual((st, sha(body)), (200, sha(CONTENT[n])), n)
+            self.check_pipelined(s, ["f100k", "f1", "odd2", "f0", "f100k"], b"t")
         finally:
             s.close()
 
@@ -193,9 +185,7 @@ class TruncationLogged(unittest.TestCase):
 
 if __name__ == "__main__":
     # The backends come from `seekless -V` of the build under test: parse --build first.
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--build", default="build")
-    test_core.BUILD = ap.parse_known_args()[0].build
+    test_core.parse_build()
     loader = unittest.TestLoader()
     suite = load_tests(loader, None, None)
     suite.addTests(loader.loadTestsFromTestCase(TruncationLogged))

@@ -357,10 +357,7 @@ def load_tests(loader, tests, pattern):
 
 
 if __name__ == "__main__":
-    import argparse
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--build", default="build")
-    test_core.BUILD = ap.parse_known_args()[0].build
+    test_core.parse_build()  # load_tests asks the build under test for its backends
     test_core.main(suite=load_tests(unittest.TestLoader(), None, None)
                    if not [a for a in sys.argv[1:] if not a.startswith("-") and "/" not in a]
                    else None)

@@ -699,19 +699,31 @@ def evict(path):
         os.close(fd)
 
 
-def main(module_name="__main__", suite=None):
-    """Run a test module (or the named tests) with `--build BUILDDIR` and print "N passed, M failed, K skipped"."""
+def parse_build():
+    """Set BUILD from `--build BUILDDIR` of the command line and return the other arguments.
+    main() does it; a module calls it first when it asks the build under test before the run (its
+    load_tests picks the cases by what `seekless -V` says)."""
     global BUILD
     ap = argparse.ArgumentParser()
     ap.add_argument("--build", default="build")
     args, rest = ap.parse_known_args()
     BUILD = os.path.abspath(args.build)
-    names = [a for a in rest if not a.startswith("-")]  # e.g. StreamedBody or Class.test_x
+    return rest
+
+
+def main(module_name="__main__", suite=None, remove=()):
+    """Run a test module (or the named tests) with `--build BUILDDIR` and print "N passed, M failed, K skipped".
+    remove: directories the module made for the run (certificates), deleted when it ends."""
+    names = [a for a in parse_build() if not a.startswith("-")]  # e.g. StreamedBody or Class.test_x
     if suite is None and names:
         suite = unittest.defaultTestLoader.loadTestsFromNames(names, sys.modules[module_name])
     if suite is None:
         suite = unittest.defaultTestLoader.loadTestsFromModule(sys.modules[module_name])
-    res = unittest.TextTestRunner(verbosity=2).run(suite)
+    try:
+        res = unittest.TextTestRunner(verbosity=2).run(suite)
+    finally:
+        for d in remove:
+            shutil.rmtree(d, ignore_errors=True)
     failed = len(res.failures) + len(res.errors)
     print(f"{res.testsRun - failed - len(res.skipped)} passed, {failed} failed, {len(res.skipped)} skipped")
     sys.exit(1 if failed else 0)

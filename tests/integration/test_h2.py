@@ -14,7 +14,6 @@ never reads (others are served meanwhile), one that resets streams in a flood, o
 mid-download; each costs its own connection only and leaks no descriptor. lighttpd 1.4 with
 the same config answers the same statuses and bodies over HTTP/2.
 """
-import argparse
 import hashlib
 import os
 import re
@@ -532,10 +531,4 @@ class SameAsLighttpd(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--build", default="build")
-    test_core.BUILD = ap.parse_known_args()[0].build
-    try:
-        test_core.main()
-    finally:
-        shutil.rmtree(CERTS, ignore_errors=True)
+    test_core.main(remove=[CERTS])

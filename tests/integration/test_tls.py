@@ -19,7 +19,6 @@ The file path over TLS this kernel runs is printed once (kTLS when tcp_available
 the buffered SSL_write path otherwise) and the status page must name the same; where the kernel
 has kTLS every backend also runs with OpenSSL's KTLS option off, so both paths are tested.
 """
-import argparse
 import os
 import re
 import shutil
@@ -144,14 +143,7 @@ class BackendCase(BackendFiles):
                 s.sendall(b"GET /" + name.encode() + b" HTTP/1.1\r\nHost: localhost\r\n\r\n")
                 st, h, body, rest = read_response(s, rest)
                 self.assertEqual((st, sha(body)), (200, sha(CONTENT[name])), (i, name))
-            names = ["f100k", "f1", "odd3", "f0", "f100k"]
-            for n in names:
-                evict(self.path(n))
-            s.sendall(b"".join(b"GET /" + n.encode() + b" HTTP/1.1\r\nHost: localhost\r\n\r\n"
-                               for n in names))
-            for n in names:
-                st, h, body, rest = read_response(s, rest)
-                self.assertEqual((st, sha(body)), (200, sha(CONTENT[n])), n)
+            self.check_pipelined(s, ["f100k", "f1", "odd3", "f0", "f100k"], b"localhost", rest)
         finally:
             s.close()
 
@@ -601,11 +593,5 @@ class ProxyOverTLS(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--build", default="build")
-    test_core.BUILD = ap.parse_known_args()[0].build
-    loader = unittest.TestLoader()
-    try:
-        test_core.main(suite=load_tests(loader, None, None))
-    finally:
-        shutil.rmtree(CERTS, ignore_errors=True)
+    test_core.parse_build()  # load_tests asks the build under test for its backends
+    test_core.main(suite=load_tests(unittest.TestLoader(), None, None), remove=[CERTS])

@@ -422,11 +422,4 @@ class Check(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    import argparse
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--build", default="build")
-    test_core.BUILD = ap.parse_known_args()[0].build
-    try:
-        test_core.main()
-    finally:
-        shutil.rmtree(D, ignore_errors=True)
+    test_core.main(remove=[D])
