@@ -192,9 +192,9 @@ typedef struct sl_module {
     .name = (modname), .aliases = (const char *const[]){__VA_ARGS__ __VA_OPT__(, ) NULL},         \
     .conf_size = sizeof(conf_type)
 
-/* A key table (SL_KEY_* entries, or sl_key initializers; no comma after the last), ended by the
- * {NULL} entry. A compound literal at file scope, so it lives as long as the program does. */
-#define SL_KEYS(...) ((const sl_key[]){__VA_ARGS__, {NULL}})
+/* A key table (SL_KEY_* entries, or sl_key initializers; no comma after the last), ended by an
+ * entry without a name. A compound literal at file scope: it lives as long as the program. */
+#define SL_KEYS(...) ((const sl_key[]){__VA_ARGS__, {.name = NULL}})
 
 /* Entries of a key table, in a file that defines SL_KEY_CONF as the type of its module's conf
  * struct (once, where that struct is defined or its header included): the key `keyname` of

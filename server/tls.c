@@ -1276,7 +1276,7 @@ static const sl_key tls_keys[] = {
     REFUSED("ssl.acme-tls-1"),
     REFUSED("ssl.message"),
     REFUSED("ssl.openssl.ssl-conf-cmd-file"),
-    {NULL},
+    {.name = NULL},
 };
 
 static const char *const tls_aliases[] = {"mod_openssl", NULL};
