@@ -26,10 +26,17 @@
 #include "fdcache.h"
 #include "log.h"
 #include "server.h"
+#include "tls.h"
 
 #define FD_RETRY_MS 100
 #define MAX_FREE_IN 64
 #define ACCEPT_BATCH 64 /* connections accepted per wake-up before others get a turn */
+/* On a TLS listener each new connection's first answer is a key exchange and a signature
+ * (~0.2 ms). Taken 64 at a time, the established connections wait behind them (wrk, 50 new
+ * connections at once, one core: median 5.3 ms from request to response); one at a time, as
+ * nginx does, costs 4% more CPU per handshake in wake-ups (0.9 ms); 4 keeps the batching's CPU
+ * and halves the wait (2.2 ms). */
+#define TLS_ACCEPT_BATCH 4
 
 const char *sl_loop_date(sl_loop *loop)
 {
@@ -163,7 +170,8 @@ static void on_listen(evutil_socket_t fd, short what, void *arg)
 {
     sl_listener *l = arg;
     sl_loop *loop = (sl_loop *)((char *)(l - l->index) - offsetof(sl_loop, listeners));
-    for (int k = 0; k < ACCEPT_BATCH && l->enabled; k++) {
+    int batch = sl_tls_listener(loop->srv, l->index) ? TLS_ACCEPT_BATCH : ACCEPT_BATCH;
+    for (int k = 0; k < batch && l->enabled; k++) {
         if (!slot_take(loop->srv)) {
             pause_full(loop);
             return;
