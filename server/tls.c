@@ -1029,7 +1029,7 @@ static int push_gathered(sl_conn *c)
 {
     sl_tls_conn *t = c->tls;
     BIO *wb = SSL_get_wbio(t->ssl);
-    if (t->dead || BIO_wpending(wb) <= 0) return 0;
+    if (t->dead || !t->gathered || BIO_wpending(wb) <= 0) return 0;
     errno = 0;
     if (sl_tls_gather_send(wb) > 0) return 0;
     if (BIO_should_retry(wb)) {
@@ -1097,8 +1097,8 @@ static ssize_t ssl_write(sl_conn *c, const void *buf, size_t len)
     if (t->dead) return -EPIPE;
     if (len == 0) return 0;
     /* The tickets owed go out in front of the first response's records (same SSL_write). */
-    for (; t->tickets; t->tickets--)
-        if (!SSL_new_session_ticket(t->ssl)) t->tickets = 1;
+    while (t->tickets && SSL_new_session_ticket(t->ssl)) t->tickets--;
+    t->tickets = 0; /* a refusal (not TLS 1.3 after all) ends them too */
     errno = 0;
     int n = SSL_write(t->ssl, buf, len > INT_MAX ? INT_MAX : (int)len);
     if (n > 0) {
@@ -1151,16 +1151,22 @@ int sl_tls_flush(sl_conn *c)
     return r < 0 ? r : push_gathered(c);
 }
 
+/* close_notify written once, when the handshake completed and nothing failed (gathered: it
+ * leaves with whatever still waits). False when it was not written now. */
+static bool write_close_notify(sl_tls_conn *t)
+{
+    if (!t->up || t->dead || t->shut) return false;
+    t->shut = true;
+    SSL_shutdown(t->ssl);
+    ERR_clear_error();
+    return true;
+}
+
 int sl_tls_flush_last(sl_conn *c)
 {
-    sl_tls_conn *t = c->tls;
     int r = write_staged(c);
     if (r < 0) return r;
-    if (t->up && !t->dead && !t->shut) {
-        t->shut = true;
-        SSL_shutdown(t->ssl); /* into the gathering buffer, behind the response's last record */
-        ERR_clear_error();
-    }
+    (void)write_close_notify(c->tls); /* behind the response's last record */
     return push_gathered(c);
 }
 
@@ -1198,12 +1204,8 @@ const sl_kvlist *sl_tls_client_env(const sl_conn *c)
 
 void sl_tls_close_notify(sl_conn *c)
 {
-    sl_tls_conn *t = c->tls;
-    if (!t || !t->up || t->dead || t->shut) return;
-    t->shut = true;
-    SSL_shutdown(t->ssl);
-    ERR_clear_error();
-    (void)push_gathered(c); /* with the response's last records when they still wait */
+    /* With the response's last records when they still wait. */
+    if (c->tls && write_close_notify(c->tls)) (void)push_gathered(c);
 }
 
 /* ---- the module ---- */

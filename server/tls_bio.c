@@ -122,7 +122,6 @@ static int g_write(BIO *b, const char *in, int inl)
 static long g_flush(BIO *b, gather *g)
 {
     BIO_clear_retry_flags(b);
-    if (!g) return 1;
     while (g->len) {
         ssize_t s = send2(g->fd, g->buf + g->off, g->len, NULL, 0);
         if (s < 0) {

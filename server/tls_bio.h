@@ -28,8 +28,8 @@
  * when out of memory. */
 BIO *sl_tls_gather_bio(int fd);
 
-/* Send everything b gathered: 1 when it is all out, else -1 with BIO_should_retry set (the
- * socket is full) or not (errno says why). */
+/* Send everything b (a BIO of sl_tls_gather_bio) gathered: 1 when it is all out, else -1 with
+ * BIO_should_retry set (the socket is full) or not (errno says why). */
 int sl_tls_gather_send(BIO *b);
 
 #endif
