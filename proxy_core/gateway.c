@@ -366,14 +366,33 @@ static unsigned cap_share(const sl_gw_backend *be, uint64_t now_ms)
     return cap / share ? cap / share : 1;
 }
 
-bool sl_gw_may_open(sl_gw_backend *be, long pool_max, uint64_t now_ms)
+/* Room for one more connection when the process holds conns of them. */
+static bool room_for(const sl_gw_backend *be, unsigned conns, long pool_max, uint64_t now_ms)
 {
-    be->grp->pool_max = pool_max; /* for sl_gw_poke, which has no request to ask */
-    unsigned conns = A_GET(be->sh->conns);
     if ((long)conns >= pool_max) return false;
     unsigned cap = A_GET(be->sh->cap);
     if (!cap || now_ms - A_GET(be->sh->cap_ms) >= SL_GW_CAP_MS) return true;
     return conns < cap;
+}
+
+bool sl_gw_may_open(sl_gw_backend *be, long pool_max, uint64_t now_ms)
+{
+    be->grp->pool_max = pool_max; /* for sl_gw_poke, which has no request to ask */
+    return room_for(be, A_GET(be->sh->conns), pool_max, now_ms);
+}
+
+bool sl_gw_reserve(sl_gw_backend *be, long pool_max, uint64_t now_ms)
+{
+    be->grp->pool_max = pool_max;
+    /* Counted before the connect, in one compare-and-swap: two loops that both saw room for
+     * the last connection would otherwise open one more than the pool, and with a pool sized
+     * to the workers that one waits in the accept queue behind kept connections. */
+    unsigned conns = A_GET(be->sh->conns);
+    do {
+        if (!room_for(be, conns, pool_max, now_ms)) return false;
+    } while (!__atomic_compare_exchange_n(&be->sh->conns, &conns, conns + 1, true,
+                                          __ATOMIC_RELAXED, __ATOMIC_RELAXED));
+    return true;
 }
 
 static void unwatch(sl_gw_conn *gc)
@@ -598,6 +617,7 @@ sl_gw_conn *sl_gw_connect(sl_gw_backend *be, bool holds_worker, bool *in_progres
     int fd = socket(be->sa.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0) {
         *err = -errno;
+        A_SUB(be->sh->conns, 1); /* the reservation goes back */
         return NULL;
     }
     /* No TCP_NODELAY: a request leaves in one send(), which Nagle never holds back. */
@@ -607,6 +627,7 @@ sl_gw_conn *sl_gw_connect(sl_gw_backend *be, bool holds_worker, bool *in_progres
         if (errno != EINPROGRESS) {
             *err = -errno;
             close(fd);
+            A_SUB(be->sh->conns, 1);
             return NULL;
         }
         *in_progress = true;
@@ -614,6 +635,7 @@ sl_gw_conn *sl_gw_connect(sl_gw_backend *be, bool holds_worker, bool *in_progres
     sl_gw_conn *gc = calloc(1, sizeof *gc);
     if (!gc) {
         close(fd);
+        A_SUB(be->sh->conns, 1);
         *err = -ENOMEM;
         return NULL;
     }
@@ -624,7 +646,6 @@ sl_gw_conn *sl_gw_connect(sl_gw_backend *be, bool holds_worker, bool *in_progres
     fresh_append(be, gc, gc->sent_ms);
     be->n_conns++;
     be->inflight++;
-    A_ADD(be->sh->conns, 1);
     A_ADD(be->sh->inflight, 1);
     A_ADD(be->sh->requests, 1);
     /* Its workers may all be held by kept connections of other loops: only a timer would

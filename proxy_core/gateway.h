@@ -154,7 +154,8 @@ sl_gw_backend *sl_gw_pick(sl_gw_group *g, const char *balancer, const char *key,
 /* An idle connection to be, or NULL. The caller owns it until sl_gw_release/sl_gw_close. */
 sl_gw_conn *sl_gw_take_idle(sl_gw_backend *be);
 
-/* Start a non-blocking connect to be. Returns a connection (*in_progress tells whether to wait
+/* Start a non-blocking connect to be, on room claimed with sl_gw_reserve (a failed connect
+ * gives the claim back). Returns a connection (*in_progress tells whether to wait
  * for writability) or NULL with *err set (negative errno). holds_worker: the application ties a
  * worker to each connection (see sl_gw_release): if kept connections, on any loop, hold the
  * workers, watch whether this one gets answered. */
@@ -173,6 +174,11 @@ void sl_gw_answered(sl_gw_conn *gc, uint64_t now_ms);
  * when a new connection was found stuck behind kept ones (sl_gw_release); that count is forgotten
  * SL_GW_CAP_MS after it was learned, so a backend given more workers is used fully again. */
 bool sl_gw_may_open(sl_gw_backend *be, long pool_max, uint64_t now_ms);
+
+/* sl_gw_may_open, and the room claimed at once: the process's connection count grows by one in
+ * the same atomic step, so loops deciding together never open more than pool_max between them.
+ * True: the caller calls sl_gw_connect next, which uses the claim. */
+bool sl_gw_reserve(sl_gw_backend *be, long pool_max, uint64_t now_ms);
 
 /* The request on gc ended cleanly and the backend may keep the connection: park it as idle (at
  * most keep_max per backend; beyond that it is closed). Wakes a waiter of the group.

@@ -656,7 +656,7 @@ static void attempt(proxy_req *pr)
     }
     sl_gw_conn *gc = sl_gw_take_idle(be);
     if (!gc) {
-        if (!sl_gw_may_open(be, s->max_pool_size, sl_gw_now_ms())) {
+        if (!sl_gw_reserve(be, s->max_pool_size, sl_gw_now_ms())) {
             pr->wait.wake = wake;
             if (sl_gw_wait_add(pr->grp, &pr->wait, (size_t)s->max_backlog_size) < 0)
                 fail(pr, 503, "backlog full");

@@ -467,9 +467,9 @@ class StatAccelPool(SpawnedCase):
         self.assertEqual(self.parallel("fits/", 4, 15), [])
         b = self.backend_line(self.socks[0])
         # 60 requests, and never more connections than the pool: every one was kept and reused.
-        self.assertEqual(int(b["requests"]), 60)
-        self.assertLessEqual(int(b["conns"]), 2)
-        self.assertGreaterEqual(int(b["idle"]), 1)
+        self.assertEqual(int(b["requests"]), 60, b)
+        self.assertLessEqual(int(b["conns"]), 2, b)
+        self.assertGreaterEqual(int(b["idle"]), 1, b)
         if "valgrind" in os.environ.get("SEEKLESS_WRAPPER", ""):
             # valgrind runs the server's threads one at a time on a machine the accelerator's
             # workers and the clients share: an answer can take longer than the gateway's stall

@@ -1,6 +1,7 @@
 /* The gateway: balancers, the wait queue, and the pool of kept connections over real unix
  * sockets, including the guard for applications that tie a worker to each connection. */
 #include <errno.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -201,6 +202,7 @@ static sl_gw_conn *open_conn(sl_gw_backend *be)
 {
     bool inprog;
     int err = 0;
+    assert_true(sl_gw_reserve(be, 1000, sl_gw_now_ms()));
     sl_gw_conn *gc = sl_gw_connect(be, false, &inprog, &err);
     assert_non_null(gc);
     return gc;
@@ -467,6 +469,46 @@ static void test_one_kept_connection_closed_per_stall_period(void **state)
     sl_gw_close(s2);
 }
 
+/* Two loops claiming room at once (threads here) never open more than max-pool-size between
+ * them: each claim is counted in the same step that checks it. Many rounds of a pool of two,
+ * since only the claims for the last places can collide. */
+enum { CLAIM_ROUNDS = 20000, CLAIM_POOL = 2 };
+
+typedef struct {
+    sl_gw_backend *be;
+    pthread_barrier_t *sync;
+    bool first;
+    long over; /* rounds in which the two claimed more than the pool */
+} claim_arg;
+
+static void *claim_rounds(void *p)
+{
+    claim_arg *a = p;
+    for (int r = 0; r < CLAIM_ROUNDS; r++) {
+        pthread_barrier_wait(a->sync); /* both claim at once */
+        while (sl_gw_reserve(a->be, CLAIM_POOL, 0)) {}
+        pthread_barrier_wait(a->sync);
+        if (a->first) {
+            if (a->be->sh->conns != CLAIM_POOL) a->over++;
+            a->be->sh->conns = 0; /* claims only: no connection to close */
+        }
+    }
+    return NULL;
+}
+
+static void test_reservations_never_exceed_the_pool(void **state)
+{
+    sl_gw_backend *be = fx_backend(state);
+    pthread_barrier_t sync;
+    pthread_barrier_init(&sync, NULL, 2);
+    claim_arg a[2] = {{be, &sync, true, 0}, {be, &sync, false, 0}};
+    pthread_t t[2];
+    for (int i = 0; i < 2; i++) assert_int_equal(pthread_create(&t[i], NULL, claim_rounds, &a[i]), 0);
+    for (int i = 0; i < 2; i++) pthread_join(t[i], NULL);
+    pthread_barrier_destroy(&sync);
+    assert_int_equal(a[0].over, 0);
+}
+
 TU_MAIN(NULL, NULL,
         cmocka_unit_test(test_balancers),
         cmocka_unit_test(test_wait_queue_is_bounded_fifo),
@@ -478,4 +520,5 @@ TU_MAIN(NULL, NULL,
         PLAIN_TEST(test_a_late_answer_teaches_nothing),
         PLAIN_TEST(test_one_kept_connection_closed_per_stall_period),
         PLAIN_TEST(test_slow_answers_are_not_taken_for_stuck),
-        LOOP_TEST(test_read_interest_outlives_each_request))
+        LOOP_TEST(test_read_interest_outlives_each_request),
+        PLAIN_TEST(test_reservations_never_exceed_the_pool))
