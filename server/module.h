@@ -131,7 +131,7 @@ typedef struct sl_module {
     bool always;                    /* loaded whatever server.modules says (as lighttpd always
                                      * loads mod_indexfile, mod_dirlisting, mod_staticfile) */
     bool fallback;                  /* its handle hook runs after every other module's */
-    const sl_key *keys;             /* the keys it owns (SL_KEYS: ended by a {NULL} entry) */
+    const sl_key *keys;             /* the keys it owns (SL_KEYS: ended by an entry without a name) */
     size_t conf_size;               /* sizeof its conf struct (0: none) */
     /* Defaults into a zeroed conf struct. */
     void (*defaults)(void *conf);
@@ -186,7 +186,7 @@ typedef struct sl_module {
  *             SL_KEY_PREP("expire.mimetypes", SL_KEY_VALUE, mimetypes, prep_rules, free)),
  *         .response_start = expire_response_start,
  *     };
- * The keys are read where the module is, and the {NULL} entry that ends a key table is written
+ * The keys are read where the module is, and the nameless entry that ends a key table is written
  * once, here. */
 #define SL_MODULE_HEAD(modname, conf_type, ...)                                                    \
     .name = (modname), .aliases = (const char *const[]){__VA_ARGS__ __VA_OPT__(, ) NULL},         \

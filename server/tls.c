@@ -102,6 +102,7 @@ typedef struct tls_conf {
     const STACK_OF(X509_CRL) *crls;   /* ssl.ca-crl-file */
     const void *refused;        /* the keys refused at load store nothing */
 } tls_conf;
+#define SL_KEY_CONF tls_conf
 
 /* What a listener that asks for client certificates does with them (copied from its block). */
 typedef struct tls_verify {
@@ -1248,47 +1249,40 @@ static sl_hresult tls_uri_raw(sl_conn *c)
     return SL_GO_ON;
 }
 
-#define OFF(f) offsetof(tls_conf, f)
-#define REFUSED(name) {name, SL_KEY_VALUE, 0, OFF(refused), prep_refused, NULL}
-static const sl_key tls_keys[] = {
-    {"ssl.engine", SL_KEY_BOOL, 0, OFF(engine), prep_listener, NULL},
-    {"ssl.pemfile", SL_KEY_VALUE, 0, OFF(pemfile), prep_pemfile, cert_free},
-    {"ssl.privkey", SL_KEY_PATH, 0, OFF(privkey), prep_privkey, NULL},
-    {"ssl.ca-file", SL_KEY_PATH, 0, OFF(ca_file), prep_ca_file, NULL},
-    {"ssl.openssl.ssl-conf-cmd", SL_KEY_KVLIST, 0, OFF(conf_cmd), prep_conf_cmd, NULL},
-    {"ssl.stapling-file", SL_KEY_VALUE, 0, OFF(staple), prep_stapling, staple_free},
-    {"ssl.verifyclient.activate", SL_KEY_BOOL, 0, OFF(verify), prep_listener, NULL},
-    {"ssl.verifyclient.enforce", SL_KEY_BOOL, 0, OFF(enforce), prep_listener, NULL},
-    {"ssl.verifyclient.depth", SL_KEY_INT, 0, OFF(depth), prep_depth, NULL},
-    {"ssl.verifyclient.username", SL_KEY_STRING, 0, OFF(username), prep_listener, NULL},
-    {"ssl.verifyclient.exportcert", SL_KEY_BOOL, 0, OFF(exportcert), prep_listener, NULL},
-    {"ssl.ca-dn-file", SL_KEY_VALUE, 0, OFF(ca_dn), prep_ca_dn, names_free},
-    {"ssl.ca-crl-file", SL_KEY_VALUE, 0, OFF(crls), prep_crl, crls_free},
-    REFUSED("ssl.cipher-list"),
-    REFUSED("ssl.honor-cipher-order"),
-    REFUSED("ssl.dh-file"),
-    REFUSED("ssl.ec-curve"),
-    REFUSED("ssl.use-sslv2"),
-    REFUSED("ssl.use-sslv3"),
-    REFUSED("ssl.use-compression"),
-    REFUSED("ssl.disable-client-renegotiation"),
-    REFUSED("ssl.empty-fragments"),
-    REFUSED("ssl.read-ahead"),
-    REFUSED("ssl.stek-file"),
-    REFUSED("ssl.acme-tls-1"),
-    REFUSED("ssl.message"),
-    REFUSED("ssl.openssl.ssl-conf-cmd-file"),
-    {.name = NULL},
-};
-
-static const char *const tls_aliases[] = {"mod_openssl", NULL};
+/* lighttpd 1.4's keys this build does not implement: refused at start-up (prep_refused). */
+#define REFUSED(name) SL_KEY_PREP(name, SL_KEY_VALUE, refused, prep_refused, NULL)
 
 sl_module sl_mod_tls = {
-    .name = "openssl",
-    .aliases = tls_aliases,
+    SL_MODULE_HEAD("openssl", tls_conf, "mod_openssl"),
+    .keys = SL_KEYS(
+        SL_KEY_PREP("ssl.engine", SL_KEY_BOOL, engine, prep_listener, NULL),
+        SL_KEY_PREP("ssl.pemfile", SL_KEY_VALUE, pemfile, prep_pemfile, cert_free),
+        SL_KEY_PREP("ssl.privkey", SL_KEY_PATH, privkey, prep_privkey, NULL),
+        SL_KEY_PREP("ssl.ca-file", SL_KEY_PATH, ca_file, prep_ca_file, NULL),
+        SL_KEY_PREP("ssl.openssl.ssl-conf-cmd", SL_KEY_KVLIST, conf_cmd, prep_conf_cmd, NULL),
+        SL_KEY_PREP("ssl.stapling-file", SL_KEY_VALUE, staple, prep_stapling, staple_free),
+        SL_KEY_PREP("ssl.verifyclient.activate", SL_KEY_BOOL, verify, prep_listener, NULL),
+        SL_KEY_PREP("ssl.verifyclient.enforce", SL_KEY_BOOL, enforce, prep_listener, NULL),
+        SL_KEY_PREP("ssl.verifyclient.depth", SL_KEY_INT, depth, prep_depth, NULL),
+        SL_KEY_PREP("ssl.verifyclient.username", SL_KEY_STRING, username, prep_listener, NULL),
+        SL_KEY_PREP("ssl.verifyclient.exportcert", SL_KEY_BOOL, exportcert, prep_listener, NULL),
+        SL_KEY_PREP("ssl.ca-dn-file", SL_KEY_VALUE, ca_dn, prep_ca_dn, names_free),
+        SL_KEY_PREP("ssl.ca-crl-file", SL_KEY_VALUE, crls, prep_crl, crls_free),
+        REFUSED("ssl.cipher-list"),
+        REFUSED("ssl.honor-cipher-order"),
+        REFUSED("ssl.dh-file"),
+        REFUSED("ssl.ec-curve"),
+        REFUSED("ssl.use-sslv2"),
+        REFUSED("ssl.use-sslv3"),
+        REFUSED("ssl.use-compression"),
+        REFUSED("ssl.disable-client-renegotiation"),
+        REFUSED("ssl.empty-fragments"),
+        REFUSED("ssl.read-ahead"),
+        REFUSED("ssl.stek-file"),
+        REFUSED("ssl.acme-tls-1"),
+        REFUSED("ssl.message"),
+        REFUSED("ssl.openssl.ssl-conf-cmd-file")),
     .always = true,
-    .keys = tls_keys,
-    .conf_size = sizeof(tls_conf),
     .defaults = tls_defaults,
     .uri_raw = tls_uri_raw,
     .status = tls_status,

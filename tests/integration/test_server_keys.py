@@ -55,6 +55,23 @@ class ServerKeys(unittest.TestCase):
         self.assertGreaterEqual(hard, 300)
         self.assertEqual(request(srv, b"GET /a.txt HTTP/1.0\r\n\r\n")[0], 200)
 
+    def test_descriptor_table_is_sized_at_start(self):
+        # The table holds the open-file cache's descriptors and the connections' from the start
+        # (server.c fd_table_presize): grown later, each doubling would stall the loop that opens
+        # a descriptor for an RCU grace period. 3000 descriptors, 100 connections: the cache
+        # keeps 3000 - 4 * 100 - 256 = 2344 files, the table is sized for descriptor 2999.
+        for engine, top in (("inotify", 2999), ("disable", 4 * 100 + 256)):
+            srv = Server(f"server.max-fds = 3000\nserver.max-connections = 100\n"
+                         f'server.stat-cache-engine = "{engine}"\n', {"a.txt": b"a"})
+            srv.start()
+            try:
+                with open(f"/proc/{srv.proc.pid}/status") as f:
+                    size = int(next(ln for ln in f if ln.startswith("FDSize:")).split()[1])
+                self.assertGreater(size, top, engine)
+                self.assertEqual(request(srv, b"GET /a.txt HTTP/1.0\r\n\r\n")[0], 200)
+            finally:
+                srv.stop()
+
     def test_max_fds_above_the_hard_limit(self):
         # Not root: above the hard limit is a start-up error. Root raises it (lighttpd too).
         srv = Server("server.max-fds = 4000\n")
