@@ -86,13 +86,17 @@ sl_fdc_entry *sl_fdc_put(sl_fdc *c, int dirfd, const char *dirpath, unsigned key
 /* Give an entry back. */
 void sl_fdc_release(sl_fdc *c, sl_fdc_entry *e);
 
-/* Once a second, from one thread: end a rest that is over (a full cache with few hits rests;
- * see fdcache.c). */
+/* Once a second, from one thread: end a rest that is over (a cache that hits, or would hit full,
+ * too little rests; see fdcache.c). */
 void sl_fdc_tick(sl_fdc *c);
 
 /* How long the first rest lasts (10 s unless set; each further rest in a row lasts twice as
  * long, up to 300 s). */
 void sl_fdc_set_first_rest(sl_fdc *c, unsigned ms);
+
+/* Lookups per futility window (8192 unless set; 0: that default). For tests: smaller caches and
+ * pools show the same judgement sooner. */
+void sl_fdc_set_window(sl_fdc *c, unsigned lookups);
 
 /* Counters for the status page. */
 typedef struct sl_fdc_stats {

@@ -347,6 +347,62 @@ static void test_futile_cache_rests(void **state)
     sl_fdc_free(c);
 }
 
+/* Requests at random over `files` files named prefix%d (made here), n of them at most, until the
+ * cache rests; returns the lookups made and, in *most, the most entries it held. */
+static int until_rest(sl_fdc *c, const char *prefix, int files, int n, size_t *most)
+{
+    char rel[32];
+    for (int i = 0; i < files; i++) {
+        snprintf(rel, sizeof rel, "%s%d", prefix, i);
+        tu_put(root, rel, "x");
+    }
+    sl_fdc_stats st;
+    unsigned x = 777;
+    *most = 0;
+    int k = 0;
+    for (; k < n; k++) {
+        x = x * 1103515245u + 12345u;
+        snprintf(rel, sizeof rel, "%s%u", prefix, (x >> 8) % (unsigned)files);
+        request(c, rel);
+        sl_fdc_get_stats(c, &st);
+        if (st.resting) break;
+        if (st.entries > *most) *most = st.entries;
+    }
+    return k;
+}
+
+static void test_filling_cache_rests_when_it_could_never_hit(void **state)
+{
+    /* 1024 entries, 5000 files at random: full, it would hit about 20%. Judged every 512
+     * lookups, it rests while it fills (half full at most), not after: filling a cache that
+     * will not pay costs every insert and every watch. */
+    sl_fdc *c = sl_fdc_new(SL_FDC_INOTIFY, 1024);
+    sl_fdc_set_window(c, 512);
+    size_t most;
+    int k = until_rest(c, "q", 5000, 20000, &most);
+    sl_fdc_stats st;
+    sl_fdc_get_stats(c, &st);
+    assert_true(st.resting);
+    assert_true(most < 512);
+    assert_true(k >= 3 * 512 - 1); /* an eighth of the cache first, then two windows */
+    sl_fdc_free(c);
+}
+
+static void test_filling_cache_of_a_set_that_fits_never_rests(void **state)
+{
+    /* The same cache, 900 files: while it fills, its hits project above what it needs. */
+    sl_fdc *c = sl_fdc_new(SL_FDC_INOTIFY, 1024);
+    sl_fdc_set_window(c, 512);
+    size_t most;
+    until_rest(c, "r", 900, 20000, &most);
+    sl_fdc_stats st;
+    sl_fdc_get_stats(c, &st);
+    assert_false(st.resting);
+    assert_int_equal(st.rests, 0);
+    assert_true(most > 800);
+    sl_fdc_free(c);
+}
+
 static void test_fitting_set_never_rests(void **state)
 {
     /* 40 files and room for 64: after the first requests nearly every lookup hits. */
@@ -411,4 +467,6 @@ TU_MAIN(setup, teardown,
         cmocka_unit_test(test_thousands_of_directories),
         cmocka_unit_test(test_change_seen_a_millisecond_later),
         cmocka_unit_test(test_futile_cache_rests),
-        cmocka_unit_test(test_fitting_set_never_rests))
+        cmocka_unit_test(test_fitting_set_never_rests),
+        cmocka_unit_test(test_filling_cache_rests_when_it_could_never_hit),
+        cmocka_unit_test(test_filling_cache_of_a_set_that_fits_never_rests))
