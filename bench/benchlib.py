@@ -32,8 +32,13 @@ REPO = os.path.dirname(HERE)
 PEERS = os.path.join(HERE, "peers")
 WRK_LUA = os.path.join(HERE, "wrk-urls.lua")
 MKPOOL = os.path.join(HERE, "mkpool")
-POOL_KINDS = ("4k", "100k", "10m")
-FILE_SIZE = {"4k": 4096, "100k": 100 * 1024, "10m": 10 * 1024 * 1024}
+POOL_KINDS = ("4k", "4k-popular", "100k", "10m")
+FILE_SIZE = {"4k": 4096, "4k-popular": 4096, "100k": 100 * 1024, "10m": 10 * 1024 * 1024}
+# The outside harness's hot small-file workload (issue 16): a popular set of 15,000 of the 4 KiB
+# pool's 200,000 files, asked for at random. The set is the first 15,000 of mkpool's shuffled
+# list (spread over the whole tree); it runs hot only.
+POPULAR = 15000
+HOT_ONLY = {"4k-popular"}
 children = []  # Popen objects we started; each leads its own session
 
 
@@ -352,6 +357,8 @@ class Config:
         conf = write(os.path.join(run, "nginx.conf"), template(
             "nginx.conf", root=root, port=ctx.port, run=run,
             workers="1" if mode == "pinned" else "auto", aio="aio threads;" if aio else "",
+            open_file_cache=("open_file_cache max=16384 inactive=20s; open_file_cache_valid 1s;"
+                             if self.opts.get("open_file_cache") else ""),
             listen_ssl=" ssl" if ctx.tls else "",
             ssl=(f"ssl_protocols TLSv1.2 TLSv1.3; ssl_certificate {ctx.tls['cert']}; "
                  f"ssl_certificate_key {ctx.tls['key']};") if ctx.tls else ""))
@@ -418,6 +425,10 @@ def configurations(backends, default_backend, every_backend=False, apache=False,
                           accel=mode, workloads=ACCEL_WORKLOADS, headline=True))
     out.append(Config("nginx-sendfile", "nginx", headline=True))
     out.append(Config("nginx-aio-threads", "nginx", aio=True, headline=True))
+    # The popular set is where an open-file cache pays: nginx's, as its users turn it on, beside
+    # nginx as it ships (the ratio's peer).
+    out.append(Config("nginx-sendfile-open-file-cache", "nginx", open_file_cache=True,
+                      workloads={("4k-popular", "hot")}, headline=True))
     out.append(Config("lighttpd-1.4", "lighttpd", headline=True))
     for mode in ("tcp", "unix"):  # the same accelerator over the same kind of socket
         out.append(Config(f"lighttpd-1.4-stat-accel-{mode}", "lighttpd", group="accel",
@@ -574,6 +585,9 @@ class Pool:
 
 
 def make_pool(kind, pool_dir, scale):
+    if kind == "4k-popular":
+        base = make_pool("4k", pool_dir, scale)
+        return Pool(kind, base.root, base.paths[:max(1, round(POPULAR * scale))])
     root = os.path.join(pool_dir, f"pool-{kind}-{scale:g}")
     urls = os.path.join(root, f"urls.{kind}")
     if not os.path.exists(urls):
