@@ -371,6 +371,15 @@ static int until_rest(sl_fdc *c, const char *prefix, int files, int n, size_t *m
     return k;
 }
 
+/* c is caching and never rested. */
+static void assert_never_rested(sl_fdc *c)
+{
+    sl_fdc_stats st;
+    sl_fdc_get_stats(c, &st);
+    assert_false(st.resting);
+    assert_int_equal(st.rests, 0);
+}
+
 static void test_filling_cache_rests_when_it_could_never_hit(void **state)
 {
     /* 1024 entries, 5000 files at random: full, it would hit about 20%. Judged every 512
@@ -395,10 +404,7 @@ static void test_filling_cache_of_a_set_that_fits_never_rests(void **state)
     sl_fdc_set_window(c, 512);
     size_t most;
     until_rest(c, "r", 900, 20000, &most);
-    sl_fdc_stats st;
-    sl_fdc_get_stats(c, &st);
-    assert_false(st.resting);
-    assert_int_equal(st.rests, 0);
+    assert_never_rested(c);
     assert_true(most > 800);
     sl_fdc_free(c);
 }
@@ -417,10 +423,7 @@ static void test_fitting_set_never_rests(void **state)
         snprintf(rel, sizeof rel, "w%d", (n * 7) % 40);
         hits += request(c, rel);
     }
-    sl_fdc_stats st;
-    sl_fdc_get_stats(c, &st);
-    assert_false(st.resting);
-    assert_int_equal(st.rests, 0);
+    assert_never_rested(c);
     assert_true(hits > 29000);
     sl_fdc_free(c);
 }
