@@ -25,10 +25,10 @@
  * at random, a cache of a few thousand): about 2.5 us more per request with the cache than
  * without. So every FUTILE_WINDOW lookups the cache judges the window: fewer than FUTILE_HIT_PCT
  * percent hits, projected to a full cache, twice in a row, and it rests: every entry and every
- * watch goes,
- * and lookups and admissions return at once (one atomic load) for REST_MIN_MS (sl_fdc_tick ends
- * the rest), twice as long after each rest that ends in futility again (up to REST_MAX_MS),
- * back to the first length after a window of good hits. A working set that fits never rests.
+ * watch goes, and lookups and admissions return at once (one atomic load) for REST_MIN_MS
+ * (sl_fdc_tick ends the rest), twice as long after each rest that ends in futility again (up to
+ * REST_MAX_MS), back to the first length after a window of good hits. A working set that fits
+ * never rests.
  * The projection: with requests spread over more files than the cache holds, hits grow with the
  * entries held (uniformly at random, hits / lookups = entries / files asked for), so a window's
  * hit rate times capacity / entries is what the full cache would hit. A cache that projects too
@@ -710,12 +710,10 @@ static void judge(sl_fdc *c)
     size_t avg = (c->judge_n + n) / 2;
     c->judge_n = n;
     bool full = n * 10 >= cap * 9;
-    bool futile;
-    if (full)
-        futile = h * 100 < l * FUTILE_HIT_PCT;
-    else /* too few entries yet to tell: not judged */
-        futile = (avg * 8 >= cap || avg >= FUTILE_MIN_N) &&
-                 h * 100 * (uint64_t)cap < l * FUTILE_HIT_PCT * (uint64_t)avg;
+    /* Filling: projected (h / l x cap / avg), once it holds enough entries to tell. */
+    bool futile = full ? h * 100 < l * FUTILE_HIT_PCT
+                       : (avg * 8 >= cap || avg >= FUTILE_MIN_N) &&
+                             h * 100 * (uint64_t)cap < l * FUTILE_HIT_PCT * (uint64_t)avg;
     if (l > 0 && futile) {
         if (++c->futile_streak >= 2 && !__atomic_load_n(&c->resting, __ATOMIC_RELAXED)) {
             rest_begin(c);
