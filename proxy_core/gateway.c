@@ -614,31 +614,18 @@ sl_gw_conn *sl_gw_take_idle(sl_gw_backend *be)
 
 sl_gw_conn *sl_gw_connect(sl_gw_backend *be, bool holds_worker, bool *in_progress, int *err)
 {
+    sl_gw_conn *gc = NULL;
     int fd = socket(be->sa.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (fd < 0) {
-        *err = -errno;
-        A_SUB(be->sh->conns, 1); /* the reservation goes back */
-        return NULL;
-    }
+    if (fd < 0) goto fail;
     /* No TCP_NODELAY: a request leaves in one send(), which Nagle never holds back. */
     *in_progress = false;
     if (connect(fd, (struct sockaddr *)&be->sa, be->salen) < 0) {
         /* A unix socket whose listen queue is full answers EAGAIN: treat like a refusal. */
-        if (errno != EINPROGRESS) {
-            *err = -errno;
-            close(fd);
-            A_SUB(be->sh->conns, 1);
-            return NULL;
-        }
+        if (errno != EINPROGRESS) goto fail;
         *in_progress = true;
     }
-    sl_gw_conn *gc = calloc(1, sizeof *gc);
-    if (!gc) {
-        close(fd);
-        A_SUB(be->sh->conns, 1);
-        *err = -ENOMEM;
-        return NULL;
-    }
+    gc = calloc(1, sizeof *gc);
+    if (!gc) goto fail;
     gc->fd = fd;
     gc->be = be;
     gc->busy = true;
@@ -652,6 +639,12 @@ sl_gw_conn *sl_gw_connect(sl_gw_backend *be, bool holds_worker, bool *in_progres
      * notice (nothing here is released to look again). */
     if (holds_worker) stall_arm(be, gc->sent_ms);
     return gc;
+
+fail:
+    *err = -errno;
+    if (fd >= 0) close(fd);
+    A_SUB(be->sh->conns, 1); /* the reservation goes back */
+    return NULL;
 }
 
 void sl_gw_release(sl_gw_conn *gc, unsigned keep_max, bool holds_worker, uint64_t now_ms)

@@ -289,15 +289,15 @@ int sl_server_start(sl_server *srv, char *err, size_t errlen)
 {
     const sl_core_conf *g = srv->global;
     srv->started = time(NULL);
-    size_t fdc_cap = 0;
+    /* Descriptors kept for the connections, each of which may hold a socket, a file and a
+     * backend connection, and for listeners and logs: files kept open get the rest. */
+    size_t reserve = 4 * (size_t)g->max_connections + 256, fdc_cap = 0;
     if (strcmp(g->stat_cache_engine, "disable")) {
-        /* Files kept open are descriptors: leave room for the connections, each of which may
-         * hold a socket, a file and a backend connection. */
         struct rlimit rl;
         size_t cap = 0;
         if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
-            rl.rlim_cur > (rlim_t)(4 * g->max_connections + 256))
-            cap = (size_t)(rl.rlim_cur - (rlim_t)(4 * g->max_connections + 256));
+            rl.rlim_cur > (rlim_t)reserve)
+            cap = (size_t)rl.rlim_cur - reserve;
         if (cap > 65536) cap = 65536;
         if (cap >= 64) {
             fdc_cap = cap;
@@ -311,7 +311,7 @@ int sl_server_start(sl_server *srv, char *err, size_t errlen)
         }
     }
     /* Before the first thread: see fd_table_presize. */
-    fd_table_presize(fdc_cap + 4 * (size_t)g->max_connections + 256);
+    fd_table_presize(fdc_cap + reserve);
     if (g->max_stat_threads > 0) {
         /* The queue holds one stat per connection at most. */
         srv->stat_pool = sl_tpool_new("sl-stat", (unsigned)g->max_stat_threads,
