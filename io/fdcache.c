@@ -12,11 +12,16 @@
  * Admission (TinyLFU's idea): a lossy count of how often each path was asked for lately, a
  * count-min sketch of small counters shared by the loops (relaxed atomics: a lost increment
  * only makes a count one lower), halved every ten cache-fulls of requests so that old
- * popularity fades. A file is offered to the cache from its second request on, and when its
- * shard is full only if it was asked for more often than the entry it would evict. Keeping a
- * file costs several system calls (watches, a re-check, the victim's close): worth it for a file
- * that comes back more than what it replaces, not for each of a pool far larger than the cache
- * requested at random, where every insert would evict a file as likely to come back.
+ * popularity fades. When its shard is full, a file is offered to the cache only from its second
+ * request on and if it was asked for more often than the entry it would evict. Keeping a file
+ * costs several system calls (watches, a re-check, the victim's close): worth it for a file that
+ * comes back more than what it replaces, not for each of a pool far larger than the cache
+ * requested at random, where every insert would evict a file as likely to come back. While its
+ * shard has room, a file is offered at its first request, unless the last window judged was
+ * futile (below) or a rest followed it: then from its second. A fresh or restarted server fills
+ * its cache with one miss per file, not two (on 20,000 files asked for at random, 200,000
+ * requests in 5 s, the second misses were a tenth of all requests), and a pool that will not fit
+ * costs at most a window of first-request inserts before the doubt sets in.
  *
  * Futility: a cache that cannot hold what is asked for costs more than it saves. Every lookup,
  * every admission count and every watched directory has a price (a watched directory makes the
@@ -47,6 +52,7 @@
 #include <event2/event.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -64,6 +70,10 @@
 #define FUTILE_WINDOW 8192      /* lookups judged at a time */
 #define FUTILE_MIN_N 1024       /* entries enough to project from (or an eighth of the cache) */
 #define DRAIN_EVERY_NS 1000000 /* a hit reads the event queue when it was last read before this */
+#define TEARDOWN_FILES 8       /* a rest's files closed per lookup while it rests */
+#define TEARDOWN_WATCHES 2     /* and watches removed */
+#define TICK_FILES 1024        /* per sl_fdc_tick (a second) while resting: about 2 ms */
+#define TICK_WATCHES 256
 #define WATCH_MASK                                                                                 \
     (IN_MODIFY | IN_ATTRIB | IN_CLOSE_WRITE | IN_MOVED_FROM | IN_MOVED_TO | IN_DELETE |            \
      IN_DELETE_SELF | IN_MOVE_SELF | IN_ONLYDIR)
@@ -124,6 +134,13 @@ struct sl_fdc {
     uint64_t judge_lookups, judge_hits;
     size_t judge_n;          /* entries at the last judgement */
     uint64_t window_len;     /* lookups per window: FUTILE_WINDOW (tests set fewer) */
+    bool doubtful;           /* atomic: the last window was futile, or a rest followed it */
+    /* A rest's teardown, paid in installments (see pay_teardown): entries to close (through
+     * hnext) and watches to remove (through next_rel), under doom_lock; doomed counts both. */
+    pthread_mutex_t doom_lock;
+    ent *doomed;
+    watch *doomed_w;
+    size_t doomed_n;          /* atomic */
 };
 
 #define FREQ_MAX 15          /* counters saturate: "often" is enough to rank */
@@ -136,6 +153,7 @@ struct sl_fdc {
 #define A_GET(x) __atomic_load_n(&(x), __ATOMIC_ACQUIRE)
 
 static void count_lookup(sl_fdc *c, bool hit);
+static void pay_teardown(sl_fdc *c, size_t files, size_t watches);
 
 static uint64_t hash(int dirfd, unsigned key, const char *p, size_t n)
 {
@@ -151,6 +169,7 @@ sl_fdc *sl_fdc_new(sl_fdc_mode mode, size_t capacity)
     c->mode = mode;
     c->ifd = -1;
     pthread_mutex_init(&c->wlock, NULL);
+    pthread_mutex_init(&c->doom_lock, NULL);
     size_t per = capacity / SHARDS;
     if (per < 4) per = 4;
 
@@ -242,8 +261,19 @@ void sl_fdc_free(sl_fdc *c)
         }
     free(c->by_rel);
     free(c->by_wd);
+    while (c->doomed) {
+        ent *e = c->doomed;
+        c->doomed = e->hnext;
+        ent_free(e);
+    }
+    while (c->doomed_w) { /* their watches go with the inotify descriptor */
+        watch *w = c->doomed_w;
+        c->doomed_w = w->next_rel;
+        free(w);
+    }
     if (c->ifd >= 0) close(c->ifd);
     pthread_mutex_destroy(&c->wlock);
+    pthread_mutex_destroy(&c->doom_lock);
     if (c->freq) pthread_mutex_destroy(&c->freq_lock);
     free(c->freq);
     free(c);
@@ -297,6 +327,10 @@ static void watch_grow(sl_fdc *c)
 /* The live watch of directory rel (relative to dirpath), made if need be. wlock held. */
 static watch *watch_get(sl_fdc *c, const char *dirpath, const char *rel, size_t n)
 {
+    /* None while resting: the rest's teardown may not have removed the kernel's watch of this
+     * directory yet, and inotify_add_watch would hand back that watch's wd, which the teardown
+     * then removes under the new one. (rest_begin sets the flag before it takes wlock.) */
+    if (__atomic_load_n(&c->resting, __ATOMIC_ACQUIRE)) return NULL;
     size_t b = rel_hash(rel, n) & (c->wnb - 1);
     for (watch *w = c->by_rel[b]; w; w = w->next_rel)
         if (!w->dead && strlen(w->rel) == n && !memcmp(w->rel, rel, n)) return w;
@@ -474,15 +508,16 @@ bool sl_fdc_admit(sl_fdc *c, int dirfd, unsigned key, const char *path, size_t l
         return false;
     uint64_t h = hash(dirfd, key, path, len);
     unsigned est = freq_add(c, h);
-    bool admit = est >= 2;
+    bool admit = est >= 2 || !__atomic_load_n(&c->doubtful, __ATOMIC_RELAXED);
     if (admit) {
-        /* A full shard: only for a file asked for more often than the one it would evict. */
+        /* A full shard: only for a file asked for again, and more often than the one it would
+         * evict. */
         shard *s = &c->sh[h % SHARDS];
         pthread_mutex_lock(&s->lock);
         if (s->n >= s->cap) {
             ent *v = s->lru.lprev;
             while (v != &s->lru && v->refs > 0) v = v->lprev;
-            admit = v == &s->lru || est > freq_estimate(c, v->h);
+            admit = est >= 2 && (v == &s->lru || est > freq_estimate(c, v->h));
         }
         pthread_mutex_unlock(&s->lock);
     }
@@ -493,8 +528,11 @@ bool sl_fdc_admit(sl_fdc *c, int dirfd, unsigned key, const char *path, size_t l
 sl_fdc_entry *sl_fdc_get(sl_fdc *c, int dirfd, unsigned key, const char *path, size_t len,
                          time_t now)
 {
-    if (!c || c->mode == SL_FDC_DISABLE || __atomic_load_n(&c->resting, __ATOMIC_RELAXED))
+    if (!c || c->mode == SL_FDC_DISABLE) return NULL;
+    if (__atomic_load_n(&c->resting, __ATOMIC_RELAXED)) {
+        pay_teardown(c, TEARDOWN_FILES, TEARDOWN_WATCHES);
         return NULL;
+    }
     /* A change that completed before this request was read must count, even when the loop has
      * not been back to epoll since (a request read right after another, or accepted in the same
      * batch). A change queued while a loop waits in epoll is read first when it wakes (the
@@ -663,36 +701,94 @@ static size_t entries(sl_fdc *c, size_t *cap)
 }
 
 /* Rest: every entry out (a held one closes when its holder lets go) and every watch removed, so
- * no directory costs the kernel a look per file operation any more. */
+ * no directory costs the kernel a look per file operation any more. Only taken out here: the
+ * closes and the inotify_rm_watch calls (thousands of each, tens of milliseconds: a loop that
+ * made them at once stalled every connection it had for 34-38 ms) are paid a few per lookup by
+ * the lookups that find the cache resting (pay_teardown), the rest by sl_fdc_tick before the
+ * rest ends. */
 static void rest_begin(sl_fdc *c)
 {
+    /* First: watch_get adds no watch from here on (it reads the flag under wlock). */
     __atomic_store_n(&c->resting, true, __ATOMIC_RELEASE);
     A_INC(c->rests);
+    ent *doomed = NULL;
+    watch *doomed_w = NULL;
+    size_t n = 0;
     for (size_t i = 0; i < SHARDS; i++) {
         shard *s = &c->sh[i];
         pthread_mutex_lock(&s->lock);
-        while (s->lru.lnext != &s->lru) ent_kill(s, s->lru.lnext);
+        for (ent *e = s->lru.lnext, *next; e != &s->lru; e = next) {
+            next = e->lnext;
+            e->linked = false;
+            if (e->refs == 0) { /* a held one is freed by its last sl_fdc_release */
+                e->hnext = doomed;
+                doomed = e;
+                n++;
+            }
+        }
+        s->lru.lnext = s->lru.lprev = &s->lru;
+        memset(s->tab, 0, s->nb * sizeof *s->tab);
+        s->n = 0;
         pthread_mutex_unlock(&s->lock);
     }
-    /* One system call per watch, on the loop whose lookup ended the window: a few milliseconds
-     * for thousands of directories, once per rest (at least REST_MIN_MS apart). */
     pthread_mutex_lock(&c->wlock);
     for (size_t i = 0; c->by_rel && i < c->wnb; i++) {
         while (c->by_rel[i]) {
             watch *w = c->by_rel[i];
             c->by_rel[i] = w->next_rel;
-            if (!w->dead && c->ifd >= 0) inotify_rm_watch(c->ifd, w->wd);
-            free(w);
+            w->next_rel = doomed_w;
+            doomed_w = w;
+            n++;
         }
         c->by_wd[i] = NULL;
     }
     c->n_watches = 0;
     pthread_mutex_unlock(&c->wlock);
-    /* After the watches are gone: a put that began before the flag and got one of them read the
-     * generation before this, so its entry is invalid at its first lookup, which then never
-     * reads the freed watch (sl_fdc_get compares the generations in that order). The removals'
-     * IN_IGNORED events find no watch and are skipped. */
+    pthread_mutex_lock(&c->doom_lock);
+    for (ent *e = doomed, *next; e; e = next) {
+        next = e->hnext;
+        e->hnext = c->doomed;
+        c->doomed = e;
+    }
+    for (watch *w = doomed_w, *next; w; w = next) {
+        next = w->next_rel;
+        w->next_rel = c->doomed_w;
+        c->doomed_w = w;
+    }
+    __atomic_add_fetch(&c->doomed_n, n, __ATOMIC_RELEASE);
+    pthread_mutex_unlock(&c->doom_lock);
+    /* After the watches are out of the tables: a put that began before the flag and got one of
+     * them read the generation before this, so its entry is invalid at its first lookup, which
+     * then never reads the freed watch (sl_fdc_get compares the generations in that order). The
+     * removals' IN_IGNORED events find no watch and are skipped. */
     A_INC(c->ggen);
+}
+
+/* Up to files of the rest's files closed and watches of its watches removed (SIZE_MAX: all,
+ * waiting for doom_lock; else none when another thread is paying). */
+static void pay_teardown(sl_fdc *c, size_t files, size_t watches)
+{
+    if (!__atomic_load_n(&c->doomed_n, __ATOMIC_ACQUIRE)) return;
+    if (files == SIZE_MAX)
+        pthread_mutex_lock(&c->doom_lock);
+    else if (pthread_mutex_trylock(&c->doom_lock) != 0)
+        return;
+    size_t paid = 0;
+    for (; c->doomed && paid < files; paid++) {
+        ent *e = c->doomed;
+        c->doomed = e->hnext;
+        ent_free(e);
+    }
+    for (size_t k = 0; c->doomed_w && k < watches; k++, paid++) {
+        watch *w = c->doomed_w;
+        c->doomed_w = w->next_rel;
+        /* The kernel may have removed it already (the directory went): EINVAL, harmless. Its
+         * wd is not reused meanwhile: no watch is added before the teardown is over. */
+        if (!w->dead && c->ifd >= 0) inotify_rm_watch(c->ifd, w->wd);
+        free(w);
+    }
+    __atomic_sub_fetch(&c->doomed_n, paid, __ATOMIC_RELEASE);
+    pthread_mutex_unlock(&c->doom_lock);
 }
 
 /* The last FUTILE_WINDOW lookups: rest when the cache was full and hit too little, twice in a
@@ -711,9 +807,12 @@ static void judge(sl_fdc *c)
     c->judge_n = n;
     bool full = n * 10 >= cap * 9;
     /* Filling: projected (h / l x cap / avg), once it holds enough entries to tell. */
-    bool futile = full ? h * 100 < l * FUTILE_HIT_PCT
-                       : (avg * 8 >= cap || avg >= FUTILE_MIN_N) &&
-                             h * 100 * (uint64_t)cap < l * FUTILE_HIT_PCT * (uint64_t)avg;
+    bool told = full || avg * 8 >= cap || avg >= FUTILE_MIN_N;
+    bool futile = told && (full ? h * 100 < l * FUTILE_HIT_PCT
+                                : h * 100 * (uint64_t)cap < l * FUTILE_HIT_PCT * (uint64_t)avg);
+    /* First-request admission stops at a futile window, and after a rest until a window that
+     * told is not futile (a window too small to tell changes nothing). */
+    if (l > 0 && told) __atomic_store_n(&c->doubtful, futile, __ATOMIC_RELAXED);
     if (l > 0 && futile) {
         if (++c->futile_streak >= 2 && !__atomic_load_n(&c->resting, __ATOMIC_RELAXED)) {
             rest_begin(c);
@@ -759,8 +858,12 @@ void sl_fdc_set_window(sl_fdc *c, unsigned lookups)
 void sl_fdc_tick(sl_fdc *c)
 {
     if (!c || !__atomic_load_n(&c->resting, __ATOMIC_ACQUIRE)) return;
+    pay_teardown(c, TICK_FILES, TICK_WATCHES); /* a quiet server's share */
     pthread_mutex_lock(&c->judge_lock);
     if (mono_ns() >= c->rest_until_ns) {
+        /* What the lookups left of the teardown (all of it when none came): before any watch
+         * may be added again. */
+        pay_teardown(c, SIZE_MAX, SIZE_MAX);
         c->judge_lookups = A_GET(c->hits) + A_GET(c->misses);
         c->judge_hits = A_GET(c->hits);
         c->judge_n = 0; /* the rest emptied it */
