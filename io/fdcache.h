@@ -70,12 +70,10 @@ void sl_fdc_drain(sl_fdc *c);
 sl_fdc_entry *sl_fdc_get(sl_fdc *c, int dirfd, unsigned key, const char *path, size_t len,
                          time_t now);
 /* Whether to offer the file at path (as for sl_fdc_get) to the cache, counting this request:
- * while its shard has room, at its first request (from its second after a futile window or a
- * rest, until a window shows hits again); when the shard is full, from its second request on and
- * only if it was asked for more often lately than the entry it would evict (a lossy count, see
- * fdcache.c). So a pool far larger than the cache, requested at random, costs a lookup and not
- * an insert and an eviction per request, and the popular files stay. A file not offered is
- * counted as deferred. */
+ * from its second request on, and when the cache is full only if it was asked for more often
+ * lately than the entry it would evict (a lossy count, see fdcache.c). So a pool far larger than
+ * the cache, requested at random, costs a lookup and not an insert and an eviction per request,
+ * and the popular files stay. A file not offered is counted as deferred. */
 bool sl_fdc_admit(sl_fdc *c, int dirfd, unsigned key, const char *path, size_t len);
 /* Offer fd, a regular file the caller opened as path beneath dirfd (dirpath is dirfd's
  * absolute path, for the watches; file is the path of the file actually opened, which differs
