@@ -32,13 +32,15 @@ REPO = os.path.dirname(HERE)
 PEERS = os.path.join(HERE, "peers")
 WRK_LUA = os.path.join(HERE, "wrk-urls.lua")
 MKPOOL = os.path.join(HERE, "mkpool")
-POOL_KINDS = ("4k", "4k-popular", "100k", "10m")
-FILE_SIZE = {"4k": 4096, "4k-popular": 4096, "100k": 100 * 1024, "10m": 10 * 1024 * 1024}
-# The outside harness's hot small-file workload (issue 16): a popular set of 15,000 of the 4 KiB
-# pool's 200,000 files, asked for at random. The set is the first 15,000 of mkpool's shuffled
-# list (spread over the whole tree); it runs hot only.
-POPULAR = 15000
-HOT_ONLY = {"4k-popular"}
+POOL_KINDS = ("4k", "4k-popular", "100k", "100k-2g", "10m")
+FILE_SIZE = {"4k": 4096, "4k-popular": 4096, "100k": 100 * 1024, "100k-2g": 100 * 1024,
+             "10m": 10 * 1024 * 1024}
+# The outside harness's hot workloads (issue 16), each a part of a pool asked for at random: a
+# popular set of 15,000 of the 4 KiB pool's 200,000 files, and a warmed 2 GiB pool of 100 KiB
+# files (20,000 of the 100,000). Each is the first files of mkpool's shuffled list (spread over
+# the whole tree) and runs hot only.
+SUBSETS = {"4k-popular": ("4k", 15000), "100k-2g": ("100k", 20000)}
+HOT_ONLY = set(SUBSETS)
 children = []  # Popen objects we started; each leads its own session
 
 
@@ -428,7 +430,7 @@ def configurations(backends, default_backend, every_backend=False, apache=False,
     # The popular set is where an open-file cache pays: nginx's, as its users turn it on, beside
     # nginx as it ships (the ratio's peer).
     out.append(Config("nginx-sendfile-open-file-cache", "nginx", open_file_cache=True,
-                      workloads={("4k-popular", "hot")}, headline=True))
+                      workloads={(k, "hot") for k in SUBSETS}, headline=True))
     out.append(Config("lighttpd-1.4", "lighttpd", headline=True))
     for mode in ("tcp", "unix"):  # the same accelerator over the same kind of socket
         out.append(Config(f"lighttpd-1.4-stat-accel-{mode}", "lighttpd", group="accel",
@@ -585,9 +587,10 @@ class Pool:
 
 
 def make_pool(kind, pool_dir, scale):
-    if kind == "4k-popular":
-        base = make_pool("4k", pool_dir, scale)
-        return Pool(kind, base.root, base.paths[:max(1, round(POPULAR * scale))])
+    if kind in SUBSETS:
+        whole, n = SUBSETS[kind]
+        base = make_pool(whole, pool_dir, scale)
+        return Pool(kind, base.root, base.paths[:max(1, round(n * scale))])
     root = os.path.join(pool_dir, f"pool-{kind}-{scale:g}")
     urls = os.path.join(root, f"urls.{kind}")
     if not os.path.exists(urls):
