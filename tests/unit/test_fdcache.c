@@ -231,6 +231,16 @@ static bool request(sl_fdc *c, const char *rel)
     return false;
 }
 
+/* rel is cached from its second request (the third is a hit), and a change to it is seen. */
+static void expect_cached_and_change_seen(sl_fdc *c, const char *rel)
+{
+    request(c, rel);
+    request(c, rel);
+    assert_true(request(c, rel));
+    tu_put(root, rel, "changed");
+    assert_null(get(c, rel, 1));
+}
+
 static void test_popular_files_survive_a_scan(void **state)
 {
     /* 64 entries (16 shards of 4). 20 files asked for often, then 300 others twice each, at
@@ -340,11 +350,7 @@ static void test_futile_cache_rests(void **state)
     sl_fdc_get_stats(c, &st);
     assert_false(st.resting);
     /* Caching again: from the second request on, and a change is seen (new watches). */
-    request(c, "f1");
-    request(c, "f1");
-    assert_true(request(c, "f1"));
-    tu_put(root, "f1", "changed");
-    assert_null(get(c, "f1", 1));
+    expect_cached_and_change_seen(c, "f1");
     sl_fdc_free(c);
 }
 
@@ -526,11 +532,7 @@ static void test_watch_removed_by_a_rest_is_made_again(void **state)
     assert_false(st.resting);
     open_fds(&w);
     assert_int_equal(w, w0);
-    request(c, "u/b");
-    request(c, "u/b");
-    assert_true(request(c, "u/b"));
-    tu_put(root, "u/b", "two");
-    assert_null(get(c, "u/b", 1));
+    expect_cached_and_change_seen(c, "u/b");
     sl_fdc_free(c);
 }
 
