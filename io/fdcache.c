@@ -696,8 +696,9 @@ static size_t entries(sl_fdc *c, size_t *cap)
 
 /* Rest: every entry out (a held one closes when its holder lets go) and every watch removed, so
  * no directory costs the kernel a look per file operation any more. Only taken out here: the
- * closes and the inotify_rm_watch calls (thousands of each, tens of milliseconds: a loop that
- * made them at once stalled every connection it had for 34-38 ms) are paid a few per lookup by
+ * closes and the inotify_rm_watch calls (thousands of each: a loop that made them at once
+ * stalled every connection it had, 11-12 ms for 3,445 files and their directories, 34-38 ms for
+ * 15,648) are paid a few per lookup by
  * the lookups that find the cache resting (pay_teardown), the rest by sl_fdc_tick before the
  * rest ends. */
 static void rest_begin(sl_fdc *c)
