@@ -427,8 +427,8 @@ def configurations(backends, default_backend, every_backend=False, apache=False,
                           accel=mode, workloads=ACCEL_WORKLOADS, headline=True))
     out.append(Config("nginx-sendfile", "nginx", headline=True))
     out.append(Config("nginx-aio-threads", "nginx", aio=True, headline=True))
-    # The popular set is where an open-file cache pays: nginx's, as its users turn it on, beside
-    # nginx as it ships (the ratio's peer).
+    # The hot sets (a popular set, 2 GiB of 100 KiB files) are where an open-file cache pays:
+    # nginx's, as its users turn it on, beside nginx as it ships (the ratio's peer).
     out.append(Config("nginx-sendfile-open-file-cache", "nginx", open_file_cache=True,
                       workloads={(k, "hot") for k in SUBSETS}, headline=True))
     out.append(Config("lighttpd-1.4", "lighttpd", headline=True))

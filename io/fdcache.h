@@ -86,8 +86,10 @@ sl_fdc_entry *sl_fdc_put(sl_fdc *c, int dirfd, const char *dirpath, unsigned key
 /* Give an entry back. */
 void sl_fdc_release(sl_fdc *c, sl_fdc_entry *e);
 
-/* Once a second, from one thread: end a rest that is over (a cache that hits, or would hit full,
- * too little rests; see fdcache.c). */
+/* Once a second, from one thread: while the cache rests (a cache that hits, or would hit full,
+ * too little rests; see fdcache.c), close up to 1,024 of the files and remove up to 256 of the
+ * watches it dropped, and end a rest that is over once every one is gone. A lookup that finds the
+ * cache resting (sl_fdc_get) closes 2 and removes 2 itself. */
 void sl_fdc_tick(sl_fdc *c);
 
 /* How long the first rest lasts (10 s unless set; each further rest in a row lasts twice as

@@ -1,7 +1,8 @@
 /* The open-file cache (io/fdcache.c) on a real directory: hits, every kind of change seen
  * through inotify (content, attributes, replacement, deletion, a directory renamed above the
  * file), the simple engine's once-a-second check, eviction that never closes a held file, the
- * one-millisecond bound on reading the event queue, and resting while caching is futile. */
+ * one-millisecond bound on reading the event queue, resting while caching is futile, and a rest's
+ * closes and watch removals paid a few per lookup, never all at once. */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
