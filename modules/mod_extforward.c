@@ -20,7 +20,8 @@
  * outside quoted strings, the rightmost whose for= is not a trusted proxy's names the client
  * (an obfuscated or "unknown" node ends the search with no change), its proto= the scheme.
  * (lighttpd 1.4.69 never reads the leftmost element, so behind one proxy it changes nothing;
- * seekless reads them all.)
+ * seekless reads them all.) A quoted string left open, or more than 64 elements, changes
+ * nothing. The header values are parsed in xf_parse.c (pure code, with its own fuzz target).
  *
  * The hook runs in uri_raw, and this module is first in that phase (app/modules.c): no other
  * module has acted on the request when it starts over. extforward.params and the HAProxy PROXY
@@ -36,6 +37,7 @@
 #include "connection.h"
 #include "http_parse.h"
 #include "module.h"
+#include "xf_parse.h"
 
 /* The trusted proxies. */
 typedef struct xf_trust {
@@ -129,90 +131,10 @@ static bool trusted(const xf_trust *t, const struct sockaddr *sa)
     return false;
 }
 
-/* An address as proxies write it ("v4", "v4:port", "[v6]", "[v6]:port", "v6") into *out:
- * 0, or -1 (not a numeric address: "unknown", an obfuscated "_name", junk). */
-static int node_addr(const char *v, size_t n, struct sockaddr_storage *out)
+/* trusted() as xf_parse.h's test. */
+static bool trusted_cb(const void *arg, const struct sockaddr *sa)
 {
-    if (n && v[0] == '[') {
-        const char *close = memchr(v, ']', n);
-        if (!close) return -1;
-        return sl_addr_parse(v + 1, (size_t)(close - v - 1), out);
-    }
-    if (memchr(v, '.', n)) {
-        const char *colon = memchr(v, ':', n);
-        if (colon) n = (size_t)(colon - v);
-    }
-    return sl_addr_parse(v, n, out);
-}
-
-/* The client in an X-Forwarded-For list: the rightmost address that is not a trusted proxy's.
- * 0 with *out set, or -1 (none, or not a numeric address). */
-static int client_of(const xf_trust *t, const char *v, size_t len, struct sockaddr_storage *out)
-{
-    size_t end = len;
-    while (end > 0) {
-        size_t start = end;
-        while (start > 0 && v[start - 1] != ',') start--;
-        size_t a = start, b = end;
-        while (a < b && (v[a] == ' ' || v[a] == '\t')) a++;
-        while (b > a && (v[b - 1] == ' ' || v[b - 1] == '\t')) b--;
-        end = start ? start - 1 : 0;
-        if (a == b) continue; /* an empty element */
-        if (node_addr(v + a, b - a, out) < 0) return -1;
-        if (!trusted(t, (const struct sockaddr *)out)) return 0;
-    }
-    return -1;
-}
-
-/* RFC 7239 Forwarded: the elements (',' outside quoted strings) from the right; the first whose
- * for= is not a trusted proxy's is the client, its proto= ("http"/"https") the scheme.
- * 0 with *out (and maybe *scheme) set, or -1. */
-static int forwarded_client(const xf_trust *t, const char *v, size_t len,
-                            struct sockaddr_storage *out, const char **scheme)
-{
-    size_t starts[64], n = 0;
-    bool q = false;
-    starts[n++] = 0;
-    for (size_t i = 0; i < len; i++) {
-        if (v[i] == '\\' && q && i + 1 < len) i++;
-        else if (v[i] == '"') q = !q;
-        else if (v[i] == ',' && !q && n < 64) starts[n++] = i + 1;
-    }
-    for (size_t e = n; e-- > 0;) {
-        size_t end = e + 1 < n ? starts[e + 1] - 1 : len;
-        char node[128] = "", proto[8] = "";
-        /* name=value pairs split by ';', values tokens or quoted strings */
-        for (size_t i = starts[e]; i < end;) {
-            while (i < end && (v[i] == ' ' || v[i] == '\t' || v[i] == ';')) i++;
-            size_t ns = i;
-            while (i < end && v[i] != '=' && v[i] != ';') i++;
-            size_t nl = i - ns;
-            if (i >= end || v[i] != '=') continue;
-            i++;
-            char val[128];
-            size_t vl = 0;
-            if (i < end && v[i] == '"') {
-                for (i++; i < end && v[i] != '"'; i++) {
-                    if (v[i] == '\\' && i + 1 < end) i++;
-                    if (vl + 1 < sizeof val) val[vl++] = v[i];
-                }
-                i++;
-            } else {
-                for (; i < end && v[i] != ';' && v[i] != ' ' && v[i] != '\t'; i++)
-                    if (vl + 1 < sizeof val) val[vl++] = v[i];
-            }
-            val[vl] = 0;
-            if (nl == 3 && !strncasecmp(v + ns, "for", 3)) memcpy(node, val, vl + 1);
-            else if (nl == 5 && !strncasecmp(v + ns, "proto", 5) && vl < sizeof proto)
-                memcpy(proto, val, vl + 1);
-        }
-        if (!node[0] || node_addr(node, strlen(node), out) < 0) return -1;
-        if (trusted(t, (const struct sockaddr *)out)) continue;
-        if (!strcasecmp(proto, "https")) *scheme = "https";
-        else if (!strcasecmp(proto, "http")) *scheme = "http";
-        return 0;
-    }
-    return -1;
+    return trusted(arg, sa);
 }
 
 static sl_hresult xf_uri_raw(sl_conn *c)
@@ -238,8 +160,8 @@ static sl_hresult xf_uri_raw(sl_conn *c)
     if (len >= sizeof joined) return SL_GO_ON; /* a list this long is no proxy chain */
     struct sockaddr_storage client;
     const char *scheme = NULL;
-    if ((rfc7239 ? forwarded_client(xc->trust, joined, len, &client, &scheme)
-                 : client_of(xc->trust, joined, len, &client)) < 0)
+    if ((rfc7239 ? sl_xf_forwarded_client(joined, len, trusted_cb, xc->trust, &client, &scheme)
+                 : sl_xf_client(joined, len, trusted_cb, xc->trust, &client)) < 0)
         return SL_GO_ON;
     xf_saved *s = sl_conn_alloc(c, sizeof *s);
     if (!s) return SL_GO_ON;

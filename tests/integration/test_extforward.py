@@ -87,13 +87,17 @@ class ExtForward(unittest.TestCase):
                     b'for="[2001:db8::5]:4711"',
                     b'for="_hidden", for=198.51.100.8;by=10.9.0.1',
                     b"for=unknown",                                       # no address: no change
-                    b'for="198.51.100.9:80";proto=https'):
+                    b'for="198.51.100.9:80";proto=https',
+                    # A client's quoted string left open, then the line its proxy added: the
+                    # open quote would swallow the proxy's element and name the client's own
+                    # pick. Nothing of it is believed.
+                    b'for=192.0.2.66;x="\r\nForwarded: for=198.51.100.10'):
             test_core.request(srv, b"GET /a.txt HTTP/1.1\r\nHost: t\r\nForwarded: " + fwd +
                               b"\r\nConnection: close\r\n\r\n")
         # (in any order: with several loops a line may be written after the next request's)
-        self.assertEqual(sorted(l.split()[0] for l in lines(self.log, 6)),
+        self.assertEqual(sorted(l.split()[0] for l in lines(self.log, 7)),
                          sorted(["198.51.100.7", "198.51.100.7", "2001:db8::5", "198.51.100.8",
-                                 "127.0.0.1", "198.51.100.9"]))
+                                 "127.0.0.1", "198.51.100.9", "127.0.0.1"]))
         st, h, _ = test_core.request(srv, b"GET /r HTTP/1.1\r\nHost: t\r\nForwarded: "
                                      b"for=198.51.100.1;proto=https\r\nConnection: close\r\n\r\n")
         self.assertEqual((st, h.get("location")), (301, "/https-seen"))
