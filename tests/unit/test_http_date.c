@@ -75,6 +75,11 @@ static void test_leap_second(void **state)
 {
     expect_time("Sun, 06 Nov 1994 08:49:60 GMT", T_1994 + 23);
     expect_time("Sat, 31 Dec 2016 23:59:60 GMT", 1483228800LL);
+    /* The last minute of year 9999 has none after it: its leap second would format as 23:59:59. */
+    expect_time("Fri, 31 Dec 9999 23:59:59 GMT", 253402300799LL);
+    expect_invalid("Fri, 31 Dec 9999 23:59:60 GMT");
+    expect_invalid("Fri Dec 31 23:59:60 9999");
+    expect_time("Fri, 31 Dec 9999 23:58:60 GMT", 253402300740LL);
 }
 
 /* ---- obsolete formats ---- */
