@@ -10,6 +10,14 @@
  * once with status 0: nothing here holds state worth flushing, and a worker blocked in accept()
  * cannot be woken portably any other way. SIGPIPE is ignored so a client that goes away mid-
  * answer only fails that write.
+ *
+ * The workers run as SCHED_BATCH unless --sched normal says otherwise. The accelerator usually
+ * shares its cores with the web server that asks it, and a worker woken by a request would
+ * otherwise preempt that server's event loop at once (the scheduler favours a thread that has
+ * slept): measured with seekless on one core, 1.5 involuntary switches of its loop per request.
+ * A batch thread never preempts on wakeup; it runs when the loop has finished its round of events
+ * and waits, or at the next tick, so the answers of a round come in one go (bench/results/
+ * 2026-11-28-accel-sched/NOTE.md).
  */
 #include "accel.h"
 #include "sl_version.h"
@@ -19,6 +27,7 @@
 #include <getopt.h>
 #include <limits.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -36,6 +45,7 @@ struct options {
     int threads;
     size_t readahead;
     bool lighttpd_header;
+    bool sched_normal;         /* --sched normal: keep SCHED_OTHER instead of SCHED_BATCH */
     const char *listen;        /* --listen, or NULL for the spawn-fcgi socket on fd 0 */
 };
 
@@ -62,6 +72,8 @@ static void usage(FILE *f)
             "  --threads N         worker threads (default: $PHP_FCGI_CHILDREN, else 16)\n"
             "  --readahead BYTES   bytes to prefetch per file, 0 = open+fstat only (default 1048576)\n"
             "  --lighttpd-header   also send X-LIGHTTPD-send-file\n"
+            "  --sched POLICY      batch (default: a woken worker never preempts the web server\n"
+            "                      on a shared core) or normal\n"
             "  --help, --version\n");
 }
 
@@ -178,6 +190,7 @@ int main(int argc, char **argv)
         {"threads", required_argument, NULL, 't'},
         {"readahead", required_argument, NULL, 'a'},
         {"lighttpd-header", no_argument, NULL, 'L'},
+        {"sched", required_argument, NULL, 's'},
         {"help", no_argument, NULL, 'h'},
         {"version", no_argument, NULL, 'V'},
         {NULL, 0, NULL, 0},
@@ -218,6 +231,13 @@ int main(int argc, char **argv)
             break;
         case 'L':
             opts.lighttpd_header = true;
+            break;
+        case 's':
+            if (strcmp(optarg, "batch") && strcmp(optarg, "normal")) {
+                fprintf(stderr, "fcgi-stat-accel: bad --sched '%s' (batch or normal)\n", optarg);
+                return 2;
+            }
+            opts.sched_normal = !strcmp(optarg, "normal");
             break;
         case 'h':
             usage(stdout);
@@ -272,6 +292,16 @@ int main(int argc, char **argv)
             return 1;
         }
         listen_fd = 0;
+    }
+
+    if (!opts.sched_normal) {
+        // Set before the workers start: threads inherit their creator's policy. Unprivileged
+        // processes may always move from SCHED_OTHER to SCHED_BATCH; should it fail anyway (a
+        // real-time policy set from outside, a seccomp filter), the workers still serve.
+        struct sched_param sp = {.sched_priority = 0};
+        if (sched_setscheduler(0, SCHED_BATCH, &sp) != 0)
+            fprintf(stderr, "fcgi-stat-accel: SCHED_BATCH not set (%s); workers keep the "
+                            "current policy\n", strerror(errno));
     }
 
     pthread_t tids[MAX_THREADS];

@@ -334,14 +334,40 @@ class TestDeployments(Base):
         self.assertFalse(os.path.exists(sock))
         self.assertEqual(p.stderr.read(), b"")
 
+    def thread_policies(self, pid):
+        """The scheduling policy (field 41 of /proc/PID/task/TID/stat) of each of pid's threads."""
+        out = []
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{tid}/stat") as f:
+                out.append(int(f.read().rsplit(")", 1)[1].split()[38]))
+        return out
+
+    def test_sched_policy(self):
+        # Batch by default, so that a woken worker does not preempt the web server's loop on a
+        # shared core; --sched normal keeps the ordinary policy. Every thread, workers included.
+        for args, want in (([], os.SCHED_BATCH), (["--sched", "normal"], os.SCHED_OTHER),
+                           (["--sched", "batch"], os.SCHED_BATCH)):
+            sock = os.path.join(self.dir, "s.sock")
+            p = self.listen("unix:" + sock, ["--threads", "3", *args])
+            wait_connectable(sock)
+            self.assert_ok(query(sock, self.path("a.txt"), self.root), self.path("a.txt"))
+            pol = self.thread_policies(p.pid)
+            self.assertGreaterEqual(len(pol), 4, pol)  # main + 3 workers (+ a tool's own)
+            self.assertEqual(pol.count(want), len(pol), (args, pol))
+            p.send_signal(signal.SIGTERM)
+            self.assertEqual(p.wait(timeout=2), 0)
+            self.assertEqual(p.stderr.read(), b"")
+
     def test_cli(self):
         r = subprocess.run([accel_bin(), "--help"], capture_output=True)
         self.assertEqual(r.returncode, 0)
         self.assertIn(b"--readahead", r.stdout)
+        self.assertIn(b"--sched", r.stdout)
         r = subprocess.run([accel_bin(), "--version"], capture_output=True)
         self.assertEqual(r.returncode, 0)
         self.assertTrue(r.stdout.startswith(b"fcgi-stat-accel "))
         for bad in (["--threads", "0"], ["--threads", "x"], ["--readahead", "-1"], ["--bogus"],
+                    ["--sched", "fifo"], ["--sched", ""],
                     ["--root", "/nonexistent-sl-dir"], ["extra"]):
             r = subprocess.run([accel_bin(), *bad], capture_output=True, stdin=subprocess.DEVNULL)
             self.assertNotEqual(r.returncode, 0, bad)
