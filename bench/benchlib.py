@@ -39,7 +39,7 @@ FILE_SIZE = {"4k": 4096, "4k-popular": 4096, "100k": 100 * 1024, "100k-2g": 100 
 # popular set of 15,000 of the 4 KiB pool's 200,000 files, and a warmed 2 GiB pool of 100 KiB
 # files (20,000 of the 100,000). Each is the first files of mkpool's shuffled list (spread over
 # the whole tree) and runs hot only. The third, 1 GiB (10,000 files), is the accelerator's hot set:
-# lighttpd 1.4 keeps a descriptor open for each file in its stat cache (for up to a minute), so
+# lighttpd 1.4 keeps a descriptor open for each file in its stat cache, so
 # over a larger hot set it runs out of descriptors where the hard RLIMIT_NOFILE is 20,000 and
 # answers 503 (bench/results/2026-11-27-stat-accel/NOTE.md).
 SUBSETS = {"4k-popular": ("4k", 15000), "100k-2g": ("100k", 20000), "100k-1g": ("100k", 10000)}

@@ -17,7 +17,7 @@
  * slept): measured with seekless on one core, 1.5 involuntary switches of its loop per request.
  * A batch thread never preempts on wakeup; it runs when the loop has finished its round of events
  * and waits, or at the next tick, so the answers of a round come in one go (bench/results/
- * 2026-11-28-accel-sched/NOTE.md).
+ * 2026-11-28-accel-sched-hot/NOTE.md).
  */
 #include "accel.h"
 #include "sl_version.h"

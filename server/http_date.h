@@ -17,8 +17,9 @@
  * A two-digit rfc850 year is the one year in [now - 49, now + 50] ending in those digits, so a date
  * more than 50 years in the future means the previous century. The day must exist in its month
  * (leap years included), hour 0-23, minute 0-59, second 0-60 (60 is a leap second and reads as
- * second 0 of the next minute, except on 9999-12-31, where the next minute is past year 9999). The weekday must be a valid name but is not checked against the
- * date. Returns 0 on success, -EINVAL otherwise (*out untouched). */
+ * second 0 of the next minute, except at 9999-12-31 23:59, where the next minute is past year
+ * 9999). The weekday must be a valid name but is not checked against the date. Returns 0 on
+ * success, -EINVAL otherwise (*out untouched). */
 int sl_http_date_parse(const char *s, size_t len, time_t *out);
 
 /* Format t as an IMF-fixdate into buf, which must hold at least SL_HTTP_DATE_LEN + 1 bytes; the
