@@ -107,6 +107,35 @@ static int header_params(sl_fcgi_params_writer *w, const sl_http_request *rq,
     return 0;
 }
 
+/* a then b into buf (cut at cap - 1 bytes, as snprintf would); its length. Copied, not printed:
+ * these run for every request. */
+static size_t cat2(char *buf, size_t cap, const char *a, const char *b)
+{
+    size_t al = strlen(a), bl = strlen(b);
+    if (al > cap - 1) al = cap - 1;
+    if (bl > cap - 1 - al) bl = cap - 1 - al;
+    memcpy(buf, a, al);
+    memcpy(buf + al, b, bl);
+    buf[al + bl] = 0;
+    return al + bl;
+}
+
+/* v in decimal into buf (at least 21 bytes); its length. */
+static size_t dec(char *buf, long long v)
+{
+    char t[20];
+    size_t n = 0, k = 0;
+    unsigned long long u = v < 0 ? 0ULL - (unsigned long long)v : (unsigned long long)v;
+    do {
+        t[n++] = (char)('0' + u % 10);
+        u /= 10;
+    } while (u);
+    if (v < 0) buf[k++] = '-';
+    while (n) buf[k++] = t[--n];
+    buf[k] = 0;
+    return k;
+}
+
 static int fcgi_head(const sl_proxy_msg *m, sl_buf *b)
 {
     const sl_http_request *rq = m->rq;
@@ -119,8 +148,7 @@ static int fcgi_head(const sl_proxy_msg *m, sl_buf *b)
     if (m->script_filename) {
         P("SCRIPT_FILENAME", m->script_filename);
     } else {
-        snprintf(buf, sizeof buf, "%s%s", m->docroot, m->path);
-        P("SCRIPT_FILENAME", buf);
+        PN("SCRIPT_FILENAME", buf, cat2(buf, sizeof buf, m->docroot, m->path));
     }
     P("SCRIPT_NAME", m->script_name ? m->script_name : m->path);
     if (!m->path_info)
@@ -130,8 +158,7 @@ static int fcgi_head(const sl_proxy_msg *m, sl_buf *b)
     if (m->path_info) {
         /* RFC 3875 §4.1.6: the path info mapped like a URL path under the document root
          * (lighttpd sends it also for an empty one: the document root). */
-        snprintf(buf, sizeof buf, "%s%s", m->docroot, m->path_info);
-        P("PATH_TRANSLATED", buf);
+        PN("PATH_TRANSLATED", buf, cat2(buf, sizeof buf, m->docroot, m->path_info));
     }
     P("DOCUMENT_ROOT", m->docroot);
     if (m->request_uri)
@@ -146,8 +173,7 @@ static int fcgi_head(const sl_proxy_msg *m, sl_buf *b)
     P("SERVER_SOFTWARE", "seekless/" SL_VERSION);
     P("GATEWAY_INTERFACE", "CGI/1.1");
     /* php-cgi's cgi.force_redirect wants it; an error handler learns the error from it. */
-    snprintf(buf, sizeof buf, "%d", m->redirect_status ? m->redirect_status : 200);
-    P("REDIRECT_STATUS", buf);
+    PN("REDIRECT_STATUS", buf, dec(buf, m->redirect_status ? m->redirect_status : 200));
     const char *h = m->server_name ? m->server_name : m->host;
     size_t hl = strcspn(h, ":");
     if (h[0] == '[') hl = strcspn(h, "]") + 1;
@@ -157,15 +183,13 @@ static int fcgi_head(const sl_proxy_msg *m, sl_buf *b)
     P("REQUEST_SCHEME", m->scheme ? m->scheme : "http");
     if (m->scheme && !strcmp(m->scheme, "https")) P("HTTPS", "on");
     for (size_t i = 0; m->tls_env && i < m->tls_env->n; i++) P(m->tls_env->k[i], m->tls_env->v[i]);
-    snprintf(buf, sizeof buf, "%d", m->remote_port);
-    P("REMOTE_PORT", buf);
+    PN("REMOTE_PORT", buf, dec(buf, m->remote_port));
     if (m->server_addr) {
         P("SERVER_ADDR", m->server_addr);
         P("SERVER_PORT", m->server_port);
     }
     if (m->body_length >= 0) {
-        snprintf(buf, sizeof buf, "%lld", m->body_length);
-        P("CONTENT_LENGTH", buf);
+        PN("CONTENT_LENGTH", buf, dec(buf, m->body_length));
     }
     if (rq->content_type) PN("CONTENT_TYPE", rq->content_type->value, rq->content_type->value_len);
     if (m->remote_user) { /* RFC 3875 §4.1.11, §4.1.1: who mod_auth let in, and how */

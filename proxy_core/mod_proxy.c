@@ -18,6 +18,10 @@
  * with back-pressure: backend reading pauses while the client's queue is full. Failures map to
  * 502 (malformed or truncated answer), 503 (no backend, backlog full), 504 (no answer in time);
  * after the response head went out, a failure can only close the client connection.
+ * A finished request's state goes on a per-loop list of spares with its small buffers, so the
+ * next request through the proxy allocates nothing (the state is larger than malloc's
+ * per-thread caches hold, and the response head buffer starts at 1 KiB and grows only for a
+ * longer head).
  */
 #include "mod_proxy.h"
 #include "rewrite.h"
@@ -27,6 +31,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <netdb.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -57,9 +62,17 @@
 
 /* What each loop keeps for proxy-core: its gateway (the connections and pools to the back ends)
  * and one PCRE2 match block for proxy-core.rewrite-* (made once, not per request). */
+typedef struct proxy_req proxy_req;
+
+/* Finished requests kept for the next ones on this loop, with their buffers: a request then
+ * costs no allocation (the state is 4 KiB, larger than malloc's per-thread caches hold). */
+#define SPARE_MAX 256
+
 typedef struct proxy_loop {
     sl_gw *gw;
     pcre2_match_data *md;
+    proxy_req *spare;          /* a list through proxy_req.next_spare */
+    unsigned n_spare;
 } proxy_loop;
 
 static proxy_loop *ploop(const sl_conn *c)
@@ -70,6 +83,9 @@ static proxy_loop *ploop(const sl_conn *c)
 #define CTX(c) SL_CTX(c, sl_mod_proxy)
 
 #define HEAD_MAX (64 * 1024)         /* a backend's response head */
+#define HEAD_FIRST 1024              /* hbuf's first size: most heads fit (it doubles up to
+                                      * HEAD_MAX) */
+#define KEEP_BUF (16 * 1024)         /* a spare request keeps buffers up to this size */
 #define OUT_HIGH (256 * 1024)        /* stop reading the backend above this much queued output */
 #define READ_CHUNK (64 * 1024)
 #define BODY_HIGH (256 * 1024)       /* stop reading the client's body above this much unsent */
@@ -77,8 +93,9 @@ static proxy_loop *ploop(const sl_conn *c)
 
 typedef enum { P_BODY, P_WAIT, P_SEND, P_RECV, P_DONE } pstate;
 
-typedef struct proxy_req {
-    sl_gw_wait wait;
+struct proxy_req {
+    sl_gw_wait wait;         /* first: wake() finds the request from it */
+    proxy_req *next_spare;   /* on proxy_loop.spare */
     sl_conn *c;
     sl_gw_group *grp;
     sl_gw_conn *gc;
@@ -116,7 +133,7 @@ typedef struct proxy_req {
     /* response */
     _Alignas(max_align_t) unsigned char dec[SL_PROXY_STATE_MAX]; /* the protocol's decoder */
     char *hbuf;              /* head bytes collected (HTTP: raw; FastCGI: STDOUT) */
-    size_t hlen;
+    size_t hlen, hcap;
     sl_upstream_head head;
     bool head_done;          /* parsed and acted on */
     bool sent_head;          /* the client has our response head */
@@ -135,7 +152,7 @@ typedef struct proxy_req {
     bool busy;               /* inside gc_event: request_done must not free us */
     bool orphan;             /* the client side ended while busy: free on the way out */
     struct event kick;       /* starts the first attempt outside the handle hook */
-} proxy_req;
+};
 
 static void attempt(proxy_req *pr);
 static void stop_body(proxy_req *pr);
@@ -322,11 +339,15 @@ static int build(proxy_req *pr)
     bool wild = !strncmp(canon, "0.0.0.0:", 8) || !strncmp(canon, "[::]:", 5);
     struct sockaddr_storage me;
     socklen_t ml = sizeof me;
-    if (colon && !wild && (size_t)(colon - canon) < sizeof pr->server_addr) {
+    size_t pl = colon ? strlen(colon + 1) : 0;
+    if (colon && !wild && (size_t)(colon - canon) < sizeof pr->server_addr &&
+        pl < sizeof pr->server_port) {
+        /* Copied, not printed: this runs for every request. */
         bool v6 = canon[0] == '[';
-        snprintf(pr->server_addr, sizeof pr->server_addr, "%.*s",
-                 (int)(colon - canon - (v6 ? 2 : 0)), canon + v6);
-        snprintf(pr->server_port, sizeof pr->server_port, "%s", colon + 1);
+        size_t al = (size_t)(colon - canon) - (v6 ? 2 : 0);
+        memcpy(pr->server_addr, canon + v6, al);
+        pr->server_addr[al] = 0;
+        memcpy(pr->server_port, colon + 1, pl + 1);
         m->server_addr = pr->server_addr;
     } else if (getsockname(c->fd, (struct sockaddr *)&me, &ml) == 0) {
         int port;
@@ -607,7 +628,7 @@ static void arm_gc(proxy_req *pr, short what, long secs)
 
 static void wake(sl_gw_wait *w)
 {
-    attempt((proxy_req *)w);
+    attempt((proxy_req *)((char *)w - offsetof(proxy_req, wait)));
 }
 
 /* The backend failed before answering: disable it (when it is its fault) and try another. */
@@ -835,7 +856,17 @@ static int stdout_bytes(proxy_req *pr, const char *d, size_t n)
 {
     if (pr->head_done) return body_bytes(pr, d, n);
     if (pr->hlen + n > HEAD_MAX) return -E2BIG;
-    if (!pr->hbuf && !(pr->hbuf = malloc(HEAD_MAX))) return -ENOMEM;
+    if (pr->hlen + n > pr->hcap) {
+        /* The parser keeps no pointer between calls: the bytes may move until the head is
+         * complete. */
+        size_t cap = pr->hcap ? pr->hcap : HEAD_FIRST;
+        while (cap < pr->hlen + n) cap *= 2;
+        if (cap > HEAD_MAX) cap = HEAD_MAX;
+        char *nb = realloc(pr->hbuf, cap);
+        if (!nb) return -ENOMEM;
+        pr->hbuf = nb;
+        pr->hcap = cap;
+    }
     memcpy(pr->hbuf + pr->hlen, d, n);
     pr->hlen += n;
     sl_upstream_limits lim = {HEAD_MAX, SL_UPSTREAM_MAX_HEADERS};
@@ -1049,17 +1080,48 @@ static void gc_event_body(proxy_req *pr, evutil_socket_t fd, short what)
     arm_gc(pr, EV_READ, s->read_timeout);
 }
 
+/* A request's state, zeroed, from this loop's spares (keeping their buffers) or new. */
+static proxy_req *new_req(proxy_loop *pl)
+{
+    proxy_req *pr = pl->spare;
+    if (!pr) return calloc(1, sizeof *pr);
+    pl->spare = pr->next_spare;
+    pl->n_spare--;
+    char *hbuf = pr->hbuf, *out = pr->out.p;
+    size_t hcap = pr->hcap, ocap = pr->out.cap;
+    memset(pr, 0, sizeof *pr);
+    pr->hbuf = hbuf;
+    pr->hcap = hcap;
+    pr->out.p = out;
+    pr->out.cap = ocap;
+    return pr;
+}
+
 static void free_req(proxy_req *pr)
 {
+    proxy_loop *pl = ploop(pr->c);
     if (pr->gc) drop_backend(pr, pr->backend_done);
     sl_gw_wait_remove(pr->grp, &pr->wait);
     if (event_initialized(&pr->kick)) event_del(&pr->kick);
-    sl_buf_free(&pr->out);
     free(pr->body);
-    free(pr->hbuf);
     free(pr->cgi);
     free(pr->uri);
-    free(pr);
+    if (pl->n_spare >= SPARE_MAX) {
+        sl_buf_free(&pr->out);
+        free(pr->hbuf);
+        free(pr);
+        return;
+    }
+    /* A large buffer (a streamed body, a long head) is not kept for requests that need less. */
+    if (pr->out.cap > KEEP_BUF) sl_buf_free(&pr->out);
+    if (pr->hcap > KEEP_BUF) {
+        free(pr->hbuf);
+        pr->hbuf = NULL;
+        pr->hcap = 0;
+    }
+    pr->next_spare = pl->spare;
+    pl->spare = pr;
+    pl->n_spare++;
 }
 
 /* Every backend event runs with the client connection pinned (pending) and the request marked
@@ -1181,7 +1243,7 @@ static sl_hresult proxy_handle(sl_conn *c)
             return SL_ERROR;
         }
     }
-    proxy_req *pr = calloc(1, sizeof *pr);
+    proxy_req *pr = new_req(ploop(c));
     if (!pr) {
         c->status = 503;
         return SL_ERROR;
@@ -1196,7 +1258,7 @@ static sl_hresult proxy_handle(sl_conn *c)
     pr->balancer = lb ? lb : pc->balancer;
     pr->grp = sl_gw_group_get(ploop(c)->gw, rt ? &rt->backends : pc->backends);
     if (!pr->grp) {
-        free(pr);
+        free_req(pr);
         c->status = 503;
         return SL_ERROR;
     }
@@ -1515,6 +1577,13 @@ static void proxy_loop_fini(sl_loop *loop)
     if (!pl) return;
     sl_gw_free(pl->gw); /* after every client connection closed */
     pcre2_match_data_free(pl->md);
+    while (pl->spare) {
+        proxy_req *pr = pl->spare;
+        pl->spare = pr->next_spare;
+        sl_buf_free(&pr->out);
+        free(pr->hbuf);
+        free(pr);
+    }
     free(pl);
     loop->mod[sl_mod_proxy.index] = NULL;
 }

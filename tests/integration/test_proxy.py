@@ -138,7 +138,8 @@ class Listener:
 
 class FakeBackend(Listener):
     """A backend that misbehaves in one way: 'hang', 'garbage', 'reset', 'truncated'; or answers
-    without a body ('bodiless'), or echoes the request ('echo')."""
+    without a body ('bodiless'), echoes the request ('echo'), or answers a head of about N bytes
+    for /.../N, sent in pieces, then "ok" ('bighead')."""
 
     def __init__(self, mode):
         self.mode = mode
@@ -160,6 +161,16 @@ class FakeBackend(Listener):
                 c.close()
             elif self.mode == "truncated":
                 c.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\nonly a little")
+                c.close()
+            elif self.mode == "bighead":
+                n = int(req.split(b" ")[1].rsplit(b"/", 1)[1])
+                fields = b"".join(b"X-Pad-%d: %s\r\n" % (i, b"p" * 990) for i in range(n // 1000))
+                head = (b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n" +
+                        fields + b"\r\n")
+                for i in range(0, len(head), 7000):
+                    c.sendall(head[i:i + 7000])
+                    time.sleep(0.005)  # separate reads: the head grows between parses
+                c.sendall(b"ok")
                 c.close()
             elif self.mode == "bodiless":
                 # An answer that ends with its head, then the close (as http.server does).
@@ -516,6 +527,7 @@ class HttpBackend(unittest.TestCase):
         cls.trunc = FakeBackend("truncated")
         cls.echo = FakeBackend("echo")
         cls.bodiless = FakeBackend("bodiless")
+        cls.bighead = FakeBackend("bighead")
         dead = free_port()
         cls.srv = Server(
             f'$HTTP["url"] =~ "^/pair/" {{\n proxy-core.backends = ( "127.0.0.1:{cls.ports[0]}",'
@@ -530,6 +542,7 @@ class HttpBackend(unittest.TestCase):
             f'$HTTP["url"] =~ "^/echo/" {{\n proxy-core.backends = ( "127.0.0.1:{cls.echo.port}" )\n'
             f' proxy-core.max-keep-alive-requests = 1\n}}\n'
             f'$HTTP["url"] =~ "^/bodiless/" {{\n proxy-core.backends = ( "127.0.0.1:{cls.bodiless.port}" )\n}}\n'
+            f'$HTTP["url"] =~ "^/bighead/" {{\n proxy-core.backends = ( "127.0.0.1:{cls.bighead.port}" )\n}}\n'
         ).start()
 
     @classmethod
@@ -538,10 +551,26 @@ class HttpBackend(unittest.TestCase):
         for p in cls.procs:
             p.kill()
             p.wait()
-        for b in (cls.hang, cls.garbage, cls.trunc, cls.echo, cls.bodiless):
+        for b in (cls.hang, cls.garbage, cls.trunc, cls.echo, cls.bodiless, cls.bighead):
             b.close()
         shutil.rmtree(cls.tmp, ignore_errors=True)
         assert rc == 0
+
+    def test_long_heads_in_pieces_and_the_limit(self):
+        # Heads past the first buffer (1 KiB), past what a finished request keeps for the next
+        # (16 KiB), and past the 64 KiB limit (502), each arriving in several reads, in an order
+        # that hands every size a request state another size used before.
+        for n in (3000, 40000, 200, 70000, 3000, 40000, 70000, 200):
+            st, h, body = get(self.srv, b"/bighead/%d" % n)
+            if n > 65536:
+                self.assertEqual(st, 502, n)
+                continue
+            self.assertEqual((st, body), (200, b"ok"), n)
+            pads = sorted(k for k in h if k.startswith("x-pad-"))
+            self.assertEqual(len(pads), n // 1000, n)
+            self.assertTrue(all(h[k] == "p" * 990 for k in pads), n)
+        with open(self.srv.log) as f:
+            self.assertEqual(f.read().count("/bighead/70000: backend response head too large -> 502"), 2)
 
     def test_http_backend_forwards_and_adds_x_forwarded(self):
         st, h, body = get(self.srv, b"/one/hello.txt")

@@ -195,6 +195,37 @@ static const struct tu_case refused_http[] = {
     TU_CASE("HTTP/1.0 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n", -EPROTO),
 };
 
+/* Every byte value in a field name: accepted exactly when it is a tchar (RFC 9110 §5.6.2), by
+ * both parsers, whatever fields[] held before (the parser does not clear it). */
+static void test_field_name_every_byte(void **state)
+{
+    (void)state;
+    sl_upstream_head *h = malloc(sizeof *h);
+    assert_non_null(h);
+    memset(h, 0xa5, sizeof *h);
+    for (int b = 0; b < 256; b++) {
+        bool tchar = (b >= '0' && b <= '9') || (b >= 'A' && b <= 'Z') || (b >= 'a' && b <= 'z') ||
+                     (b && strchr("!#$%&'*+-.^_`|~", b));
+        char http[64], cgi[64];
+        int hn = snprintf(http, sizeof http, "HTTP/1.1 200 OK\r\nX%cY: v\r\n\r\n", b);
+        int cn = snprintf(cgi, sizeof cgi, "Status: 200\r\nX%cY: v\r\n\r\n", b);
+        /* (%c of 0 writes a NUL: the lengths come from snprintf, not strlen) */
+        /* "X:Y: v" is a field "X" with the value "Y: v". */
+        bool ok = tchar || b == ':';
+        int want_h = ok ? hn : -EPROTO, want_c = ok ? cn : -EPROTO;
+        int rh = parse_n(sl_upstream_parse_http, http, (size_t)hn, &deflim, h);
+        int rc = parse_n(sl_upstream_parse_cgi, cgi, (size_t)cn, &deflim, h);
+        if (rh != want_h || rc != want_c)
+            fail_msg("byte 0x%02x in a field name: http %d (want %d), cgi %d (want %d)", b, rh,
+                     want_h, rc, want_c);
+        if (tchar) {
+            assert_int_equal(h->n_fields, 2);
+            assert_int_equal(h->fields[1].name_len, 3);
+        }
+    }
+    free(h);
+}
+
 static void test_refused_http(void **state)
 {
     TU_EACH(c, refused_http) expect_n(sl_upstream_parse_http, c->in, c->len, &deflim, c->want);
@@ -1058,6 +1089,7 @@ static void test_chunked_truncated_needs_more(void **state)
 }
 
 TU_MAIN(NULL, NULL,
+        cmocka_unit_test(test_field_name_every_byte),
         cmocka_unit_test(test_refused_http),
         cmocka_unit_test(test_http_simple),
         cmocka_unit_test(test_http_versions),

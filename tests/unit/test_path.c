@@ -464,7 +464,10 @@ static int ref_normalize(const char *in, size_t len, char *out)
 
 static void test_norm_exhaustive_small(void **state)
 {
-    static const char *const tokens[] = {"/", ".", "a", "%2e", "%2F", "%", "%0", "%00", "\x01"};
+    /* "a" and "\xc3" make paths that are already normal (the one-pass fast path), the rest the
+     * paths it must leave to the decoder. */
+    static const char *const tokens[] = {"/", ".", "a", "%2e", "%2F", "%", "%0", "%00", "\x01",
+                                         "\x7f", "\xc3"};
     enum { T = sizeof tokens / sizeof *tokens, MAXTOK = 6 };
     unsigned long checked = 0;
     for (int ntok = 0; ntok <= MAXTOK; ntok++) {
