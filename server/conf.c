@@ -675,6 +675,20 @@ static void pick_modules(load_ctx *lc)
         cs->mods[cs->n_mods++] = m;
     }
     cs->block_size = off ? off : 16;
+    for (size_t i = 0; i < cs->n_mods; i++) {
+        const sl_module *m = cs->mods[i];
+        const bool has[SL_HOOK_N] = {
+            [SL_HOOK_URI_RAW] = m->uri_raw,
+            [SL_HOOK_URI_CLEAN] = m->uri_clean,
+            [SL_HOOK_PHYSICAL] = m->physical,
+            [SL_HOOK_HANDLE] = m->handle,
+            [SL_HOOK_RESPONSE_START] = m->response_start,
+            [SL_HOOK_LOG_REQUEST] = m->log_request,
+            [SL_HOOK_REQUEST_DONE] = m->request_done,
+        };
+        for (int h = 0; h < SL_HOOK_N; h++)
+            if (has[h]) cs->hook_mods[h][cs->n_hook_mods[h]++] = m;
+    }
 }
 
 static void defaults_into(const sl_conf_set *cs, sl_conf *block)

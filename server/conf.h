@@ -48,12 +48,29 @@ typedef struct sl_listen_spec {
 
 struct sl_conf_priv;
 
+/* The hooks a request runs, in order: the four phases (uri_raw, uri_clean, physical, handle),
+ * then response_start, log_request and request_done. */
+enum {
+    SL_HOOK_URI_RAW,
+    SL_HOOK_URI_CLEAN,
+    SL_HOOK_PHYSICAL,
+    SL_HOOK_HANDLE,
+    SL_HOOK_RESPONSE_START,
+    SL_HOOK_LOG_REQUEST,
+    SL_HOOK_REQUEST_DONE,
+    SL_HOOK_N
+};
+
 /* A loaded config. Immutable once loaded; shared by every loop. */
 typedef struct sl_conf_set {
     sl_config_tree *tree;
     char *basedir;                   /* the config file's directory */
     sl_module *mods[SL_MAX_MODULES]; /* loaded modules, [0] the core, in hook order */
     size_t n_mods;
+    /* Per request hook (SL_HOOK_*), the loaded modules that have it, in hook order: a request
+     * visits only modules with something to do (most modules have one or two hooks). */
+    const sl_module *hook_mods[SL_HOOK_N][SL_MAX_MODULES];
+    size_t n_hook_mods[SL_HOOK_N];
     size_t block_size;               /* bytes of a conf block */
     sl_conf *global;                 /* the top-level block */
     sl_listen_spec listen[SL_MAX_LISTENERS];

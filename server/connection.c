@@ -47,7 +47,15 @@
 #define WRITE_BUDGET (512 * 1024) /* bytes per connection per loop turn */
 
 /* Request phases, in order (module.h). */
-enum { PH_URI_RAW, PH_URI_CLEAN, PH_PHYSICAL, PH_HANDLE, PH_DONE };
+/* The phases are the first four request hooks (conf.h); phase_mod indexes the phase's list of
+ * modules that have its hook. */
+enum {
+    PH_URI_RAW = SL_HOOK_URI_RAW,
+    PH_URI_CLEAN = SL_HOOK_URI_CLEAN,
+    PH_PHYSICAL = SL_HOOK_PHYSICAL,
+    PH_HANDLE = SL_HOOK_HANDLE,
+    PH_DONE
+};
 
 struct sl_arena_block {
     struct sl_arena_block *next;
@@ -518,8 +526,8 @@ static int head_write(sl_conn *c)
     sl_resp *r = &c->resp;
     if (r->head_sent) return 0;
     const sl_conf_set *cs = srv_of(c)->cs;
-    for (size_t i = 0; i < cs->n_mods; i++)
-        if (cs->mods[i]->response_start) cs->mods[i]->response_start(c);
+    for (size_t i = 0; i < cs->n_hook_mods[SL_HOOK_RESPONSE_START]; i++)
+        cs->hook_mods[SL_HOOK_RESPONSE_START][i]->response_start(c);
     if (c->h2_id) return sl_h2_stream_head(c);
     const char *conn = NULL;
     if (!c->keep_alive)
@@ -613,10 +621,10 @@ static void request_reset(sl_conn *c)
     if (c->status) count_request(c);
     const sl_conf_set *cs = srv_of(c)->cs;
     if (c->status)
-        for (size_t i = 0; i < cs->n_mods; i++)
-            if (cs->mods[i]->log_request) cs->mods[i]->log_request(c);
-    for (size_t i = 0; i < cs->n_mods; i++)
-        if (cs->mods[i]->request_done) cs->mods[i]->request_done(c);
+        for (size_t i = 0; i < cs->n_hook_mods[SL_HOOK_LOG_REQUEST]; i++)
+            cs->hook_mods[SL_HOOK_LOG_REQUEST][i]->log_request(c);
+    for (size_t i = 0; i < cs->n_hook_mods[SL_HOOK_REQUEST_DONE]; i++)
+        cs->hook_mods[SL_HOOK_REQUEST_DONE][i]->request_done(c);
     release_file(c);
     arena_reset(c);
     c->path = c->query = NULL;
@@ -890,17 +898,17 @@ static void run_phases(sl_conn *c)
 {
     const sl_conf_set *cs = srv_of(c)->cs;
     while (c->phase < PH_DONE) {
-        if (c->phase_mod >= cs->n_mods) {
+        if (c->phase_mod >= cs->n_hook_mods[c->phase]) {
             c->phase++;
             c->phase_mod = 0;
             continue;
         }
-        const sl_module *m = cs->mods[c->phase_mod];
+        const sl_module *m = cs->hook_mods[c->phase][c->phase_mod];
         sl_hresult (*hook)(sl_conn *) = c->phase == PH_URI_RAW      ? m->uri_raw
                                         : c->phase == PH_URI_CLEAN  ? m->uri_clean
                                         : c->phase == PH_PHYSICAL   ? m->physical
                                                                     : m->handle;
-        sl_hresult r = hook ? hook(c) : SL_GO_ON;
+        sl_hresult r = hook(c);
         if (r == SL_GO_ON) {
             c->phase_mod++;
         } else if (r == SL_WAIT) {

@@ -525,6 +525,29 @@ static void test_module_keys_types_and_prepare(void **state)
     assert_int_equal(demo_released, 1); /* what prepare made is released with the config */
 }
 
+/* Each request hook's list holds exactly the loaded modules that have that hook, in load order. */
+static void check_hook_lists(const sl_conf_set *cs)
+{
+    for (int h = 0; h < SL_HOOK_N; h++) {
+        size_t k = 0;
+        for (size_t i = 0; i < cs->n_mods; i++) {
+            const sl_module *m = cs->mods[i];
+            const void *fn = h == SL_HOOK_URI_RAW          ? (const void *)m->uri_raw
+                             : h == SL_HOOK_URI_CLEAN      ? (const void *)m->uri_clean
+                             : h == SL_HOOK_PHYSICAL       ? (const void *)m->physical
+                             : h == SL_HOOK_HANDLE         ? (const void *)m->handle
+                             : h == SL_HOOK_RESPONSE_START ? (const void *)m->response_start
+                             : h == SL_HOOK_LOG_REQUEST    ? (const void *)m->log_request
+                                                           : (const void *)m->request_done;
+            if (!fn) continue;
+            assert_true(k < cs->n_hook_mods[h]);
+            assert_ptr_equal(cs->hook_mods[h][k], m);
+            k++;
+        }
+        assert_int_equal(cs->n_hook_mods[h], k);
+    }
+}
+
 static void test_server_modules(void **state)
 {
     fixture f;
@@ -538,12 +561,19 @@ static void test_server_modules(void **state)
     assert_ptr_equal(f.cs->mods[2], &sl_mod_status);
     assert_ptr_equal(f.cs->mods[3], &sl_mod_static);
     assert_false(sl_conf_has_module(f.cs, &sl_mod_proxy));
+    check_hook_lists(f.cs);
+    /* The demo module has no request hook: a request never visits it. The status page and
+     * static files are the handlers, in load order. */
+    assert_int_equal(f.cs->n_hook_mods[SL_HOOK_HANDLE], 2);
+    assert_ptr_equal(f.cs->hook_mods[SL_HOOK_HANDLE][0], &sl_mod_status);
+    assert_ptr_equal(f.cs->hook_mods[SL_HOOK_HANDLE][1], &sl_mod_static);
     done(&f);
     /* A key of a module that is not loaded is refused, naming the module to add. */
     /* Without server.modules every module is there. */
     assert_non_null(load(&f, "server.document-root = \"a\"\n"));
     assert_int_equal(f.cs->n_mods, 6);
     assert_ptr_equal(f.cs->mods[5], &sl_mod_static);
+    check_hook_lists(f.cs);
     done(&f);
 }
 
