@@ -8,6 +8,7 @@ it. Processes are stopped by PID in tearDown.
 import argparse
 import hashlib
 import os
+import random
 import shutil
 import signal
 import socket
@@ -22,12 +23,40 @@ from sltest import accepting, stop_at_end
 BUILD = "build"
 
 
+_handed_out = set()
+_rng = random.Random()  # its own: a test that seeds the module's generator does not repeat ports
+
+
+def _ephemeral_low():
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            return int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
 def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    p = s.getsockname()[1]
-    s.close()
-    return p
+    """A port on 127.0.0.1 that nothing is bound to, for a server started later. Taken below
+    the kernel's ephemeral range: a port from that range can become some client connection's
+    local port (any test's, any process's) between this call and the server's bind, which then
+    fails with "Address already in use". Random, checked by binding, never the same twice in one
+    process."""
+    low = min(_ephemeral_low(), 65536)
+    lo, hi = (15000, low - 1) if low > 16000 else (low, 65535)
+    for _ in range(1000):
+        p = _rng.randint(lo, hi)
+        if p in _handed_out:
+            continue
+        s = socket.socket()
+        try:
+            s.bind(("127.0.0.1", p))
+        except OSError:
+            continue
+        finally:
+            s.close()
+        _handed_out.add(p)
+        return p
+    raise RuntimeError(f"no free port in {lo}-{hi}")
 
 
 class Server:
