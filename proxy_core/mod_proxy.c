@@ -60,14 +60,15 @@
 
 #define PCONF(c) SL_MODCONF((c)->conf, sl_mod_proxy, sl_proxy_conf)
 
-/* What each loop keeps for proxy-core: its gateway (the connections and pools to the back ends)
- * and one PCRE2 match block for proxy-core.rewrite-* (made once, not per request). */
 typedef struct proxy_req proxy_req;
 
 /* Finished requests kept for the next ones on this loop, with their buffers: a request then
  * costs no allocation (the state is 4 KiB, larger than malloc's per-thread caches hold). */
 #define SPARE_MAX 256
 
+/* What each loop keeps for proxy-core: its gateway (the connections and pools to the back ends),
+ * one PCRE2 match block for proxy-core.rewrite-* (made once, not per request) and its spare
+ * request states. */
 typedef struct proxy_loop {
     sl_gw *gw;
     pcre2_match_data *md;
