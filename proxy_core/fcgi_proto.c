@@ -274,10 +274,14 @@ int sl_fcgi_params_add(sl_fcgi_params_writer *w, const char *name, size_t name_l
     int rc;
 
     if (w->rec != SIZE_MAX && sz <= SL_FCGI_MAX_CONTENT - open_content_len(w)) {
-        if ((rc = sl_buf_reserve(out, sz)) < 0) return rc;
+        /* The usual case, two dozen times per request: room is there and the open record's
+         * header needs only its new length. */
+        if (out->cap - out->len < sz && (rc = sl_buf_reserve(out, sz)) < 0) return rc;
         emit_nv(out, name, name_len, value, value_len);
         /* Keep the header true at every moment; padding is settled when the record closes. */
-        put_header(out->p + w->rec, SL_FCGI_PARAMS, w->request_id, open_content_len(w), 0);
+        size_t clen = open_content_len(w);
+        out->p[w->rec + 4] = (char)(clen >> 8);
+        out->p[w->rec + 5] = (char)(clen & 0xff);
         return 0;
     }
 

@@ -60,16 +60,16 @@ static bool is_tchar(unsigned char c)
     return tchar_table[c];
 }
 
-/* VCHAR or obs-text. */
-static bool is_vchar(unsigned char c)
-{
-    return c >= 0x21 && c != 0x7f;
-}
+/* Bytes allowed inside a field value or reason phrase: SP, HTAB, VCHAR, obs-text (0x80-0xff). */
+#define TX(c) ((c) == ' ' || (c) == '\t' || ((c) >= 0x21 && (c) != 0x7f))
+#define TX4(c) TX(c), TX((c) + 1), TX((c) + 2), TX((c) + 3)
+#define TX16(c) TX4(c), TX4((c) + 4), TX4((c) + 8), TX4((c) + 12)
+#define TX64(c) TX16(c), TX16((c) + 16), TX16((c) + 32), TX16((c) + 48)
+static const bool text_table[256] = {TX64(0), TX64(64), TX64(128), TX64(192)};
 
-/* Bytes allowed inside a field value or reason phrase: SP, HTAB, VCHAR, obs-text. */
 static bool is_text(unsigned char c)
 {
-    return is_ows(c) || is_vchar(c);
+    return text_table[c];
 }
 
 static int hex_value(unsigned char c)
@@ -98,6 +98,9 @@ static bool eq_ci(const char *s, size_t n, const char *lit)
     return eq_ci_n(s, n, lit, strlen(lit));
 }
 
+/* The same against a string literal, whose length is known at compile time. */
+#define EQ_CI_LIT(s, n, lit) eq_ci_n((s), (n), ("" lit), sizeof(lit) - 1)
+
 static void trim(const char **v, size_t *n)
 {
     while (*n && is_ows((unsigned char)(*v)[0])) {
@@ -115,6 +118,7 @@ typedef struct scanner {
     size_t len;
     size_t max_head;
     size_t max_fields;
+    size_t stop; /* min(len, max_head) */
     sl_upstream_head *h;
 } scanner;
 
@@ -127,6 +131,13 @@ static int peek(const scanner *s, size_t p, unsigned char *c)
     if (p >= s->max_head) return -E2BIG;
     *c = (unsigned char)s->buf[p];
     return 1;
+}
+
+/* The fast scans run to the first byte they cannot take or to s->stop (the end of the input or
+ * the size limit, whichever comes first); there, the same answer peek() would give. */
+static int stopped(const scanner *s, size_t p)
+{
+    return p >= s->len ? 0 : -E2BIG;
 }
 
 #define NEXT(s, p, c)                                                                              \
@@ -188,11 +199,11 @@ static int status_line(const scanner *s, size_t *pp)
     size_t start = p;
     if (c == ' ') {
         start = ++p;
-        for (;; p++) {
-            NEXT(s, p, c);
-            if (c == '\r' || c == '\n') break;
-            if (!is_text(c)) return -EPROTO;
-        }
+        while (p < s->stop && is_text((unsigned char)s->buf[p]))
+            p++;
+        if (p >= s->stop) return stopped(s, p);
+        c = (unsigned char)s->buf[p];
+        if (c != '\r' && c != '\n') return -EPROTO;
     } else if (c != '\r' && c != '\n') {
         return -EPROTO;
     }
@@ -221,20 +232,20 @@ static int field_lines(const scanner *s, size_t p)
          * to be rejected by a recipient that does not unfold (RFC 9112 §2.2, §5.2). */
         if (is_ows(c)) return -EPROTO;
         if (h->n_fields == s->max_fields) return -E2BIG;
+        const unsigned char *b = (const unsigned char *)s->buf;
         size_t name = p;
-        for (;; p++) {
-            NEXT(s, p, c);
-            if (c == ':') break;
-            if (!is_tchar(c)) return -EPROTO; /* including whitespace before the colon */
-        }
-        if (p == name) return -EPROTO;
+        while (p < s->stop && is_tchar(b[p]))
+            p++;
+        if (p >= s->stop) return stopped(s, p);
+        /* Not a tchar: the colon, or whitespace before it or any other byte. */
+        if (b[p] != ':' || p == name) return -EPROTO;
         size_t name_len = p - name;
         size_t value = ++p;
-        for (;; p++) {
-            NEXT(s, p, c);
-            if (c == '\r' || c == '\n') break;
-            if (!is_text(c)) return -EPROTO;
-        }
+        while (p < s->stop && is_text(b[p]))
+            p++;
+        if (p >= s->stop) return stopped(s, p);
+        c = b[p];
+        if (c != '\r' && c != '\n') return -EPROTO;
         sl_upstream_field *f = &h->fields[h->n_fields++];
         f->name = s->buf + name;
         f->name_len = name_len;
@@ -252,9 +263,9 @@ static void connection_tokens(sl_upstream_head *h, const sl_upstream_field *f)
     size_t pos = 0, n;
     const char *e;
     while (sl_http_list_next(f->value, f->value_len, &pos, &e, &n)) {
-        if (eq_ci(e, n, "close")) h->conn_close = true;
-        if (eq_ci(e, n, "keep-alive")) h->conn_keep_alive = true;
-        if (eq_ci(e, n, "upgrade")) h->conn_upgrade = true;
+        if (EQ_CI_LIT(e, n, "close")) h->conn_close = true;
+        if (EQ_CI_LIT(e, n, "keep-alive")) h->conn_keep_alive = true;
+        if (EQ_CI_LIT(e, n, "upgrade")) h->conn_upgrade = true;
     }
 }
 
@@ -282,25 +293,25 @@ static int semantics(sl_upstream_head *h, bool cgi)
     size_t te_fields = 0, te_elems = 0, te_chunked = 0;
     for (size_t i = 0; i < h->n_fields; i++) {
         const sl_upstream_field *f = &h->fields[i];
-        if (eq_ci(f->name, f->name_len, "content-length")) {
+        if (EQ_CI_LIT(f->name, f->name_len, "content-length")) {
             if (sl_http_content_length(f->value, f->value_len, &h->content_length) < 0)
                 return -EPROTO;
-        } else if (eq_ci(f->name, f->name_len, "connection")) {
+        } else if (EQ_CI_LIT(f->name, f->name_len, "connection")) {
             connection_tokens(h, f);
-        } else if (eq_ci(f->name, f->name_len, "location")) {
+        } else if (EQ_CI_LIT(f->name, f->name_len, "location")) {
             if (h->location && cgi) return -EPROTO;
             if (!h->location) h->location = f;
-        } else if (cgi && eq_ci(f->name, f->name_len, "status")) {
+        } else if (cgi && EQ_CI_LIT(f->name, f->name_len, "status")) {
             if (h->status_field) return -EPROTO;
             h->status_field = f;
             if (cgi_status(h, f) < 0) return -EPROTO;
-        } else if (!cgi && eq_ci(f->name, f->name_len, "transfer-encoding")) {
+        } else if (!cgi && EQ_CI_LIT(f->name, f->name_len, "transfer-encoding")) {
             te_fields++;
             size_t pos = 0, n;
             const char *e;
             while (sl_http_list_next(f->value, f->value_len, &pos, &e, &n)) {
                 te_elems++;
-                if (eq_ci(e, n, "chunked")) te_chunked++;
+                if (EQ_CI_LIT(e, n, "chunked")) te_chunked++;
             }
         }
     }
@@ -335,10 +346,11 @@ static int parse_head(const char *buf, size_t len, const sl_upstream_limits *lim
     memset(&h->n_fields, 0, sizeof *h - offsetof(sl_upstream_head, n_fields));
     h->content_length = -1;
     h->status = cgi ? 200 : 0;
-    scanner s = {buf, len, lim->max_head, lim->max_headers, h};
+    scanner s = {buf, len, lim->max_head, lim->max_headers, 0, h};
     /* The result is an int. */
     if (s.max_head > INT_MAX) s.max_head = INT_MAX;
     if (s.max_fields > SL_UPSTREAM_MAX_HEADERS) s.max_fields = SL_UPSTREAM_MAX_HEADERS;
+    s.stop = len < s.max_head ? len : s.max_head;
     size_t p = 0;
     int rc;
     if (!cgi && (rc = status_line(&s, &p)) <= 0) return rc;
@@ -407,7 +419,7 @@ bool sl_upstream_hop_by_hop(const sl_upstream_head *h, const sl_upstream_field *
     if (sl_hop_by_hop(f->name, f->name_len, NULL, 0)) return true;
     for (size_t i = 0; i < h->n_fields; i++) {
         const sl_upstream_field *c = &h->fields[i];
-        if (eq_ci(c->name, c->name_len, "connection") &&
+        if (EQ_CI_LIT(c->name, c->name_len, "connection") &&
             sl_hop_by_hop(f->name, f->name_len, c->value, c->value_len))
             return true;
     }

@@ -111,6 +111,23 @@ static int check_limit(const parser *ps, size_t p, bool request_line)
     return 0;
 }
 
+/* The fast scans run to the first byte they cannot take or to stop, the end of the input or the
+ * first offset past a limit, whichever comes first, so that a byte's class costs one look-up. */
+static size_t scan_stop(const parser *ps, bool request_line)
+{
+    size_t s = ps->len < ps->head_lim ? ps->len : ps->head_lim;
+    if (request_line && ps->line_lim < s) s = ps->line_lim;
+    return s;
+}
+
+/* A scan reached stop at p without a byte that decides: "need more" when the input ended there
+ * (running out wins over a limit, as in the byte-by-byte order), else the limit's error. */
+static int stopped(const parser *ps, size_t p, bool request_line)
+{
+    if (p >= ps->len) return 0;
+    return check_limit(ps, p, request_line);
+}
+
 /* b[p] is CR or LF. Returns 1 and sets *next past the terminator, 0 when the LF after a CR has not
  * arrived yet, or an error. */
 static int line_end(const parser *ps, size_t p, size_t *next)
@@ -185,12 +202,11 @@ static int parse_request_line(parser *ps, size_t *pp)
     size_t p = ps->start;
     int r;
 
-    for (;; p++) {
-        if (p >= ps->len) return 0;
-        if ((r = check_limit(ps, p, true))) return r;
-        if (b[p] == ' ') break;
-        if (!is_tchar((unsigned char)b[p])) return -400;
-    }
+    const size_t stop = scan_stop(ps, true);
+    while (p < stop && is_tchar((unsigned char)b[p]))
+        p++;
+    if (p >= stop) return stopped(ps, p, true);
+    if (b[p] != ' ') return -400;
     if (p == ps->start) return -400;
     req->method_str = b + ps->start;
     req->method_len = p - ps->start;
@@ -200,13 +216,10 @@ static int parse_request_line(parser *ps, size_t *pp)
      * non-ASCII bytes never belong in it, and a second SP or a line end here is HTTP/0.9 or junk.
      */
     size_t t = ++p;
-    for (;; p++) {
-        if (p >= ps->len) return 0;
-        if ((r = check_limit(ps, p, true))) return r;
-        unsigned char c = (unsigned char)b[p];
-        if (c == ' ') break;
-        if (c < 0x21 || c > 0x7e) return -400;
-    }
+    while (p < stop && (unsigned char)b[p] - 0x21u < 0x5eu) /* 0x21 ..= 0x7e */
+        p++;
+    if (p >= stop) return stopped(ps, p, true);
+    if (b[p] != ' ') return -400;
     if (p == t) return -400;
     req->target = b + t;
     req->target_len = p - t;
@@ -422,9 +435,17 @@ static int field_line(parser *ps, const sl_http_header *h)
         int r = transfer_encoding(ps, h->value, h->value_len);
         if (r) return r;
     } else if (eq_ci(n, nl, "connection")) {
-        req->conn_close |= sl_http_list_has_token(h->value, h->value_len, "close");
-        req->conn_keep_alive |= sl_http_list_has_token(h->value, h->value_len, "keep-alive");
-        req->conn_upgrade |= sl_http_list_has_token(h->value, h->value_len, "upgrade");
+        /* One pass over the list for the three options a server acts on. */
+        size_t pos = 0, elen;
+        const char *e;
+        while (sl_http_list_next(h->value, h->value_len, &pos, &e, &elen)) {
+            if (eq_ci(e, elen, "close"))
+                req->conn_close = true;
+            else if (eq_ci(e, elen, "keep-alive"))
+                req->conn_keep_alive = true;
+            else if (eq_ci(e, elen, "upgrade"))
+                req->conn_upgrade = true;
+        }
     } else {
         static const struct {
             const char *name;
@@ -483,9 +504,9 @@ static int parse_fields(parser *ps, size_t *pp)
     size_t p = *pp;
     int r;
 
+    const size_t stop = scan_stop(ps, false);
     for (;;) {
-        if (p >= ps->len) return 0;
-        if ((r = check_limit(ps, p, false))) return r;
+        if (p >= stop) return stopped(ps, p, false);
         unsigned char c = (unsigned char)b[p];
         if (c == '\r' || c == '\n') {
             if ((r = line_end(ps, p, &p)) <= 0) return r;
@@ -496,36 +517,29 @@ static int parse_fields(parser *ps, size_t *pp)
         if (req->n_headers >= ps->max_headers) return -431;
 
         size_t name = p;
-        for (;; p++) {
-            if (p >= ps->len) return 0;
-            if ((r = check_limit(ps, p, false))) return r;
-            if (b[p] == ':') break;
-            /* Also catches whitespace before the colon (RFC 9112 §5.1) and a line without one. */
-            if (!is_tchar((unsigned char)b[p])) return -400;
-        }
-        if (p == name) return -400;
+        while (p < stop && is_tchar((unsigned char)b[p]))
+            p++;
+        if (p >= stop) return stopped(ps, p, false);
+        /* Also catches whitespace before the colon (RFC 9112 §5.1) and a line without one. */
+        if (b[p] != ':' || p == name) return -400;
         size_t name_len = p - name;
         p++;
 
-        for (;; p++) {
-            if (p >= ps->len) return 0;
-            if ((r = check_limit(ps, p, false))) return r;
-            if (!is_ows((unsigned char)b[p])) break;
-        }
+        while (p < stop && is_ows((unsigned char)b[p]))
+            p++;
         size_t val = p, val_end = p;
-        for (;; p++) {
-            if (p >= ps->len) return 0;
-            if ((r = check_limit(ps, p, false))) return r;
-            c = (unsigned char)b[p];
-            unsigned char k = cls[c];
-            if (!(k & (C_OWS | C_BAD_VALUE))) {
-                val_end = p + 1; /* the usual byte: one look-up decides */
-                continue;
-            }
+        for (;;) {
+            /* The usual bytes: one look-up each, and the value runs at least to the last. */
+            size_t q = p;
+            while (p < stop && !(cls[(unsigned char)b[p]] & (C_OWS | C_BAD_VALUE)))
+                p++;
+            if (p > q) val_end = p;
+            if (p >= stop) return stopped(ps, p, false);
+            unsigned char k = cls[(unsigned char)b[p]];
             if (k & C_EOL) break;
-            if (k & C_OWS) continue;
             /* CTLs (NUL, DEL...) are refused; obs-text (0x80-0xff) is allowed. */
-            return -400;
+            if (!(k & C_OWS)) return -400;
+            p++;
         }
         if ((r = line_end(ps, p, &p)) <= 0) return r;
 

@@ -172,13 +172,9 @@ bool sl_if_range_ok(const char *value, size_t len, bool has_date, time_t date, c
 static size_t put_hex(char *p, uint64_t x)
 {
     static const char hex[] = "0123456789abcdef";
-    char tmp[16];
-    size_t n = 0;
-    do {
-        tmp[n++] = hex[x & 15];
-        x >>= 4;
-    } while (x);
-    for (size_t k = 0; k < n; k++) p[k] = tmp[n - 1 - k];
+    /* The digit count first, then the digits from the last: one pass, no reversal. */
+    size_t n = x ? (size_t)(64 - __builtin_clzll(x) + 3) / 4 : 1;
+    for (size_t k = n; k-- > 0; x >>= 4) p[k] = hex[x & 15];
     return n;
 }
 

@@ -8,6 +8,7 @@
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -830,6 +831,51 @@ static void test_max_head(void **state)
     assert_int_equal(parse_lim("GET / HTTP/1.1\r\n\r\n", &crlf), -431);
 }
 
+/* Every max_line and max_head from 0 past the head's length, at every prefix, against the rule the
+ * header states: the bytes are examined left to right, and the first one at or past a limit is
+ * refused once it has arrived (before that, "need more"). A request-line byte past either limit
+ * is the line's fault (-414); its line end and every later byte past max_head is the head's (-431).
+ * The parser scans runs of bytes in one go up to the nearest limit; this pins where it stops. */
+static void test_limits_at_every_offset(void **state)
+{
+    (void)state;
+    static const char *const heads[] = {
+        "GET /a/b.txt HTTP/1.1\r\nHost: h\r\n\r\n",
+        "GET /x?q=1 HTTP/1.1\nHost: example.org:8080\nAccept: */*\n\n",
+        "HEAD / HTTP/1.0\r\nX-Empty:\r\nX-Ows: \t a b \t\r\nX-Obs: \x80\xff\r\n\r\n",
+        "OPTIONS * HTTP/1.1\r\nHost:\r\nConnection: keep-alive, Upgrade\r\nUser-Agent: t/1\r\n\r\n",
+    };
+    sl_http_request *r = malloc(sizeof *r);
+    assert_non_null(r);
+    for (size_t i = 0; i < sizeof heads / sizeof heads[0]; i++) {
+        const char *s = heads[i];
+        size_t n = strlen(s), rl = strcspn(s, "\r\n");
+        for (size_t line = 0; line <= rl + 2; line++) {
+            for (size_t head = 0; head <= n + 1; head++) {
+                sl_http_limits lim = {head, line, SL_HTTP_MAX_HEADERS};
+                size_t line_stop = line < head ? line : head;
+                size_t first_bad = SIZE_MAX;
+                int err = 0;
+                if (line_stop < rl) {
+                    first_bad = line_stop;
+                    err = -414;
+                } else if (head < n) {
+                    first_bad = head;
+                    err = -431;
+                }
+                for (size_t k = 0; k <= n; k++) {
+                    int want = first_bad != SIZE_MAX && k > first_bad ? err : k == n ? (int)n : 0;
+                    int rc = parse_n(s, k, &lim, r);
+                    if (rc != want)
+                        fail_msg("head %zu, max_line %zu, max_head %zu, prefix %zu: %d, want %d", i,
+                                 line, head, k, rc, want);
+                }
+            }
+        }
+    }
+    free(r);
+}
+
 static void test_max_headers(void **state)
 {
     const char *s = "GET / HTTP/1.1\r\nHost: h\r\nA: 1\r\nB: 2\r\n\r\n";
@@ -1023,6 +1069,7 @@ TU_MAIN(NULL, NULL,
         cmocka_unit_test(test_list_has_token),
         cmocka_unit_test(test_max_line),
         cmocka_unit_test(test_max_head),
+        cmocka_unit_test(test_limits_at_every_offset),
         cmocka_unit_test(test_max_headers),
         cmocka_unit_test(test_max_headers_clamped),
         cmocka_unit_test(test_method_kept_on_error),

@@ -1088,6 +1088,41 @@ static void test_chunked_truncated_needs_more(void **state)
     }
 }
 
+/* Every max_head from 0 past the head's length, at every prefix, against the rule the header
+ * states: the first byte at or past max_head is refused with -E2BIG once it has arrived, and
+ * before that the answer is "need more". The parser scans runs of bytes up to the limit in one
+ * go; this pins where those scans stop, in the status line, names, values and line ends. */
+static void test_limit_at_every_offset(void **state)
+{
+    (void)state;
+    static const struct {
+        parse_fn fn;
+        const char *s;
+    } heads[] = {
+        {sl_upstream_parse_http, "HTTP/1.1 200 OK\r\nContent-Length: 5\r\nX-A: b\r\n\r\n"},
+        {sl_upstream_parse_http, "HTTP/1.0 404\nX-Empty:\nX-Ows: \t v w \t\nX-Obs: \x80\xff\n\n"},
+        {sl_upstream_parse_http, "HTTP/1.1 204 No Content, really\r\n\r\n"},
+        {sl_upstream_parse_cgi, "Status: 200 OK\r\nX-Sendfile: /srv/a/b\r\nContent-Length: 0\r\n\r\n"},
+        {sl_upstream_parse_cgi, "Location: /elsewhere\n\n"},
+    };
+    sl_upstream_head *h = malloc(sizeof *h);
+    assert_non_null(h);
+    for (size_t i = 0; i < sizeof heads / sizeof heads[0]; i++) {
+        const char *s = heads[i].s;
+        size_t n = strlen(s);
+        for (size_t max = 0; max <= n + 1; max++) {
+            sl_upstream_limits lim = {max, SL_UPSTREAM_MAX_HEADERS};
+            for (size_t k = 0; k <= n; k++) {
+                int want = max < n && k > max ? -E2BIG : k == n ? (int)n : 0;
+                int rc = parse_n(heads[i].fn, s, k, &lim, h);
+                if (rc != want)
+                    fail_msg("head %zu, max_head %zu, prefix %zu: %d, want %d", i, max, k, rc, want);
+            }
+        }
+    }
+    free(h);
+}
+
 TU_MAIN(NULL, NULL,
         cmocka_unit_test(test_field_name_every_byte),
         cmocka_unit_test(test_refused_http),
@@ -1134,4 +1169,5 @@ TU_MAIN(NULL, NULL,
         cmocka_unit_test(test_chunked_line_limit),
         cmocka_unit_test(test_chunked_stops_at_end),
         cmocka_unit_test(test_chunked_error_sticky),
-        cmocka_unit_test(test_chunked_truncated_needs_more))
+        cmocka_unit_test(test_chunked_truncated_needs_more),
+        cmocka_unit_test(test_limit_at_every_offset))

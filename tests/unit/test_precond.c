@@ -366,6 +366,29 @@ static void test_etag_make_max_length(void **state)
     for (size_t k = n + 1; k < sizeof buf; k++) assert_int_equal(buf[k], '#');
 }
 
+/* The hex digits against printf's, at every digit count and bit length: all ones, a single bit,
+ * and pseudo-random values of each length, in each of the three places. */
+static void test_etag_make_against_printf(void **state)
+{
+    (void)state;
+    char got[SL_ETAG_MAX], want[SL_ETAG_MAX + 16];
+    unsigned long long seed = 0x9e3779b97f4a7c15ull;
+    for (int bits = 0; bits <= 64; bits++) {
+        unsigned long long mask = bits == 64 ? ~0ull : (1ull << bits) - 1;
+        unsigned long long vals[3] = {mask, bits ? 1ull << (bits - 1) : 0, 0};
+        for (int r = 0; r < 50; r++) {
+            seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+            vals[2] = (seed ^ (seed >> 29)) & mask;
+            for (int v = 0; v < 3; v++) {
+                unsigned long long x = vals[v], y = vals[(v + 1) % 3], z = vals[(v + 2) % 3];
+                sl_etag_make(got, x, y, (long long)z, 0); /* mtime: z seconds, 0 ns */
+                snprintf(want, sizeof want, "\"%llx-%llx-%llx\"", x, y, z * 1000000000ull);
+                assert_string_equal(got, want);
+            }
+        }
+    }
+}
+
 static void test_etag_make_changes_with_each_input(void **state)
 {
     char a[SL_ETAG_MAX], b[SL_ETAG_MAX];
@@ -411,5 +434,6 @@ TU_MAIN(NULL, NULL,
         cmocka_unit_test(test_if_range),
         cmocka_unit_test(test_etag_make_format),
         cmocka_unit_test(test_etag_make_max_length),
+        cmocka_unit_test(test_etag_make_against_printf),
         cmocka_unit_test(test_etag_make_changes_with_each_input),
         cmocka_unit_test(test_etag_make_is_valid_strong_tag))
