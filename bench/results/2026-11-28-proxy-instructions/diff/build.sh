@@ -1,10 +1,10 @@
 #!/bin/bash
 # Differential fuzzer: the head parsers of commit OLD (default 1cbc341, before the run scans)
 # against the working tree's, on the same bytes, prefixes and limits (diff_fuzz.c). Needs clang.
-#   ./build.sh [OLD] && ./diff_fuzz -max_total_time=360 -max_len=2048 CORPUS_DIR SEEDS_DIR
+#   (from any directory; it builds there) ./build.sh [OLD] && ./diff_fuzz -max_total_time=360 -max_len=2048 CORPUS_DIR SEEDS_DIR
 set -e
 OLD=${1:-1cbc341}
-M=$(git rev-parse --show-toplevel)
+M=$(git -C "$(dirname "$(readlink -f "$0")")" rev-parse --show-toplevel)
 D=$(mktemp -d)
 git -C $M show $OLD:server/http_parse.c > $D/old_http_parse.c
 git -C $M show $OLD:proxy_core/http_resp.c > $D/old_http_resp.c
