@@ -181,7 +181,11 @@ static void on_listen(evutil_socket_t fd, short what, void *arg)
         int cfd = accept4(fd, (struct sockaddr *)&ss, &sl, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (cfd < 0) {
             int e = errno;
-            __atomic_fetch_sub(&loop->srv->n_conns, 1, __ATOMIC_ACQ_REL);
+            /* Given back like any slot: while this loop held it for nothing, another loop may
+             * have found the process full and paused, with a connection waiting in its own
+             * listening socket (SO_REUSEPORT); a plain decrement would leave it paused until
+             * some connection closed. */
+            slot_give(loop);
             if (e == EAGAIN || e == EWOULDBLOCK) return;
             if (e == EINTR) continue;
             accept_failed(loop, e);

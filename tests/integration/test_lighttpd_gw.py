@@ -256,7 +256,11 @@ class Corpus(unittest.TestCase):
                 t2 = time.monotonic()
                 want = timed.get((req[0], req[1], tuple(req[2])))
                 for kind, took in (("lighttpd", t1 - t0), ("seekless", t2 - t1)):
-                    if want is not None and not (want * 0.5 <= took <= max(want * 3, 1)):
+                    # lighttpd grants a second's worth at a time on its one-second clock: a
+                    # request that starts just before a tick may finish at once (0.00 s seen
+                    # for 96 KiB at 64 KiB/s), so only its upper bound is a fact to hold it to.
+                    lo = 0 if kind == "lighttpd" else want * 0.5 if want is not None else 0
+                    if want is not None and not (lo <= took <= max(want * 3, 1)):
                         diffs.append(f"{req[0]} {req[1]}: {kind} took {took:.2f}s, about {want}s expected")
                 if decode:  # two encoders' bytes differ: compare what they encode
                     a = (a[0], a[1], decoded(a[1].get("content-encoding"), a[2]))
