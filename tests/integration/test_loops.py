@@ -17,8 +17,20 @@ import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import test_core  # noqa: E402
-from sltest import run_threads, stop_at_end  # noqa: E402
+from sltest import fd_targets, run_threads, stop_at_end, wait_for  # noqa: E402
 from test_core import Server, read_response, request, evict  # noqa: E402
+
+
+def listening_inodes(port):
+    """Inodes of the TCP sockets listening on port (IPv4 and IPv6), from /proc/net."""
+    out = []
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with open(table) as f:
+            for line in f.readlines()[1:]:
+                cols = line.split()
+                if cols[3] == "0A" and int(cols[1].rsplit(":", 1)[1], 16) == port:
+                    out.append(cols[9])
+    return out
 
 
 def get_json(srv):
@@ -175,10 +187,18 @@ class Loops(unittest.TestCase):
         res = fetch_many(srv, [b"/a.txt"] * 200, 8)
         self.assertEqual([r for r in res if r[1] != 200], [])
         self.assertEqual(get_json(srv)["requests"], 200)
-        fds = [os.readlink(f"/proc/{srv.proc.pid}/fd/{f}")
-               for f in os.listdir(f"/proc/{srv.proc.pid}/fd")]
-        listening = [f for f in fds if f.startswith("socket:")]
-        self.assertGreaterEqual(len(listening), 1)
+        # Exactly one socket listens on the port, and it is this process's (with SO_REUSEPORT
+        # each of the 3 loops would have its own).
+        listening = listening_inodes(srv.port)
+        self.assertEqual(len(listening), 1)
+        self.assertIn(f"socket:[{listening[0]}]", fd_targets(srv.proc.pid))
+
+    def test_reuse_port_gives_each_loop_a_listening_socket(self):
+        srv = Server("server.max-worker = 3\n", {"a.txt": b"A"}).start()
+        stop_at_end(self, srv)
+        # The first loop's socket accepts before the others have opened theirs.
+        wait_for(lambda: len(listening_inodes(srv.port)) >= 3)
+        self.assertEqual(len(listening_inodes(srv.port)), 3)
 
 
 if __name__ == "__main__":
