@@ -8,7 +8,9 @@ every pair of levels of any two factors appears at least once (checked, and prin
 of the run). For each config the real seekless starts with the real helpers the config names
 (fcgi-stat-accel under spawn-fcgi on TCP or on a unix socket, `python3 -m http.server` behind
 proxy-core), a FIXED set of requests is sent (SEQUENCE: one keep-alive connection, a pipelined
-write, four such pipelines at once), and every answer is compared with what
+write, four such pipelines at once; between them files the server has served are rewritten,
+replaced and deleted, and the open-file cache's bound is waited out), and every answer is
+compared with what
 RFC 9110 and a lighttpd/nginx user expect from those levels: status, status line, the headers
 that matter, body bytes, keep-alive. At the end the server must still be alive, exit 0 on
 SIGTERM, leave nothing on stderr (sanitizer reports go there), nothing unexpected in its error
@@ -84,6 +86,7 @@ FILES = {
     "gz/c.txt": COMP_TEXT,
     "gz/c.txt.gz": gzip.compress(COMP_TEXT, mtime=0),  # written after c.txt: not older
     "auth/a.txt": b"behind mod_auth\n",
+    "chg/gone.txt": b"served, then deleted\n",
 }
 SYMLINKS = {"link.txt": "small.txt", "seek-bound/link.bin": "data.bin"}
 BACKEND_FILES = {"px/hello.txt": b"hello from http.server\n",  # served by python3 -m http.server
@@ -129,6 +132,21 @@ class Req:
             lines.append("If-None-Match: " + etags.get(self.etag_of, '"none-seen"'))
         return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
 
+
+@dataclasses.dataclass
+class Change:
+    """A file of the site changes between two requests: "rewrite" in place (same inode,
+    truncated and written), "replace" (a new file renamed over it) or "delete". Then the run
+    waits out the open-file cache's bound (fdcache.h: more than 1 ms with inotify, a second with
+    simple), after which every answer must come from the new file."""
+    how: str
+    name: str
+    data: bytes = None
+
+
+# How long after a change a request may still be answered from the old file, per
+# server.stat-cache-engine (with a margin).
+CHANGE_WAIT = {"inotify": 0.02, "simple": 1.1, "disable": 0.0}
 
 FORWARDED_CLIENT = "198.51.100.1"
 PARSER_STATUSES = (400, 411, 413, 414, 417, 431, 501, 505)
@@ -216,6 +234,19 @@ SEQUENCE = [
     Req("proxy-missing", "GET", "/px/missing.txt"),
     Req("proxy-big", "GET", "/px/big.bin"),
     Req("proxy-http10", "GET", "/px/hello.txt", version="1.0", host=False),
+    # The files served so far change under the server (the open-file cache keeps them open).
+    Req("gone-before", "GET", "/chg/gone.txt"),
+    Req("gone-before-2", "GET", "/chg/gone.txt"),  # the cache admits a file on its second request
+    Req("small-before", "GET", "/small.txt"),  # checked by "simple" just before it changes
+    Change("rewrite", "small.txt", b"rewritten in place, longer than before: every feature\n"),
+    Change("replace", "seek-bound/s.txt", b"renamed over the file the accelerator looked up\n"),
+    Change("delete", "chg/gone.txt"),
+    Req("changed-if-none-match", "GET", "/small.txt", etag_of="/small.txt"),  # the old ETag
+    Req("changed-get", "GET", "/small.txt"),
+    Req("changed-304", "GET", "/small.txt", etag_of="/small.txt"),
+    Req("changed-range", "GET", "/small.txt", ("Range: bytes=0-8",)),
+    Req("gone-after", "GET", "/chg/gone.txt"),
+    Req("accel-changed", "GET", "/seek-bound/s.txt"),
     PIPELINE,
     Parallel(4, PIPELINE),
     Req("noatime", "GET", "/atime.txt"),
@@ -254,6 +285,7 @@ class Model:
     netback: str = None
     bandwidth: bool = False        # a bandwidth limit is set (the status page lists "bandwidth")
     backends: set = dataclasses.field(default_factory=set)  # names the status page lists
+    caches: set = dataclasses.field(default_factory=set)    # the same, of its caches
     log_ok: list = dataclasses.field(default_factory=list)  # error-log lines allowed (regexes)
     checks: list = dataclasses.field(default_factory=list)  # extra (resp, run) -> [failures]
 
@@ -265,6 +297,7 @@ class Expected:
     body: bytes = None           # None: any body (its length is still checked)
     conn: str = "keep"           # keep | close | any
     parts: list = None           # multipart: [(first, last)] in the expected order
+    data: bytes = None           # multipart: the file's bytes when the request was made
     checks: list = dataclasses.field(default_factory=list)
 
 
@@ -314,11 +347,12 @@ def lookup(m, path):
         if not m.follow_symlinks or VALGRIND:  # valgrind has no openat2: every symlink refused
             return ("denied",)
         name = os.path.normpath(os.path.join(os.path.dirname(name), SYMLINKS[name]))
-    if name in FILES:
-        return ("file", name, FILES[name])
-    if path.endswith("/") and any(f.startswith(name) for f in FILES):
+    files = m.env.files
+    if name in files:
+        return ("file", name, files[name])
+    if path.endswith("/") and any(f.startswith(name) for f in files):
         return ("dir", name)
-    if any(f.startswith(name + "/") for f in FILES):
+    if any(f.startswith(name + "/") for f in files):
         return ("redirect",)
     return ("missing",)
 
@@ -387,11 +421,11 @@ def answer_as(m, req, etags, conn):
                         body=b"" if head else None)
     if found[0] == "dir" and m.index and m.route == "static":
         name = found[1] + m.index[0]
-        if name in FILES:
-            found = ("file", name, FILES[name])
+        if name in m.env.files:
+            found = ("file", name, m.env.files[name])
     if found[0] == "dir" and m.listing and m.route == "static":
         return Expected(200, {"content-type": "text/html"}, conn=conn, body=b"" if head else None,
-                        checks=[] if head else [listing_check(found[1])])
+                        checks=[] if head else [listing_check(m, found[1])])
     if found[0] == "dir":
         found = ("denied",)
     if found[0] != "file":
@@ -409,8 +443,8 @@ def answer_as(m, req, etags, conn):
         return Expected(200, h, b"" if head else None, conn,
                         checks=[] if head else [gunzip_check(data)])
     if enc:
-        data = FILES[name + ".gz"]
-    if req.etag_of and m.etags:
+        data = m.env.files[name + ".gz"]
+    if req.etag_of and m.etags and req.etag_of not in m.env.stale_etags:
         return Expected(304, {"etag": etags.get(req.path, PRESENT)}, b"", conn)
     rng = req.header("range")
     if rng and m.ranges and not head:  # Range applies to GET only (RFC 9110 §14.2)
@@ -422,7 +456,7 @@ def answer_as(m, req, etags, conn):
             h.update({"content-range": f"bytes {a}-{b}/{len(data)}", "content-length": str(b - a + 1)})
             return Expected(206, h, data[a:b + 1], conn)
         h["content-type"] = PRESENT  # multipart/byteranges; boundary=..., checked with the parts
-        return Expected(206, h, None, conn, parts=parts)
+        return Expected(206, h, None, conn, parts=parts, data=data)
     h["content-length"] = str(len(data))
     h["content-range"] = ABSENT
     return Expected(200, h, b"" if head else data, conn)
@@ -446,7 +480,7 @@ def compression(m, req, name, h):
     if "gzip" not in ae or "gzip;q=0" in ae:
         h["content-encoding"] = ABSENT
         return None
-    if m.compress == "precompressed" and name + ".gz" not in FILES:
+    if m.compress == "precompressed" and name + ".gz" not in m.env.files:
         h["content-encoding"] = ABSENT
         return None
     h["content-encoding"] = "gzip"
@@ -466,9 +500,9 @@ def gunzip_check(data):
     return check
 
 
-def listing_check(dirname):
+def listing_check(m, dirname):
     """A directory listing names every file directly in the directory."""
-    names = {f[len(dirname):].split("/")[0] for f in FILES if f.startswith(dirname)}
+    names = {f[len(dirname):].split("/")[0] for f in m.env.files if f.startswith(dirname)}
 
     def check(resp, run):
         return [f"listing of /{dirname} lacks {n!r}" for n in sorted(names)
@@ -498,6 +532,9 @@ def status_json_check(m):
         names = {b.get("name") for b in j.get("backends", [])}
         if names != m.backends:
             out.append(f"status page backends {sorted(names)}, config {sorted(m.backends)}")
+        names = {c.get("name") for c in j.get("caches", [])}
+        if names != m.caches:
+            out.append(f"status page caches {sorted(names)}, config {sorted(m.caches)}")
         return out
     return check
 
@@ -514,6 +551,10 @@ BANDWIDTH_CONF = {
 
 def bandwidth_expect(level, req, m):
     m.bandwidth = level != "off"
+
+
+def fdcache_expect(level, req, m):
+    m.caches = {"inotify": {"open-files-inotify"}, "simple": {"open-files-simple"}}.get(level, set())
 
 
 # ---- the factor table: the one place to add a feature ----
@@ -917,6 +958,9 @@ FACTORS = [
            auth_expect, auth_start),
     Factor("Range requests", ("on", "off"),
            onoff('server.range-requests = "enable"', 'server.range-requests = "disable"'), range_expect),
+    # The Change steps of SEQUENCE wait out each engine's bound, then expect the new files.
+    Factor("open-file cache", ("inotify", "simple", "disable"),
+           lambda level, env: f'server.stat-cache-engine = "{level}"', fdcache_expect),
     # Every single request that HTTP/2 can carry goes as an HTTP/2 stream instead (curl: ALPN h2,
     # or prior knowledge on cleartext), with the same expectations; pipelines, HTTP/1.0 and
     # requests without Host stay HTTP/1.1 on the same server. Before the bandwidth limit: with
@@ -1073,6 +1117,8 @@ class Env:
         self.tls = False  # the TLS factor: True, or the client cert and key to show
         self.root = None
         self.atime_ns = None
+        self.files = dict(FILES)  # the site as it is now (Change steps edit it)
+        self.stale_etags = set()  # paths whose last ETag seen names a file since changed
 
     def on_stop(self, fn):
         self.stops.append(fn)
@@ -1267,6 +1313,7 @@ class Run:
                 self.checked.append((exp, resp))
                 if "etag" in resp.headers and resp.status == 200:
                     self.etags[r.path] = resp.headers["etag"]
+                    self.env.stale_etags.discard(r.path)
         if len(reqs) > 1:
             want = len(reqs) if self.model.keep_alive else 1
             if answered != want:
@@ -1285,12 +1332,32 @@ class Run:
                         t.join()
                 elif isinstance(item, tuple):
                     self.send_new(item)
+                elif isinstance(item, Change):
+                    self.change(item)
                 else:
                     self.send(client, [item])
         finally:
             client.close()
         for exp, resp in self.checked:
             self.check(exp, resp)
+
+    def change(self, c):
+        path = os.path.join(self.env.root, c.name)
+        if c.how == "rewrite":
+            with open(path, "r+b") as f:
+                f.truncate(0)
+                f.write(c.data)
+        elif c.how == "replace":
+            write(path + ".new", c.data)
+            os.rename(path + ".new", path)
+        else:
+            os.unlink(path)
+        if c.data is None:
+            del self.env.files[c.name]
+        else:
+            self.env.files[c.name] = c.data
+        self.env.stale_etags.add("/" + c.name)
+        time.sleep(CHANGE_WAIT[self.cfg["open-file cache"]])
 
     def check(self, exp, resp):
         name = resp.req.name
@@ -1342,7 +1409,7 @@ class Run:
             self.fail(f"{name}: Content-Type {ctype!r} for several ranges")
             return
         boundary = ctype.split("boundary=", 1)[1].encode()
-        data = FILES[resp.req.path.lstrip("/")]
+        data = exp.data
         got = []
         for part in resp.body.split(b"--" + boundary)[1:]:
             if part.startswith(b"--"):
