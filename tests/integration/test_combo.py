@@ -286,6 +286,7 @@ class Model:
     bandwidth: bool = False        # a bandwidth limit is set (the status page lists "bandwidth")
     backends: set = dataclasses.field(default_factory=set)  # names the status page lists
     caches: set = dataclasses.field(default_factory=set)    # the same, of its caches
+    errpages: dict = dataclasses.field(default_factory=dict)  # status -> server.errorfile-prefix page
     log_ok: list = dataclasses.field(default_factory=list)  # error-log lines allowed (regexes)
     checks: list = dataclasses.field(default_factory=list)  # extra (resp, run) -> [failures]
 
@@ -369,6 +370,13 @@ def answer(m, req, etags):
     else:
         keep = m.keep_alive and (req.header("connection") or "").lower() != "close"
     exp = answer_as(m, req, etags, "keep" if keep else "close")
+    page = m.errpages.get(exp.status) if m.route == "static" else None
+    if page is not None:
+        # An error the server answers itself (a back end's keeps its own body) carries the
+        # page, typed as .html is where the request is (a block's mimetype.assign counts).
+        exp.headers.update({"content-type": mime_of(m, "status.html"),
+                            "content-length": str(len(page))})
+        exp.body = b"" if req.method == "HEAD" else page
     if req.version == "1.0" and exp.conn == "keep":
         exp.headers["connection"] = "keep-alive"  # HTTP/1.0 closes unless told otherwise
     if m.header_rules:
@@ -551,6 +559,19 @@ BANDWIDTH_CONF = {
 
 def bandwidth_expect(level, req, m):
     m.bandwidth = level != "off"
+
+
+ERRPAGES = {403: b"<p>combo: forbidden</p>\n", 404: b"<p>combo: not here</p>\n",
+            405: b"<p>combo: not that method</p>\n"}
+
+
+def errpages_start(level, env):
+    for status, page in ERRPAGES.items():
+        write(os.path.join(env.tmp, "err", f"status-{status}.html"), page)
+
+
+def errpages_expect(level, req, m):
+    m.errpages = ERRPAGES if level == "files" else {}
 
 
 def fdcache_expect(level, req, m):
@@ -958,6 +979,9 @@ FACTORS = [
            auth_expect, auth_start),
     Factor("Range requests", ("on", "off"),
            onoff('server.range-requests = "enable"', 'server.range-requests = "disable"'), range_expect),
+    Factor("error pages", ("built-in", "files"),
+           lambda level, env: f'server.errorfile-prefix = "{env.tmp}/err/status-"'
+           if level == "files" else "", errpages_expect, errpages_start),
     # The Change steps of SEQUENCE wait out each engine's bound, then expect the new files.
     Factor("open-file cache", ("inotify", "simple", "disable"),
            lambda level, env: f'server.stat-cache-engine = "{level}"', fdcache_expect),
