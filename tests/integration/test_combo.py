@@ -287,6 +287,7 @@ class Model:
     backends: set = dataclasses.field(default_factory=set)  # names the status page lists
     caches: set = dataclasses.field(default_factory=set)    # the same, of its caches
     errpages: dict = dataclasses.field(default_factory=dict)  # status -> server.errorfile-prefix page
+    evasive: bool = False          # evasive.max-conns-per-ip is set (EVASIVE_LIMIT)
     log_ok: list = dataclasses.field(default_factory=list)  # error-log lines allowed (regexes)
     checks: list = dataclasses.field(default_factory=list)  # extra (resp, run) -> [failures]
 
@@ -543,6 +544,12 @@ def status_json_check(m):
         names = {c.get("name") for c in j.get("caches", [])}
         if names != m.caches:
             out.append(f"status page caches {sorted(names)}, config {sorted(m.caches)}")
+        ev = (j.get("evasive") or [{}])[0]
+        # No client ever had EVASIVE_LIMIT requests in progress; with the limit set, the one
+        # address still counted is this request's.
+        if ev.get("turned_away") != 0 or ev.get("busy_addresses") != (1 if m.evasive else 0):
+            out.append(f"status page evasive {ev}, expected none turned away and "
+                       f"{1 if m.evasive else 0} busy address")
         return out
     return check
 
@@ -572,6 +579,16 @@ def errpages_start(level, env):
 
 def errpages_expect(level, req, m):
     m.errpages = ERRPAGES if level == "files" else {}
+
+
+# Above the most requests one client has in progress at once here (Parallel(4, ...) and the
+# idle main connection), so nobody is turned away, unless some path forgets to count a request
+# as ended: then every answer after a few such requests would be a 403.
+EVASIVE_LIMIT = 5
+
+
+def evasive_expect(level, req, m):
+    m.evasive = level == "on"
 
 
 def fdcache_expect(level, req, m):
@@ -979,6 +996,8 @@ FACTORS = [
            auth_expect, auth_start),
     Factor("Range requests", ("on", "off"),
            onoff('server.range-requests = "enable"', 'server.range-requests = "disable"'), range_expect),
+    Factor("requests per address", ("off", "on"),
+           onoff(f"evasive.max-conns-per-ip = {EVASIVE_LIMIT}"), evasive_expect),
     Factor("error pages", ("built-in", "files"),
            lambda level, env: f'server.errorfile-prefix = "{env.tmp}/err/status-"'
            if level == "files" else "", errpages_expect, errpages_start),
