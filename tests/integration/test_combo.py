@@ -996,6 +996,10 @@ FACTORS = [
            auth_expect, auth_start),
     Factor("Range requests", ("on", "off"),
            onoff('server.range-requests = "enable"', 'server.range-requests = "disable"'), range_expect),
+    # With several event loops (SEEKLESS_TEST_LOOPS, else one a core): a listening socket each,
+    # or one they share.
+    Factor("listening sockets", ("one a loop", "shared"),
+           lambda level, env: 'server.reuse-port = "disable"' if level == "shared" else ""),
     Factor("requests per address", ("off", "on"),
            onoff(f"evasive.max-conns-per-ip = {EVASIVE_LIMIT}"), evasive_expect),
     Factor("error pages", ("built-in", "files"),
