@@ -680,6 +680,18 @@ void sl_fdc_release(sl_fdc *c, sl_fdc_entry *pub)
     pthread_mutex_unlock(&s->lock);
 }
 
+void sl_fdc_forget(sl_fdc *c, sl_fdc_entry *pub)
+{
+    ent *e = (ent *)pub;
+    shard *s = &c->sh[e->h % SHARDS];
+    pthread_mutex_lock(&s->lock);
+    if (e->linked) {
+        ent_kill(s, e); /* held: not freed here */
+        A_INC(c->invalidations);
+    }
+    pthread_mutex_unlock(&s->lock);
+}
+
 /* Entries in the cache now, and (cap) how many it may hold. */
 static size_t entries(sl_fdc *c, size_t *cap)
 {

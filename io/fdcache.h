@@ -18,7 +18,8 @@
  *            busy server instead of one per hit).
  *   simple   lighttpd's: an entry is checked against the path (same inode, size, mtime, ctime)
  *            when it is used more than a second after its last check: a change is seen within
- *            one second.
+ *            one second. A file that ends before its cached size while it is sent is dropped
+ *            at once (sl_fdc_forget): that answer is cut short, the next one is whole.
  *   disable  nothing is cached.
  * A file reached through a symlink is never cached (a change to its target's directory would go
  * unseen); the caller checks that before it offers a file.
@@ -85,6 +86,11 @@ sl_fdc_entry *sl_fdc_put(sl_fdc *c, int dirfd, const char *dirpath, unsigned key
                          const struct stat *st, time_t now);
 /* Give an entry back. */
 void sl_fdc_release(sl_fdc *c, sl_fdc_entry *e);
+/* The held entry e was found not to be what its stat says (its file ended early while it was
+ * sent: truncated within the bound above): take it out of the cache, counted as an
+ * invalidation, so the next request opens the path again. It stays open for its holders until
+ * each releases it. */
+void sl_fdc_forget(sl_fdc *c, sl_fdc_entry *e);
 
 /* Once a second, from one thread: while the cache rests (a cache that hits, or would hit full,
  * too little rests; see fdcache.c), close up to 1,024 of the files and remove up to 256 of the

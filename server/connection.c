@@ -1261,9 +1261,14 @@ int sl_conn_write_out(sl_conn *c)
     if (r == 1 && !c->tls) c->wr_ready = false;
     if (r == 3) yield(c, EV_WRITE);
     if (r < 0) {
-        if (r == -ENODATA)
+        if (r == -ENODATA) {
             sl_log("%s: file shrank while being sent; closing the connection",
                    c->path ? c->path : "-");
+            /* A cached file's stat is out of date: the next request opens the path again
+             * instead of meeting the same end (server.stat-cache-engine "simple" checks it
+             * only once a second). */
+            if (c->file_ent) sl_fdc_forget(srv_of(c)->fdc, c->file_ent);
+        }
         else if (r != -EPIPE && r != -ECONNRESET)
             sl_log("write to client failed: %s", strerror(-r));
         sl_conn_close(c);

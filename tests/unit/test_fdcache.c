@@ -163,6 +163,32 @@ static void test_simple_checks_once_a_second(void **state)
     sl_fdc_free(c);
 }
 
+static void test_forgotten_entry_is_reopened_and_stays_open_while_held(void **state)
+{
+    sl_fdc *c = sl_fdc_new(SL_FDC_SIMPLE, 64);
+    cached(c, "t.txt", "four", 100);
+    sl_fdc_entry *e = get(c, "t.txt", 100);
+    assert_non_null(e);
+    int fd = e->fd;
+    sl_fdc_stats before, after;
+    sl_fdc_get_stats(c, &before);
+    sl_fdc_forget(c, e);
+    sl_fdc_forget(c, e); /* twice: counted once */
+    sl_fdc_get_stats(c, &after);
+    assert_int_equal(after.invalidations, before.invalidations + 1);
+    assert_int_equal(after.entries, before.entries - 1);
+    /* Within the same second, where "simple" would still trust it: gone. */
+    assert_null(get(c, "t.txt", 100));
+    /* Still open for its holder. */
+    char b[8];
+    assert_int_equal(pread(fd, b, sizeof b, 0), 4);
+    sl_fdc_release(c, e);
+    /* Offered again, it is cached again. */
+    cached(c, "t.txt", "five!", 100);
+    expect_hit(c, "t.txt", 100);
+    sl_fdc_free(c);
+}
+
 static void test_disabled_caches_nothing(void **state)
 {
     sl_fdc *c = sl_fdc_new(SL_FDC_DISABLE, 64);
@@ -591,6 +617,7 @@ static void test_thousands_of_directories(void **state)
 TU_MAIN(setup, teardown,
         cmocka_unit_test(test_inotify_sees_every_change),
         cmocka_unit_test(test_simple_checks_once_a_second),
+        cmocka_unit_test(test_forgotten_entry_is_reopened_and_stays_open_while_held),
         cmocka_unit_test(test_disabled_caches_nothing),
         cmocka_unit_test(test_eviction_never_closes_a_held_file),
         cmocka_unit_test(test_admitted_from_the_second_request),
