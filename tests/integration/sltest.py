@@ -67,7 +67,45 @@ def fd_targets(pid):
     return out
 
 
-def wait_loops_up(pid):
+def listening_inodes(port):
+    """Inodes of the TCP sockets listening on port (IPv4 and IPv6), from /proc/net."""
+    out = []
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with open(table) as f:
+            for line in f.readlines()[1:]:
+                cols = line.split()
+                if cols[3] == "0A" and int(cols[1].rsplit(":", 1)[1], 16) == port:
+                    out.append(cols[9])
+    return out
+
+
+def watches_a_listener(pid, port):
+    """Whether any epoll instance of process pid still watches a socket listening on port
+    (/proc/PID/fdinfo of each epoll lists the descriptors it watches as "tfd:")."""
+    listening = {f"socket:[{i}]" for i in listening_inodes(port)}
+    fd_dir = f"/proc/{pid}/fd"
+    try:
+        fds = os.listdir(fd_dir)
+    except FileNotFoundError:
+        return False
+    for f in fds:
+        try:
+            if os.readlink(f"{fd_dir}/{f}") != "anon_inode:[eventpoll]":
+                continue
+            with open(f"/proc/{pid}/fdinfo/{f}") as fh:
+                watched = [line.split()[1] for line in fh if line.startswith("tfd:")]
+        except (FileNotFoundError, ProcessLookupError):
+            continue  # closed while we looked
+        for t in watched:
+            try:
+                if os.readlink(f"{fd_dir}/{t}") in listening:
+                    return True
+            except FileNotFoundError:
+                continue
+    return False
+
+
+
     """Wait until the server pid runs all its loops (SEEKLESS_TEST_LOOPS, else one a CPU): its
     port accepts once the first runs, and each other opens its epoll as it starts."""
     loops = int(os.environ.get("SEEKLESS_TEST_LOOPS") or len(os.sched_getaffinity(0)))

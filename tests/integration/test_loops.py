@@ -17,20 +17,8 @@ import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import test_core  # noqa: E402
-from sltest import fd_targets, run_threads, stop_at_end, wait_for  # noqa: E402
+from sltest import fd_targets, listening_inodes, run_threads, stop_at_end, wait_for  # noqa: E402
 from test_core import Server, read_response, request, evict  # noqa: E402
-
-
-def listening_inodes(port):
-    """Inodes of the TCP sockets listening on port (IPv4 and IPv6), from /proc/net."""
-    out = []
-    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
-        with open(table) as f:
-            for line in f.readlines()[1:]:
-                cols = line.split()
-                if cols[3] == "0A" and int(cols[1].rsplit(":", 1)[1], 16) == port:
-                    out.append(cols[9])
-    return out
 
 
 def get_json(srv):

@@ -16,7 +16,7 @@ import unittest
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import test_core  # noqa: E402
 from test_core import Server, read_response  # noqa: E402
-from sltest import read_to_end  # noqa: E402
+from sltest import read_to_end, wait_for, watches_a_listener  # noqa: E402
 
 WRAPPED = bool(os.environ.get("SEEKLESS_WRAPPER"))
 
@@ -159,6 +159,7 @@ class Restart(unittest.TestCase):
         self.start('setenv.add-response-header = ( "X-Gen" => "1" )\n',
                    {"a.txt": b"a", "big.bin": big})
         first = self.pid()
+        self.assertTrue(watches_a_listener(first, self.srv.port))  # what is waited for below
         slow = socket.create_connection(("127.0.0.1", self.srv.port), timeout=30)
         slow.sendall(b"GET /big.bin HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
         head = slow.recv(4096)  # then nothing read until after the restart: the server waits
@@ -169,12 +170,13 @@ class Restart(unittest.TestCase):
             f.write(text.replace('"X-Gen" => "1"', '"X-Gen" => "2"'))
         new = self.restart()
         self.assertNotEqual(new, first)
-        # Both servers accept from the one listening socket until the old one has stopped its
-        # loops' accepting, a moment after the new one wrote the pid file: a request in that
-        # moment is the old server's, answered whole on its settings. Then only the new one.
-        deadline = time.time() + (60 if WRAPPED else 10)
-        while self.get(b"/a.txt")[1]["x-gen"] != "2" and time.time() < deadline:
-            time.sleep(0.02)
+        # Both servers accept from the same listening sockets until the old one's loops have
+        # stopped accepting, a moment after the new one wrote the pid file: a request in that
+        # moment is the old server's, answered whole on its settings. Once no epoll of the old
+        # server watches a listening socket, only the new one answers (a first "2" alone did
+        # not show that: fresh-check once saw a "1" after it).
+        self.assertTrue(wait_for(lambda: not watches_a_listener(first, self.srv.port),
+                                 60 if WRAPPED else 10), "the old server kept accepting")
         for _ in range(10):
             self.assertEqual(self.get(b"/a.txt")[1]["x-gen"], "2")
         # The download that began before goes on to its last byte from the old server.
