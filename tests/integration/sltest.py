@@ -105,7 +105,7 @@ def watches_a_listener(pid, port):
     return False
 
 
-
+def wait_loops_up(pid):
     """Wait until the server pid runs all its loops (SEEKLESS_TEST_LOOPS, else one a CPU): its
     port accepts once the first runs, and each other opens its epoll as it starts."""
     loops = int(os.environ.get("SEEKLESS_TEST_LOOPS") or len(os.sched_getaffinity(0)))
