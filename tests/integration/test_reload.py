@@ -159,7 +159,10 @@ class Restart(unittest.TestCase):
         self.start('setenv.add-response-header = ( "X-Gen" => "1" )\n',
                    {"a.txt": b"a", "big.bin": big})
         first = self.pid()
-        self.assertTrue(watches_a_listener(first, self.srv.port))  # what is waited for below
+        # What is waited for below (the loops register their sockets as they start: valgrind
+        # starts them after the port already accepts).
+        self.assertTrue(wait_for(lambda: watches_a_listener(first, self.srv.port),
+                                 60 if WRAPPED else 10))
         slow = socket.create_connection(("127.0.0.1", self.srv.port), timeout=30)
         slow.sendall(b"GET /big.bin HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
         head = slow.recv(4096)  # then nothing read until after the restart: the server waits
