@@ -1268,9 +1268,9 @@ int sl_conn_write_out(sl_conn *c)
              * instead of meeting the same end (server.stat-cache-engine "simple" checks it
              * only once a second). */
             if (c->file_ent) sl_fdc_forget(srv_of(c)->fdc, c->file_ent);
-        }
-        else if (r != -EPIPE && r != -ECONNRESET)
+        } else if (r != -EPIPE && r != -ECONNRESET) {
             sl_log("write to client failed: %s", strerror(-r));
+        }
         sl_conn_close(c);
         return -1;
     }

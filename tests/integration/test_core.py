@@ -18,7 +18,7 @@ import tempfile
 import time
 import unittest
 
-from sltest import accepting, stop_at_end
+from sltest import accepting, read_to_end, stop_at_end
 
 BUILD = "build"
 
@@ -520,14 +520,7 @@ class OpenFileCache(unittest.TestCase):
                 os.truncate(p, 1000)
                 s = srv.connect()
                 s.sendall(b"GET /t.bin HTTP/1.1\r\nHost: t\r\n\r\n")
-                got = b""
-                while True:
-                    d = s.recv(1 << 16)
-                    if not d:
-                        break
-                    got += d
-                s.close()
-                head, _, body = got.partition(b"\r\n\r\n")
+                head, _, body = read_to_end(s).partition(b"\r\n\r\n")
                 if b"Content-Length: 65536" in head:
                     # Sent from the stale entry: short, then closed.
                     self.assertEqual(body, data[:1000])
