@@ -220,6 +220,13 @@ sl_gw_backend *sl_gw_pick(sl_gw_group *g, const char *balancer, const char *key,
 #undef USABLE
 }
 
+bool sl_gw_any_usable(const sl_gw_group *g, time_t now, uint64_t tried)
+{
+    for (size_t i = 0; i < g->n; i++)
+        if ((i >= 64 || !(tried & (1ull << i))) && !sl_gw_disabled(&g->b[i], now)) return true;
+    return false;
+}
+
 static void waiters_add(sl_gw_group *g, int d)
 {
     for (size_t i = 0; i < g->n; i++) __atomic_add_fetch(&g->b[i].sh->waiters, (unsigned)d, __ATOMIC_RELAXED);

@@ -151,6 +151,9 @@ bool sl_gw_disabled(const sl_gw_backend *be, time_t now);
 sl_gw_backend *sl_gw_pick(sl_gw_group *g, const char *balancer, const char *key, size_t key_len,
                           time_t now, uint64_t tried);
 
+/* Whether a backend of g outside `tried` is not disabled at now: a retry has somewhere to go. */
+bool sl_gw_any_usable(const sl_gw_group *g, time_t now, uint64_t tried);
+
 /* An idle connection to be, or NULL. The caller owns it until sl_gw_release/sl_gw_close. */
 sl_gw_conn *sl_gw_take_idle(sl_gw_backend *be);
 

@@ -633,15 +633,37 @@ static void wake(sl_gw_wait *w)
 }
 
 /* The backend failed before answering: disable it (when it is its fault) and try another. */
+/* be's bit in pr->tried (backends past the 64th have none: they may be tried again). */
+static uint64_t backend_bit(const proxy_req *pr, const sl_gw_backend *be)
+{
+    size_t idx = (size_t)(be - pr->grp->b);
+    return idx < 64 ? 1ull << idx : 0;
+}
+
 static void backend_failed(proxy_req *pr, sl_gw_backend *be, int err, bool disable)
 {
     sl_conn *c = pr->c;
     sl_log("proxy-core: backend %s: %s", be->name, strerror(-err));
     if (disable) sl_gw_disable(be, PCONF(c)->disable_time, now_s());
     drop_backend(pr, false);
-    size_t idx = (size_t)(be - pr->grp->b);
-    if (idx < 64) pr->tried |= 1ull << idx;
+    pr->tried |= backend_bit(pr, be);
     attempt(pr);
+}
+
+/* A request a backend dropped unanswered may go to another one: its method is idempotent
+ * (RFC 9110 §9.2.2: sending it twice has the effect of sending it once), out still holds all of
+ * it, and a backend it has not tried is enabled. */
+static bool may_retry_elsewhere(const proxy_req *pr, const sl_gw_backend *be)
+{
+    switch (pr->c->req.method) {
+    case SL_METHOD_GET: case SL_METHOD_HEAD: case SL_METHOD_PUT: case SL_METHOD_DELETE:
+    case SL_METHOD_OPTIONS: case SL_METHOD_TRACE:
+        break;
+    default:
+        return false;
+    }
+    if (pr->no_replay || pr->cut_short) return false;
+    return sl_gw_any_usable(pr->grp, now_s(), pr->tried | backend_bit(pr, be));
 }
 
 static void begin_send(proxy_req *pr)
@@ -1033,6 +1055,19 @@ static void gc_event_body(proxy_req *pr, evutil_socket_t fd, short what)
         }
         if (!pr->got_byte && e == -ECONNRESET) {
             backend_failed(pr, be, e, true);
+            return;
+        }
+        if (!pr->got_byte && may_retry_elsewhere(pr, be)) {
+            /* Closed before a byte of its answer (killed or restarting while it held the
+             * request): nothing went to the client, so the request goes to another backend, as
+             * nginx's proxy_next_upstream error does. The backend is not disabled: a close can
+             * be about this one request; a dead one refuses the next connect and is disabled
+             * then. With no other backend the answer is the 502 below. */
+            sl_log("proxy-core: backend %s: closed without answering; trying another", be->name);
+            sl_gw_failed(be);
+            drop_backend(pr, false);
+            pr->tried |= backend_bit(pr, be);
+            attempt(pr);
             return;
         }
         pr->keep_backend = false;

@@ -137,7 +137,8 @@ class Listener:
 
 
 class FakeBackend(Listener):
-    """A backend that misbehaves in one way: 'hang', 'garbage', 'reset', 'truncated'; or answers
+    """A backend that misbehaves in one way: 'hang', 'garbage', 'reset', 'truncated', 'close'
+    (reads the request and closes without a byte); or answers
     without a body ('bodiless'), echoes the request ('echo'), or answers a head of about N bytes
     for /.../N, sent in pieces, then "ok" ('bighead')."""
 
@@ -158,6 +159,8 @@ class FakeBackend(Listener):
                 c.close()
             elif self.mode == "reset":
                 c.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
+                c.close()
+            elif self.mode == "close":
                 c.close()
             elif self.mode == "truncated":
                 c.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\nonly a little")
@@ -528,6 +531,7 @@ class HttpBackend(unittest.TestCase):
         cls.echo = FakeBackend("echo")
         cls.bodiless = FakeBackend("bodiless")
         cls.bighead = FakeBackend("bighead")
+        cls.closer = FakeBackend("close")
         dead = free_port()
         cls.srv = Server(
             f'$HTTP["url"] =~ "^/pair/" {{\n proxy-core.backends = ( "127.0.0.1:{cls.ports[0]}",'
@@ -543,6 +547,9 @@ class HttpBackend(unittest.TestCase):
             f' proxy-core.max-keep-alive-requests = 1\n}}\n'
             f'$HTTP["url"] =~ "^/bodiless/" {{\n proxy-core.backends = ( "127.0.0.1:{cls.bodiless.port}" )\n}}\n'
             f'$HTTP["url"] =~ "^/bighead/" {{\n proxy-core.backends = ( "127.0.0.1:{cls.bighead.port}" )\n}}\n'
+            f'$HTTP["url"] =~ "^/flaky/" {{\n proxy-core.backends = ( "127.0.0.1:{cls.closer.port}",'
+            f' "127.0.0.1:{cls.ports[1]}" )\n proxy-core.balancer = "round-robin"\n}}\n'
+            f'$HTTP["url"] =~ "^/closer/" {{\n proxy-core.backends = ( "127.0.0.1:{cls.closer.port}" )\n}}\n'
         ).start()
 
     @classmethod
@@ -551,7 +558,7 @@ class HttpBackend(unittest.TestCase):
         for p in cls.procs:
             p.kill()
             p.wait()
-        for b in (cls.hang, cls.garbage, cls.trunc, cls.echo, cls.bodiless, cls.bighead):
+        for b in (cls.hang, cls.garbage, cls.trunc, cls.echo, cls.bodiless, cls.bighead, cls.closer):
             b.close()
         shutil.rmtree(cls.tmp, ignore_errors=True)
         assert rc == 0
@@ -633,6 +640,25 @@ class HttpBackend(unittest.TestCase):
         self.assertIn(b"\r\nX-Forwarded-For: 10.0.0.1, 10.0.0.2, 127.0.0.1\r\n", body)
         self.assertIn(b"\r\nAccept-Encoding: gzip\r\nAccept-Encoding: br\r\n", body)
         self.assertNotIn(b"X-Drop", body)
+
+    def test_unanswered_idempotent_request_goes_to_another_backend(self):
+        # A backend that reads the request and closes without a byte: nothing reached the
+        # client, so a GET or HEAD goes to the other backend (nginx's proxy_next_upstream
+        # error); a POST could have had its effect and gets 502, as does a GET with no other
+        # backend to go to. The closer stays enabled: a close can be about one request.
+        for _ in range(6):
+            self.assertEqual(get(self.srv, b"/flaky/x")[0], 404)
+            self.assertEqual(get(self.srv, b"/flaky/x", method=b"HEAD")[0], 404)
+        posts = [get(self.srv, b"/flaky/x", method=b"POST", body=b"a=1")[0] for _ in range(6)]
+        # http.server has no POST (501); the POSTs the closer had get 502.
+        self.assertEqual(sorted(set(posts)), [501, 502], posts)
+        self.assertEqual(get(self.srv, b"/closer/x")[0], 502)
+        with open(self.srv.log) as f:
+            log = f.read()
+        self.assertGreaterEqual(log.count(f"127.0.0.1:{self.closer.port}: closed without answering;"
+                                          " trying another"), 6)
+        self.assertIn("GET /closer/x: backend closed without answering -> 502", log)
+        self.assertIn("POST /flaky/x: backend closed without answering -> 502", log)
 
     def test_one_of_two_killed_under_load(self):
         results = []

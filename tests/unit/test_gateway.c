@@ -54,6 +54,10 @@ static void test_balancers(void **state)
     assert_ptr_equal(sl_gw_pick(g, "static", "/", 1, 100, 0), &g->b[1]);
     assert_ptr_equal(sl_gw_pick(g, "static", "/", 1, 100, 1u << 1), &g->b[2]);
     assert_null(sl_gw_pick(g, "static", "/", 1, 100, (1u << 1) | (1u << 2)));
+    /* sl_gw_any_usable agrees with the pick about whether a retry has somewhere to go. */
+    assert_true(sl_gw_any_usable(g, 100, 1u << 1));
+    assert_false(sl_gw_any_usable(g, 100, (1u << 1) | (1u << 2)));
+    assert_true(sl_gw_any_usable(g, 200, (1u << 1) | (1u << 2))); /* b[0] enabled again */
     assert_ptr_equal(sl_gw_pick(g, "static", "/", 1, 200, 0), &g->b[0]); /* re-enabled */
     set_disabled(&g->b[0], 0);
     /* round-robin visits each in turn. */
