@@ -1262,12 +1262,19 @@ int sl_conn_write_out(sl_conn *c)
     if (r == 3) yield(c, EV_WRITE);
     if (r < 0) {
         if (r == -ENODATA) {
+            /* The file is the request's, or on an HTTP/2 session the one of the stream whose
+             * chunk is at the head of the queue. */
+            sl_conn *rq = c;
+            if (c->h2 && c->out.head) {
+                sl_conn *s = sl_h2_stream_of_file(c, c->out.head->fd);
+                if (s) rq = s;
+            }
             sl_log("%s: file shrank while being sent; closing the connection",
-                   c->path ? c->path : "-");
+                   rq->path ? rq->path : "-");
             /* A cached file's stat is out of date: the next request opens the path again
              * instead of meeting the same end (server.stat-cache-engine "simple" checks it
              * only once a second). */
-            if (c->file_ent) sl_fdc_forget(srv_of(c)->fdc, c->file_ent);
+            if (rq->file_ent) sl_fdc_forget(srv_of(c)->fdc, rq->file_ent);
         } else if (r != -EPIPE && r != -ECONNRESET) {
             sl_log("write to client failed: %s", strerror(-r));
         }

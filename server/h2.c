@@ -35,6 +35,7 @@
 
 #include "connection.h"
 #include "core_conf.h"
+#include "fdcache.h"
 #include "h2_head.h"
 #include "log.h"
 #include "loop.h"
@@ -684,6 +685,18 @@ void sl_h2_free(sl_conn *c)
     free(h);
     c->h2 = NULL;
     atomic_fetch_sub_explicit(&n_active, 1, memory_order_relaxed);
+}
+
+sl_conn *sl_h2_stream_of_file(sl_conn *c, int fd)
+{
+    struct sl_h2 *h = c->h2;
+    if (!h || fd < 0) return NULL;
+    /* A stream whose frames are all queued is on the ending list until they went out. */
+    h2_stream *lists[] = {h->open, h->ending};
+    for (size_t i = 0; i < 2; i++)
+        for (h2_stream *s = lists[i]; s; s = s->next)
+            if (s->c.file_fd == fd || (s->c.file_ent && s->c.file_ent->fd == fd)) return &s->c;
+    return NULL;
 }
 
 void sl_h2_shutdown(sl_conn *c)

@@ -66,6 +66,10 @@ void sl_h2_stream_freed(struct sl_conn *s);
  * content-length), 0 at the end of the body, -EAGAIN (rd_ready cleared; on_body follows). */
 ssize_t sl_h2_stream_recv(struct sl_conn *s, void *buf, size_t len);
 
+/* The stream of session connection c whose response sends the file open as fd (the fd of a file
+ * chunk on c's queue), or NULL. */
+struct sl_conn *sl_h2_stream_of_file(struct sl_conn *c, int fd);
+
 /* Line for `seekless -V`. */
 void sl_h2_print_features(void);
 
