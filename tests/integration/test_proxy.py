@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """proxy-core against real backends nobody here wrote: php-cgi spawned by spawn-fcgi (TCP and
-unix socket) and python3 -m http.server; plus small misbehaving backends (hang, garbage, reset)
-for the failure paths, and X-Sendfile with paths that try to leave the allowed roots.
+unix socket), fcgi-stat-accel and python3 -m http.server; plus small misbehaving backends (hang,
+garbage, reset, close) for the failure paths, backends killed under load (requests go to the
+other one), and X-Sendfile with paths that try to leave the allowed roots.
 """
 import argparse
 import hashlib
@@ -19,7 +20,7 @@ import unittest
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import test_core  # noqa: E402
 from test_core import Server, free_port, read_response, request  # noqa: E402
-from sltest import accepting, run_threads  # noqa: E402
+from sltest import accepting, run_threads, wait_for  # noqa: E402
 
 PHP = shutil.which("php-cgi")
 SPAWN = shutil.which("spawn-fcgi")
@@ -417,6 +418,75 @@ class StatAccel(SpawnedCase):
 
         run_threads([threading.Thread(target=worker, args=(k,)) for k in range(8)])
         self.assertEqual(errors, [])
+
+
+class StatAccelFailover(SpawnedCase):
+    """Two accelerators (TCP and unix socket) behind one route; one is killed under load: every
+    request is still answered 200 with its file, by the other one (kept connections to the dead
+    one are retried, a refused connect disables it, an unanswered GET goes elsewhere)."""
+
+    @classmethod
+    def setUpClass(cls):
+        if not (SPAWN and os.access(accel_bin(), os.X_OK)):
+            raise unittest.SkipTest("spawn-fcgi or fcgi-stat-accel missing")
+        cls.tmp = tempfile.mkdtemp(prefix="sl_acf_")
+        cls.tcp = free_port()
+        cls.sock = os.path.join(cls.tmp, "accel.sock")
+        cls.pids = [spawn_fcgi(a, 4, ["--", os.path.abspath(accel_bin()), "--threads", "4"])
+                    for a in (["-a", "127.0.0.1", "-p", str(cls.tcp)], ["-s", cls.sock, "-M", "0660"])]
+        wait_port(cls.tcp)
+        cls.files = {f"seek-bound/f{i}.bin": os.urandom(500 + 331 * i) for i in range(30)}
+        cls.srv = Server(
+            f'$HTTP["url"] =~ "^/seek-bound/" {{ proxy-core.protocol = "fastcgi"\n'
+            f' proxy-core.backends = ( "127.0.0.1:{cls.tcp}", "unix:{cls.sock}" )\n'
+            f' proxy-core.balancer = "round-robin"\n proxy-core.allow-x-sendfile = "enable" }}\n',
+            cls.files).start()
+
+    def test_one_killed_under_load_loses_no_request(self):
+        names = sorted(self.files)
+        bad, done = [], []
+        lock = threading.Lock()
+        stop = threading.Event()
+
+        def client(k):
+            s, i = None, 0
+            while not stop.is_set():
+                name = names[(k * 7 + i) % len(names)]
+                i += 1
+                try:
+                    if s is None:
+                        s = self.srv.connect()
+                    s.sendall(b"GET /" + name.encode() + b" HTTP/1.1\r\nHost: t\r\n\r\n")
+                    st, h, body, _ = read_response(s)
+                    if h.get("connection") == "close":
+                        s.close()
+                        s = None
+                    r = (st, body == self.files[name])
+                except OSError as e:
+                    r = repr(e)
+                    s = None
+                with lock:
+                    (done if r == (200, True) else bad).append((name, r))
+            if s:
+                s.close()
+
+        threads = [threading.Thread(target=client, args=(k,)) for k in range(4)]
+        for t in threads:
+            t.start()
+        try:
+            self.assertTrue(wait_for(lambda: len(done) + len(bad) >= 100), "the load did not start")
+            os.kill(self.pids[0], signal.SIGKILL)  # the TCP accelerator, mid-load
+            killed_at = len(done) + len(bad)
+            # Go on until many requests were made after the kill.
+            self.assertTrue(wait_for(lambda: len(done) + len(bad) >= killed_at + 400),
+                            "the load stalled after the kill")
+        finally:
+            stop.set()
+            for t in threads:
+                t.join()
+        self.assertEqual(bad[:5], [])
+        with open(self.srv.log) as f:
+            self.assertIn(f"backend 127.0.0.1:{self.tcp}", f.read())  # the failure was seen
 
 
 class StatAccelPool(SpawnedCase):
