@@ -1057,16 +1057,18 @@ static void gc_event_body(proxy_req *pr, evutil_socket_t fd, short what)
             backend_failed(pr, be, e, true);
             return;
         }
-        if (!pr->got_byte && may_retry_elsewhere(pr, be)) {
-            /* Closed before a byte of its answer (killed or restarting while it held the
-             * request): nothing went to the client, so the request goes to another backend, as
-             * nginx's proxy_next_upstream error does. The backend is not disabled: a close can
-             * be about this one request; a dead one refuses the next connect and is disabled
-             * then. With no other backend the answer is the 502 below. */
-            sl_log("proxy-core: backend %s: closed without answering; trying another", be->name);
+        if (!pr->head_done && may_retry_elsewhere(pr, be)) {
+            /* Closed before the whole head of its answer (killed or restarting while it held
+             * the request): nothing went to the client, so the request goes to another
+             * backend, as nginx's proxy_next_upstream error does. The backend is not disabled:
+             * a close can be about this one request; a dead one refuses the next connect and is
+             * disabled then. With no other backend the answer is the 502 below. */
+            sl_log("proxy-core: backend %s: closed %s; trying another", be->name,
+                   pr->got_byte ? "before its answer's head was complete" : "without answering");
             sl_gw_failed(be);
             drop_backend(pr, false);
             pr->tried |= backend_bit(pr, be);
+            pr->got_byte = false; /* the next backend's answer starts afresh (begin_send) */
             attempt(pr);
             return;
         }

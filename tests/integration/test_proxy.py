@@ -139,7 +139,7 @@ class Listener:
 
 class FakeBackend(Listener):
     """A backend that misbehaves in one way: 'hang', 'garbage', 'reset', 'truncated', 'close'
-    (reads the request and closes without a byte); or answers
+    (reads the request and closes without a byte), 'halfhead' (closes mid-head); or answers
     without a body ('bodiless'), echoes the request ('echo'), or answers a head of about N bytes
     for /.../N, sent in pieces, then "ok" ('bighead')."""
 
@@ -162,6 +162,9 @@ class FakeBackend(Listener):
                 c.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
                 c.close()
             elif self.mode == "close":
+                c.close()
+            elif self.mode == "halfhead":
+                c.sendall(b"HTTP/1.1 200 OK\r\nContent-Le")
                 c.close()
             elif self.mode == "truncated":
                 c.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\nonly a little")
@@ -602,6 +605,7 @@ class HttpBackend(unittest.TestCase):
         cls.bodiless = FakeBackend("bodiless")
         cls.bighead = FakeBackend("bighead")
         cls.closer = FakeBackend("close")
+        cls.halfhead = FakeBackend("halfhead")
         dead = free_port()
         cls.srv = Server(
             f'$HTTP["url"] =~ "^/pair/" {{\n proxy-core.backends = ( "127.0.0.1:{cls.ports[0]}",'
@@ -620,6 +624,9 @@ class HttpBackend(unittest.TestCase):
             f'$HTTP["url"] =~ "^/flaky/" {{\n proxy-core.backends = ( "127.0.0.1:{cls.closer.port}",'
             f' "127.0.0.1:{cls.ports[1]}" )\n proxy-core.balancer = "round-robin"\n}}\n'
             f'$HTTP["url"] =~ "^/closer/" {{\n proxy-core.backends = ( "127.0.0.1:{cls.closer.port}" )\n}}\n'
+            f'$HTTP["url"] =~ "^/halfflaky/" {{\n proxy-core.backends = ( "127.0.0.1:{cls.halfhead.port}",'
+            f' "127.0.0.1:{cls.ports[1]}" )\n proxy-core.balancer = "round-robin"\n}}\n'
+            f'$HTTP["url"] =~ "^/halfhead/" {{\n proxy-core.backends = ( "127.0.0.1:{cls.halfhead.port}" )\n}}\n'
         ).start()
 
     @classmethod
@@ -628,7 +635,8 @@ class HttpBackend(unittest.TestCase):
         for p in cls.procs:
             p.kill()
             p.wait()
-        for b in (cls.hang, cls.garbage, cls.trunc, cls.echo, cls.bodiless, cls.bighead, cls.closer):
+        for b in (cls.hang, cls.garbage, cls.trunc, cls.echo, cls.bodiless, cls.bighead, cls.closer,
+                  cls.halfhead):
             b.close()
         shutil.rmtree(cls.tmp, ignore_errors=True)
         assert rc == 0
@@ -729,6 +737,17 @@ class HttpBackend(unittest.TestCase):
                                           " trying another"), 6)
         self.assertIn("GET /closer/x: backend closed without answering -> 502", log)
         self.assertIn("POST /flaky/x: backend closed without answering -> 502", log)
+
+    def test_answer_head_cut_short_goes_to_another_backend(self):
+        # A close in the middle of the answer's head: the client has nothing yet either.
+        for _ in range(6):
+            self.assertEqual(get(self.srv, b"/halfflaky/x")[0], 404)
+        self.assertEqual(get(self.srv, b"/halfhead/x")[0], 502)
+        with open(self.srv.log) as f:
+            log = f.read()
+        self.assertGreaterEqual(log.count(f"127.0.0.1:{self.halfhead.port}: closed before its answer's"
+                                          " head was complete; trying another"), 3)
+        self.assertIn("GET /halfhead/x: backend answer truncated -> 502", log)
 
     def test_one_of_two_killed_under_load(self):
         results = []
