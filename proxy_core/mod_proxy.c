@@ -17,7 +17,9 @@
  * Range, conditional requests and HEAD applied. Any other response is streamed to the client,
  * with back-pressure: backend reading pauses while the client's queue is full. Failures map to
  * 502 (malformed or truncated answer), 503 (no backend, backlog full), 504 (no answer in time);
- * after the response head went out, a failure can only close the client connection.
+ * a backend that closes before its answer's head is complete passes an idempotent request on to
+ * another backend of the group first (may_retry_elsewhere). After the response head went out, a
+ * failure can only close the client connection.
  * A finished request's state goes on a per-loop list of spares with its small buffers, so the
  * next request through the proxy allocates nothing (the state is larger than malloc's
  * per-thread caches hold, and the response head buffer starts at 1 KiB and grows only for a
