@@ -174,12 +174,19 @@ static uint32_t hash32(const char *s, size_t n, uint32_t seed)
     return h;
 }
 
+/* Backend i of g may take a request at now: not tried yet (backends past the 64th have no bit
+ * in `tried`) and not disabled. */
+static bool usable(const sl_gw_group *g, size_t i, time_t now, uint64_t tried)
+{
+    return (i >= 64 || !(tried & (1ull << i))) && !sl_gw_disabled(&g->b[i], now);
+}
+
 sl_gw_backend *sl_gw_pick(sl_gw_group *g, const char *balancer, const char *key, size_t key_len,
                           time_t now, uint64_t tried)
 {
     sl_gw_backend *best = NULL;
     size_t n = g->n;
-#define USABLE(i) ((i) >= 64 || !(tried & (1ull << (i)))) && !sl_gw_disabled(&g->b[i], now)
+#define USABLE(i) usable(g, (i), now, tried)
     if (!strcmp(balancer, "static")) {
         for (size_t i = 0; i < n; i++)
             if (USABLE(i)) return &g->b[i];
@@ -223,7 +230,7 @@ sl_gw_backend *sl_gw_pick(sl_gw_group *g, const char *balancer, const char *key,
 bool sl_gw_any_usable(const sl_gw_group *g, time_t now, uint64_t tried)
 {
     for (size_t i = 0; i < g->n; i++)
-        if ((i >= 64 || !(tried & (1ull << i))) && !sl_gw_disabled(&g->b[i], now)) return true;
+        if (usable(g, i, now, tried)) return true;
     return false;
 }
 

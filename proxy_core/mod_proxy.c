@@ -634,7 +634,6 @@ static void wake(sl_gw_wait *w)
     attempt((proxy_req *)((char *)w - offsetof(proxy_req, wait)));
 }
 
-/* The backend failed before answering: disable it (when it is its fault) and try another. */
 /* be's bit in pr->tried (backends past the 64th have none: they may be tried again). */
 static uint64_t backend_bit(const proxy_req *pr, const sl_gw_backend *be)
 {
@@ -642,14 +641,21 @@ static uint64_t backend_bit(const proxy_req *pr, const sl_gw_backend *be)
     return idx < 64 ? 1ull << idx : 0;
 }
 
+/* Leave be (its connection closed) and start the request again on a backend not yet tried. */
+static void try_another(proxy_req *pr, sl_gw_backend *be)
+{
+    drop_backend(pr, false);
+    pr->tried |= backend_bit(pr, be);
+    attempt(pr);
+}
+
+/* The backend failed before answering: disable it (when it is its fault) and try another. */
 static void backend_failed(proxy_req *pr, sl_gw_backend *be, int err, bool disable)
 {
     sl_conn *c = pr->c;
     sl_log("proxy-core: backend %s: %s", be->name, strerror(-err));
     if (disable) sl_gw_disable(be, PCONF(c)->disable_time, now_s());
-    drop_backend(pr, false);
-    pr->tried |= backend_bit(pr, be);
-    attempt(pr);
+    try_another(pr, be);
 }
 
 /* A request a backend dropped unanswered may go to another one: its method is idempotent
@@ -1068,10 +1074,8 @@ static void gc_event_body(proxy_req *pr, evutil_socket_t fd, short what)
             sl_log("proxy-core: backend %s: closed %s; trying another", be->name,
                    pr->got_byte ? "before its answer's head was complete" : "without answering");
             sl_gw_failed(be);
-            drop_backend(pr, false);
-            pr->tried |= backend_bit(pr, be);
             pr->got_byte = false; /* the next backend's answer starts afresh (begin_send) */
-            attempt(pr);
+            try_another(pr, be);
             return;
         }
         pr->keep_backend = false;
