@@ -98,6 +98,16 @@ class SpawnedCase(unittest.TestCase):
     (cls.tmp): all stopped and removed after the class."""
 
     @classmethod
+    def spawn_accels(cls, *accel_args):
+        """fcgi-stat-accel (with accel_args) on TCP (cls.tcp) and on a unix socket (cls.sock in
+        cls.tmp), 4 children each; their PIDs in cls.pids."""
+        cls.tcp = free_port()
+        cls.sock = os.path.join(cls.tmp, "accel.sock")
+        cls.pids = [spawn_fcgi(a, 4, ["--", os.path.abspath(accel_bin()), *accel_args])
+                    for a in (["-a", "127.0.0.1", "-p", str(cls.tcp)], ["-s", cls.sock, "-M", "0660"])]
+        wait_port(cls.tcp)
+
+    @classmethod
     def tearDownClass(cls):
         rc = cls.srv.stop()
         for p in cls.pids:
@@ -371,12 +381,7 @@ class StatAccel(SpawnedCase):
         if not (SPAWN and os.access(accel_bin(), os.X_OK)):
             raise unittest.SkipTest("spawn-fcgi or fcgi-stat-accel missing")
         cls.tmp = tempfile.mkdtemp(prefix="sl_acc_")
-        cls.tcp = free_port()
-        cls.sock = os.path.join(cls.tmp, "accel.sock")
-        cls.pids = []
-        for args in (["-a", "127.0.0.1", "-p", str(cls.tcp)], ["-s", cls.sock, "-M", "0660"]):
-            cls.pids.append(spawn_fcgi(args, 4, ["--", os.path.abspath(accel_bin())]))
-        wait_port(cls.tcp)
+        cls.spawn_accels()
         cls.files = {f"seek-bound/d{i % 4}/f{i}.bin": os.urandom(1000 + 997 * i) for i in range(40)}
         cls.port2 = free_port()
         cls.srv = Server(
@@ -433,11 +438,7 @@ class StatAccelFailover(SpawnedCase):
         if not (SPAWN and os.access(accel_bin(), os.X_OK)):
             raise unittest.SkipTest("spawn-fcgi or fcgi-stat-accel missing")
         cls.tmp = tempfile.mkdtemp(prefix="sl_acf_")
-        cls.tcp = free_port()
-        cls.sock = os.path.join(cls.tmp, "accel.sock")
-        cls.pids = [spawn_fcgi(a, 4, ["--", os.path.abspath(accel_bin()), "--threads", "4"])
-                    for a in (["-a", "127.0.0.1", "-p", str(cls.tcp)], ["-s", cls.sock, "-M", "0660"])]
-        wait_port(cls.tcp)
+        cls.spawn_accels("--threads", "4")
         cls.files = {f"seek-bound/f{i}.bin": os.urandom(500 + 331 * i) for i in range(30)}
         cls.srv = Server(
             f'$HTTP["url"] =~ "^/seek-bound/" {{ proxy-core.protocol = "fastcgi"\n'
