@@ -44,6 +44,9 @@ FILE_SIZE = {"4k": 4096, "4k-popular": 4096, "100k": 100 * 1024, "100k-2g": 100 
 # answers 503 (bench/results/2026-11-27-stat-accel/NOTE.md).
 SUBSETS = {"4k-popular": ("4k", 15000), "100k-2g": ("100k", 20000), "100k-1g": ("100k", 10000)}
 HOT_ONLY = set(SUBSETS)
+# Descriptors the floor's --keep-open row may keep: what seekless's open-file cache holds at its
+# defaults under a hard RLIMIT_NOFILE of 20,000 (20,000 - 4 x 1,024 connections - 256).
+FLOOR_KEEP_OPEN = 15648
 children = []  # Popen objects we started; each leads its own session
 
 
@@ -246,6 +249,7 @@ class Context:
         self.build = os.path.abspath(build)
         self.seekless = os.path.join(self.build, "app", "seekless")
         self.accel = os.path.join(self.build, "fcgi_stat_accel", "fcgi-stat-accel")
+        self.floor = os.path.join(self.build, "bench", "floor")
         self.loadgen = next((p for p in (os.path.join(self.build, "bench", "loadgen"),
                                          os.path.join(self.build, "bench", "loadgen", "loadgen"))
                              if os.path.isfile(p) and os.access(p, os.X_OK)), None)
@@ -287,7 +291,7 @@ class Context:
 class Config:
     """One server configuration.
 
-    kind: seekless | nginx | lighttpd | apache; keys: seekless config keys; accel: None, "tcp"
+    kind: seekless | nginx | lighttpd | apache | floor (bench/floor/floor.c); keys: seekless config keys; accel: None, "tcp"
     or "unix" (start fcgi-stat-accel and route requests to it); group: the table it belongs to
     ("main", "accel" or a sweep); headline: cross-checked with wrk; workloads: the (pool, cache)
     pairs it runs on (None: all)."""
@@ -388,6 +392,13 @@ class Config:
             raise Skip("lighttpd -tt refused the config: " + (t.stderr + t.stdout).strip()[-300:])
         return ["lighttpd", "-D", "-f", conf], None, [conf]
 
+    def prep_floor(self, ctx, mode, run, root):
+        if not os.access(ctx.floor, os.X_OK):
+            raise Skip(f"{ctx.floor} not built")
+        keep = self.opts.get("keep_open")
+        return ([ctx.floor, str(ctx.port), root] + (["--keep-open", str(keep)] if keep else []),
+                None, [])
+
     def prep_apache(self, ctx, mode, run, root):
         mods = "/usr/lib/apache2/modules"
         if not os.path.isdir(mods):
@@ -419,7 +430,8 @@ ACCEL_WORKLOADS = {("4k", "cold"), ("4k", "hot"), ("100k", "cold"), ("100k", "ho
                    ("4k-popular", "hot"), ("100k-1g", "hot")}
 
 
-def configurations(backends, default_backend, every_backend=False, apache=False, sweeps=None):
+def configurations(backends, default_backend, every_backend=False, apache=False, sweeps=None,
+                   floor=False):
     """Every configuration bench/run knows. Headline rows (cross-checked with wrk): seekless with
     its default backend, nginx, lighttpd and the stat-accelerator rows."""
     out = []
@@ -438,6 +450,14 @@ def configurations(backends, default_backend, every_backend=False, apache=False,
     out.append(Config("nginx-sendfile-open-file-cache", "nginx", open_file_cache=True,
                       workloads={(k, "hot") for k in SUBSETS}, headline=True))
     out.append(Config("lighttpd-1.4", "lighttpd", headline=True))
+    if floor:
+        # The calibration rows (bench/run --floor; hot only, as floor reads files on its one
+        # thread): the least a server can do per request on this kernel, without and with
+        # descriptors kept open (as many as seekless's open-file cache holds, FLOOR_KEEP_OPEN).
+        hot = {(k, "hot") for k in POOL_KINDS}
+        out.append(Config("floor", "floor", workloads=hot, headline=True))
+        out.append(Config("floor-keep-open", "floor", workloads=hot, headline=True,
+                          keep_open=FLOOR_KEEP_OPEN))
     for mode in ("tcp", "unix"):  # the same accelerator over the same kind of socket
         out.append(Config(f"lighttpd-1.4-stat-accel-{mode}", "lighttpd", group="accel",
                           param=mode, accel=mode, workloads=ACCEL_WORKLOADS, headline=True))
