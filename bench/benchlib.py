@@ -44,9 +44,6 @@ FILE_SIZE = {"4k": 4096, "4k-popular": 4096, "100k": 100 * 1024, "100k-2g": 100 
 # answers 503 (bench/results/2026-11-27-stat-accel/NOTE.md).
 SUBSETS = {"4k-popular": ("4k", 15000), "100k-2g": ("100k", 20000), "100k-1g": ("100k", 10000)}
 HOT_ONLY = set(SUBSETS)
-# Descriptors the floor's --keep-open row may keep: what seekless's open-file cache holds at its
-# defaults under a hard RLIMIT_NOFILE of 20,000 (20,000 - 4 x 1,024 connections - 256).
-FLOOR_KEEP_OPEN = 15648
 children = []  # Popen objects we started; each leads its own session
 
 
@@ -291,10 +288,10 @@ class Context:
 class Config:
     """One server configuration.
 
-    kind: seekless | nginx | lighttpd | apache | floor (bench/floor/floor.c); keys: seekless config keys; accel: None, "tcp"
-    or "unix" (start fcgi-stat-accel and route requests to it); group: the table it belongs to
-    ("main", "accel" or a sweep); headline: cross-checked with wrk; workloads: the (pool, cache)
-    pairs it runs on (None: all)."""
+    kind: seekless | nginx | lighttpd | apache | floor (bench/floor/floor.c); keys: seekless
+    config keys; accel: None, "tcp" or "unix" (start fcgi-stat-accel and route requests to it);
+    group: the table it belongs to ("main", "accel" or a sweep); headline: cross-checked with
+    wrk; workloads: the (pool, cache) pairs it runs on (None: all)."""
 
     def __init__(self, name, kind, group="main", param="", keys=None, accel=None,
                  workloads=None, headline=False, **opts):
@@ -412,6 +409,16 @@ class Config:
         return ["apache2", "-f", conf, "-DFOREGROUND"], env, [conf]
 
 
+def fdcache_capacity():
+    """The files seekless's open-file cache holds at its defaults (server/server.c): the hard
+    RLIMIT_NOFILE less 4 descriptors per connection slot (1,024) and 256, at most 65,536; 15,648
+    under this machine's 20,000. The floor's --keep-open row keeps as many."""
+    import resource
+    hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    left = 65536 if hard == resource.RLIM_INFINITY else hard - (4 * 1024 + 256)
+    return max(0, min(65536, left))
+
+
 def lighttpd_max_fds():
     """32768 (see lighttpd.conf), or the hard RLIMIT_NOFILE when that is lower: lighttpd cannot
     raise it without CAP_SYS_RESOURCE (containers), and says so at every start otherwise."""
@@ -453,11 +460,11 @@ def configurations(backends, default_backend, every_backend=False, apache=False,
     if floor:
         # The calibration rows (bench/run --floor; hot only, as floor reads files on its one
         # thread): the least a server can do per request on this kernel, without and with
-        # descriptors kept open (as many as seekless's open-file cache holds, FLOOR_KEEP_OPEN).
+        # descriptors kept open (as many as seekless's open-file cache holds).
         hot = {(k, "hot") for k in POOL_KINDS}
         out.append(Config("floor", "floor", workloads=hot, headline=True))
         out.append(Config("floor-keep-open", "floor", workloads=hot, headline=True,
-                          keep_open=FLOOR_KEEP_OPEN))
+                          keep_open=fdcache_capacity()))
     for mode in ("tcp", "unix"):  # the same accelerator over the same kind of socket
         out.append(Config(f"lighttpd-1.4-stat-accel-{mode}", "lighttpd", group="accel",
                           param=mode, accel=mode, workloads=ACCEL_WORKLOADS, headline=True))

@@ -185,7 +185,15 @@ int main(int argc, char **argv)
         return 2;
     }
     if (argc == 5) {
-        keep_max = (size_t)strtoul(argv[4], NULL, 10);
+        /* A number, and no more descriptors than any process may hold. */
+        char *end;
+        errno = 0;
+        unsigned long n = strtoul(argv[4], &end, 10);
+        if (argv[4][0] < '0' || argv[4][0] > '9' || *end || errno || n > (1ul << 24)) {
+            fprintf(stderr, "floor: bad --keep-open '%s' (0..16777216)\n", argv[4]);
+            return 2;
+        }
+        keep_max = (size_t)n;
         for (keep_cap = 1024; keep_cap < 2 * keep_max; keep_cap *= 2) {}
         keep = calloc(keep_cap, sizeof *keep);
         if (!keep) return 1;

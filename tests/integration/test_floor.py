@@ -161,7 +161,8 @@ class FloorCase(unittest.TestCase):
 
     def test_bad_arguments(self):
         for argv in ([], ["80"], ["0", self.root], ["8080", "/nonexistent-dir"],
-                     ["8080", self.root, "--keep"]):
+                     ["8080", self.root, "--keep"], ["8080", self.root, "--keep-open", "x"],
+                     ["8080", self.root, "--keep-open", "-1"]):
             r = subprocess.run([FLOOR, *argv], capture_output=True, text=True, timeout=10)
             self.assertEqual(r.returncode, 2, argv)
             self.assertIn("floor", r.stderr)

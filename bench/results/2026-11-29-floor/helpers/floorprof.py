@@ -19,7 +19,7 @@ for srv in servers:
            "seekless-nocache": bl.Config("seekless-nocache", "seekless", keys={"server.network-backend": '"hybrid"', "server.stat-cache-engine": '"disable"'}),
            "nginx": bl.Config("nginx-sendfile", "nginx"),
            "floor": bl.Config("floor", "floor"),
-           "floor-keep-open": bl.Config("floor-keep-open", "floor", keep_open=bl.FLOOR_KEEP_OPEN)}[srv]
+           "floor-keep-open": bl.Config("floor-keep-open", "floor", keep_open=bl.fdcache_capacity())}[srv]
     out = tempfile.mkdtemp(prefix=f"floorprof-{srv}-", dir="/var/tmp")
     urls = os.path.join(out, "urls")
     with open(urls, "w") as f:
