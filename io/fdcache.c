@@ -1,13 +1,19 @@
 /* The open-file cache.
  *
- * Validity is a pair of generation numbers instead of lists to walk: every watched directory has
- * one, bumped by an event about a file in it, and the cache has one, bumped by anything that can
- * change what a path leads to beyond one directory (a directory renamed or removed, a watch
- * lost, the event queue overflowing). An entry remembers both numbers when it is made and is
- * valid while they have not moved, so an event costs an increment and a lookup compares two
- * integers. Watches live as long as the cache (a directory that held a cached file is likely to
- * hold another); the number of them is bounded by the directories of the tree and by the
- * kernel's max_user_watches, past which files simply are not cached.
+ * Validity is three generation numbers instead of lists to walk: every watched directory has
+ * one, bumped by an event about one of its entries (a name moved away or in, or removed), every
+ * cached file's own watch has one, bumped by a change to the file through any of its names
+ * (write, truncate, chmod, touch, a link made or removed), and the cache has one, bumped by
+ * anything that can change what a path leads to beyond one directory (a directory renamed or
+ * removed, a watch lost, the event queue overflowing). An entry remembers the three when it is
+ * made and is valid while they have not moved, so an event costs an increment and a lookup
+ * compares three integers. Directories are not watched for their files' events (see DIR_MASK:
+ * that would cost every read of every file in them); each file is, by a watch that lives as long
+ * as the last entry of its inode (hard links share it: the kernel has one wd per inode) and is
+ * removed with it, outside any shard's lock. Directory watches live as long as the cache (a
+ * directory that held a cached file is likely to hold another); the number of watches is bounded
+ * by the directories of the tree plus the entries, and by the kernel's max_user_watches, past
+ * which files simply are not cached.
  *
  * Admission (TinyLFU's idea): a lossy count of how often each path was asked for lately, a
  * count-min sketch of small counters shared by the loops (relaxed atomics: a lost increment
@@ -67,19 +73,30 @@
 #define DRAIN_EVERY_NS 1000000 /* a hit reads the event queue when it was last read before this */
 #define TEARDOWN_FILES 2       /* a rest's files closed per lookup while it rests (a loop
                                 * iteration serves up to 32 requests: 64 closes, ~0.2 ms) */
-#define TEARDOWN_WATCHES 2     /* and watches removed */
+#define TEARDOWN_WATCHES 4     /* and watches removed (a file's own and its directories') */
+#define REVALIDATE_S 60        /* inotify: an entry is checked against its path this often */
 #define TICK_FILES 1024        /* per sl_fdc_tick (a second) while resting: about 2 ms */
-#define TICK_WATCHES 256
-#define WATCH_MASK                                                                                 \
-    (IN_MODIFY | IN_ATTRIB | IN_CLOSE_WRITE | IN_MOVED_FROM | IN_MOVED_TO | IN_DELETE |            \
-     IN_DELETE_SELF | IN_MOVE_SELF | IN_ONLYDIR)
+#define TICK_WATCHES 1280
+/* A directory is watched for its entries only (a name moved away, moved in over another, removed;
+ * the directory itself moved or removed), never for what happens to the files in it: a directory
+ * watched for its children's events (IN_MODIFY, IN_ATTRIB, IN_CLOSE_WRITE) makes the kernel take
+ * the parent's dentry on every open, read and close of every file in it, cached or not (measured:
+ * 1.1-1.3 us per request, bench/results/2026-11-29-floor). Each cached file has a watch of its
+ * own for its contents and attributes, which also sees a change made through another of its
+ * names. */
+#define DIR_MASK (IN_MOVED_FROM | IN_MOVED_TO | IN_DELETE | IN_DELETE_SELF | IN_MOVE_SELF | IN_ONLYDIR)
+#define FILE_MASK (IN_MODIFY | IN_ATTRIB | IN_CLOSE_WRITE | IN_DONT_FOLLOW)
 
 typedef struct watch {
     struct watch *next_rel, *next_wd;
     int wd;
-    unsigned gen;            /* atomic: bumped by an event about a file in the directory */
+    unsigned gen;            /* atomic: bumped by an event about an entry of the directory, or
+                              * about the file */
     bool dead;
-    char rel[];              /* "" for the directory itself, else "a/b" */
+    bool file;               /* a cached file's own watch: in by_wd only, shared by the entries
+                              * of the inode (hard links: the kernel has one wd per inode) */
+    unsigned refs;           /* file: the entries that hold it (wlock) */
+    char rel[];              /* directory: "" for the top one, else "a/b"; file: "" */
 } watch;
 
 typedef struct ent {
@@ -91,7 +108,9 @@ typedef struct ent {
     unsigned refs;
     bool linked;             /* in its shard's table and LRU */
     watch *w;                /* the directory of the file (inotify) */
-    unsigned wgen, ggen;
+    watch *fw;               /* the file's own watch (inotify) */
+    int fwd;                 /* its wd, to let go of it (0: none) */
+    unsigned wgen, fwgen, ggen;
     time_t checked;          /* simple: last checked against the path */
     char *file;              /* the path of the file opened (simple mode checks it) */
     size_t len;
@@ -213,17 +232,24 @@ sl_fdc_mode sl_fdc_mode_of(const sl_fdc *c)
     return c->mode;
 }
 
-static void ent_free(ent *e)
+static void file_watch_release(sl_fdc *c, int wd);
+
+/* Close and free an entry nobody holds any more, and let go of its file's watch. Never under a
+ * shard's lock: that takes the watch lock. */
+static void ent_drop(sl_fdc *c, ent *e)
 {
     if (e->pub.fd >= 0) close(e->pub.fd);
+    if (e->fwd > 0) file_watch_release(c, e->fwd);
     free(e->file);
     free(e);
 }
 
-/* Off the table and the LRU (shard locked); freed now unless held. */
-static void ent_kill(shard *s, ent *e)
+/* Off the table and the LRU (shard locked). Returns the entry when nobody holds it, for the
+ * caller to ent_drop once it has unlocked the shard; NULL when it is held (its last
+ * sl_fdc_release drops it). */
+static ent *ent_kill(shard *s, ent *e)
 {
-    if (!e->linked) return;
+    if (!e->linked) return NULL;
     ent **pp = &s->tab[BUCKET(e->h, s->nb)];
     while (*pp && *pp != e) pp = &(*pp)->hnext;
     if (*pp) *pp = e->hnext;
@@ -231,36 +257,39 @@ static void ent_kill(shard *s, ent *e)
     e->lnext->lprev = e->lprev;
     e->linked = false;
     s->n--;
-    if (e->refs == 0) ent_free(e);
+    return e->refs == 0 ? e : NULL;
 }
 
 void sl_fdc_free(sl_fdc *c)
 {
     if (!c) return;
+    /* The watches first (every one is in by_wd once; the kernel's go with the inotify
+     * descriptor), so the entries dropped next find no file watch to remove one by one. */
+    for (size_t i = 0; c->by_wd && i < c->wnb; i++)
+        while (c->by_wd[i]) {
+            watch *w = c->by_wd[i];
+            c->by_wd[i] = w->next_wd;
+            free(w);
+        }
+    if (c->by_rel) memset(c->by_rel, 0, c->wnb * sizeof *c->by_rel);
     for (size_t i = 0; i < SHARDS; i++) {
         shard *s = &c->sh[i];
         if (s->tab)
             while (s->lru.lnext != &s->lru) {
                 ent *e = s->lru.lnext;
                 e->refs = 0;
-                ent_kill(s, e);
+                ent_drop(c, ent_kill(s, e));
             }
         free(s->tab);
         pthread_mutex_destroy(&s->lock);
     }
-    for (size_t i = 0; c->by_rel && i < c->wnb; i++)
-        while (c->by_rel[i]) {
-            watch *w = c->by_rel[i];
-            c->by_rel[i] = w->next_rel;
-            free(w);
-        }
-    free(c->by_rel);
-    free(c->by_wd);
     while (c->doomed) {
         ent *e = c->doomed;
         c->doomed = e->hnext;
-        ent_free(e);
+        ent_drop(c, e);
     }
+    free(c->by_rel);
+    free(c->by_wd);
     while (c->doomed_w) { /* their watches go with the inotify descriptor */
         watch *w = c->doomed_w;
         c->doomed_w = w->next_rel;
@@ -319,6 +348,20 @@ static void watch_grow(sl_fdc *c)
     c->wnb = nb;
 }
 
+static void out_of_watches(void)
+{
+    static bool told;
+    if (errno == ENOSPC && !__atomic_exchange_n(&told, true, __ATOMIC_RELAXED))
+        sl_log("inotify: out of watches (fs.inotify.max_user_watches); further files are not "
+               "kept open");
+}
+
+/* Room in the tables for one more watch. wlock held. */
+static void watch_room(sl_fdc *c)
+{
+    if (c->n_watches >= 2 * c->wnb) watch_grow(c);
+}
+
 /* The live watch of directory rel (relative to dirpath), made if need be. wlock held. */
 static watch *watch_get(sl_fdc *c, const char *dirpath, const char *rel, size_t n)
 {
@@ -332,14 +375,9 @@ static watch *watch_get(sl_fdc *c, const char *dirpath, const char *rel, size_t 
     char abs[4200];
     int k = snprintf(abs, sizeof abs, "%s%s%.*s", dirpath, n ? "/" : "", (int)n, rel);
     if (k < 0 || (size_t)k >= sizeof abs) return NULL;
-    int wd = inotify_add_watch(c->ifd, abs, WATCH_MASK);
+    int wd = inotify_add_watch(c->ifd, abs, DIR_MASK);
     if (wd < 0) {
-        static bool told;
-        if (errno == ENOSPC && !told) {
-            told = true;
-            sl_log("inotify: out of watches (fs.inotify.max_user_watches); files in further "
-                   "directories are not kept open");
-        }
+        out_of_watches();
         return NULL;
     }
     /* The kernel gives one wd per directory: a renamed path may come back to a watch we have
@@ -349,10 +387,8 @@ static watch *watch_get(sl_fdc *c, const char *dirpath, const char *rel, size_t 
         old->dead = true;
         A_INC(c->ggen);
     }
-    if (c->n_watches >= 2 * c->wnb) {
-        watch_grow(c);
-        b = rel_hash(rel, n) & (c->wnb - 1);
-    }
+    watch_room(c);
+    b = rel_hash(rel, n) & (c->wnb - 1);
     watch *w = calloc(1, sizeof *w + n + 1);
     if (!w) return NULL;
     w->wd = wd;
@@ -363,6 +399,69 @@ static watch *watch_get(sl_fdc *c, const char *dirpath, const char *rel, size_t 
     c->by_wd[(size_t)wd & (c->wnb - 1)] = w;
     c->n_watches++;
     return w;
+}
+
+/* A hold on the watch of the file at dirpath/file (made if need be; shared with the other
+ * entries of the same inode, which the kernel gives the same wd). NULL when it cannot be had.
+ * The caller checks afterwards that the path still leads to the file it opened. wlock held. */
+static watch *watch_file(sl_fdc *c, const char *dirpath, const char *file)
+{
+    if (__atomic_load_n(&c->resting, __ATOMIC_ACQUIRE)) return NULL; /* as in watch_get */
+    char abs[4200];
+    int k = snprintf(abs, sizeof abs, "%s/%s", dirpath, file);
+    if (k < 0 || (size_t)k >= sizeof abs) return NULL;
+    int wd = inotify_add_watch(c->ifd, abs, FILE_MASK);
+    if (wd < 0) {
+        out_of_watches();
+        return NULL;
+    }
+    watch *w = watch_by_wd(c, wd);
+    if (w && !w->file) {
+        /* The path led to one of our directories by now (replaced between the open and here):
+         * that watch's mask is a file's now. It is not trusted any more (watch_get makes it
+         * again), nor is anything cached. */
+        w->dead = true;
+        A_INC(c->ggen);
+        return NULL;
+    }
+    if (w) {
+        w->refs++;
+        return w;
+    }
+    watch_room(c);
+    if (!(w = calloc(1, sizeof *w + 1))) {
+        inotify_rm_watch(c->ifd, wd);
+        return NULL;
+    }
+    w->wd = wd;
+    w->file = true;
+    w->refs = 1;
+    w->next_wd = c->by_wd[(size_t)wd & (c->wnb - 1)];
+    c->by_wd[(size_t)wd & (c->wnb - 1)] = w;
+    c->n_watches++;
+    return w;
+}
+
+/* An entry lets go of its file's watch: the last removes it, from the kernel too unless the
+ * kernel dropped it first (IN_IGNORED). A wd not in the tables (a rest took every watch) is
+ * nobody's: the kernel allocates wds cyclically, so it is not another watch's by now. Takes
+ * wlock. */
+static void file_watch_release(sl_fdc *c, int wd)
+{
+    pthread_mutex_lock(&c->wlock);
+    for (watch **pp = c->by_wd ? &c->by_wd[(size_t)wd & (c->wnb - 1)] : NULL; pp && *pp;
+         pp = &(*pp)->next_wd) {
+        watch *w = *pp;
+        if (w->wd != wd || !w->file) continue;
+        if (--w->refs == 0) {
+            *pp = w->next_wd;
+            c->n_watches--;
+            if (!w->dead) inotify_rm_watch(c->ifd, wd);
+            free(w);
+        }
+        break;
+    }
+    pthread_mutex_unlock(&c->wlock);
 }
 
 static uint64_t mono_ns(void)
@@ -391,7 +490,12 @@ void sl_fdc_drain(sl_fdc *c)
             }
             watch *w = watch_by_wd(c, ev->wd);
             if (!w) continue;
-            if (ev->mask & (IN_IGNORED | IN_DELETE_SELF | IN_MOVE_SELF)) {
+            if (w->file) {
+                /* Written, truncated, chmod, touched, linked or unlinked under any name; or
+                 * gone from the kernel (its file system unmounted): its entries only. */
+                if (ev->mask & IN_IGNORED) w->dead = true;
+                A_INC(w->gen);
+            } else if (ev->mask & (IN_IGNORED | IN_DELETE_SELF | IN_MOVE_SELF)) {
                 w->dead = ev->mask & IN_IGNORED ? true : w->dead;
                 A_INC(c->ggen);
             } else if ((ev->mask & IN_ISDIR) || ev->len == 0) {
@@ -554,14 +658,21 @@ sl_fdc_entry *sl_fdc_get(sl_fdc *c, int dirfd, unsigned key, const char *path, s
     }
     bool ok;
     if (c->mode == SL_FDC_INOTIFY) {
-        ok = e->ggen == A_GET(c->ggen) && e->wgen == A_GET(e->w->gen);
+        ok = e->ggen == A_GET(c->ggen) && e->wgen == A_GET(e->w->gen) &&
+             e->fwgen == A_GET(e->fw->gen);
+        /* What no watch sees (a directory's own permissions): the path, once a minute. */
+        if (ok && now - e->checked >= REVALIDATE_S) {
+            ok = still_same(e);
+            if (ok) e->checked = now;
+        }
     } else {
         ok = now == e->checked || still_same(e);
         if (ok) e->checked = now;
     }
     if (!ok) {
-        ent_kill(s, e);
+        ent *dead = ent_kill(s, e);
         pthread_mutex_unlock(&s->lock);
+        if (dead) ent_drop(c, dead);
         A_INC(c->invalidations);
         count_lookup(c, false);
         return NULL;
@@ -587,33 +698,46 @@ sl_fdc_entry *sl_fdc_put(sl_fdc *c, int dirfd, const char *dirpath, unsigned key
     if (!c || c->mode == SL_FDC_DISABLE || !S_ISREG(st->st_mode) ||
         __atomic_load_n(&c->resting, __ATOMIC_RELAXED))
         return NULL;
-    watch *w = NULL;
+    watch *w = NULL, *fw = NULL;
+    int fwd = 0; /* fw's wd, read under wlock (a rest may free fw once it is let go) */
     /* Changes already queued count before the entry, not after it. */
     if (c->mode == SL_FDC_INOTIFY) sl_fdc_drain(c);
-    unsigned wgen = 0, ggen = A_GET(c->ggen);
+    unsigned wgen = 0, fwgen = 0, ggen = A_GET(c->ggen);
     if (c->mode == SL_FDC_INOTIFY) {
-        /* Watch every directory on the way down, then look again: a change after the watches
-         * exist is an event; one before them shows here. */
+        /* Watch every directory on the way down and the file, then look again: a change after
+         * the watches exist is an event; one before them shows here. (Were the file's watch
+         * put on another inode, the path was changed after the directory's watch existed: that
+         * is an event of the directory's, which this entry's wgen predates.) */
         size_t flen = strlen(file);
         pthread_mutex_lock(&c->wlock);
         w = watch_get(c, dirpath, "", 0);
         for (size_t i = 0; w && i < flen; i++)
             if (file[i] == '/') w = watch_get(c, dirpath, file, i);
-        if (w) wgen = A_GET(w->gen);
+        if (w) {
+            wgen = A_GET(w->gen);
+            fw = watch_file(c, dirpath, file);
+            if (fw) {
+                fwgen = A_GET(fw->gen);
+                fwd = fw->wd;
+            }
+        }
         pthread_mutex_unlock(&c->wlock);
-        if (!w) return NULL;
+        if (!fw) return NULL;
         ent probe = {.dirfd = dirfd, .pub.st = *st};
         probe.file = (char *)file;
         struct stat now_st;
         if (fstat(fd, &now_st) < 0 || !still_same(&probe) || now_st.st_size != st->st_size ||
             now_st.st_mtim.tv_nsec != st->st_mtim.tv_nsec ||
-            now_st.st_mtim.tv_sec != st->st_mtim.tv_sec)
+            now_st.st_mtim.tv_sec != st->st_mtim.tv_sec) {
+            file_watch_release(c, fwd);
             return NULL;
+        }
     }
     ent *e = calloc(1, sizeof *e + len + 1);
     char *f = e ? strdup(file) : NULL;
     if (!e || !f) {
         free(e);
+        if (fwd) file_watch_release(c, fwd);
         return NULL;
     }
     e->pub.fd = fd;
@@ -627,6 +751,9 @@ sl_fdc_entry *sl_fdc_put(sl_fdc *c, int dirfd, const char *dirpath, unsigned key
     e->pub.file = f;
     e->w = w;
     e->wgen = wgen;
+    e->fw = fw;
+    e->fwd = fwd;
+    e->fwgen = fwgen;
     e->ggen = ggen;
     e->checked = now;
     e->refs = 1;
@@ -639,34 +766,45 @@ sl_fdc_entry *sl_fdc_put(sl_fdc *c, int dirfd, const char *dirpath, unsigned key
             /* Another loop put it first: keep theirs, the caller keeps its fd. */
             pthread_mutex_unlock(&s->lock);
             e->pub.fd = -1;
-            ent_free(e);
+            ent_drop(c, e);
             return NULL;
         }
     }
-    /* Room: the least recently used entries nobody holds go. */
+    /* Room: the least recently used entries nobody holds go (dropped once the shard is
+     * unlocked: their watches take the watch lock). */
+    ent *evicted = NULL;
     for (ent *x = s->lru.lprev; s->n >= s->cap && x != &s->lru;) {
         ent *prev = x->lprev;
         if (x->refs == 0) {
-            ent_kill(s, x);
+            ent *d = ent_kill(s, x);
+            d->hnext = evicted;
+            evicted = d;
             A_INC(c->evictions);
         }
         x = prev;
     }
-    if (s->n >= s->cap) {
-        pthread_mutex_unlock(&s->lock);
+    bool room = s->n < s->cap;
+    if (room) {
+        e->hnext = s->tab[b];
+        s->tab[b] = e;
+        e->lnext = s->lru.lnext;
+        e->lprev = &s->lru;
+        s->lru.lnext->lprev = e;
+        s->lru.lnext = e;
+        e->linked = true;
+        s->n++;
+    }
+    pthread_mutex_unlock(&s->lock);
+    while (evicted) {
+        ent *d = evicted;
+        evicted = d->hnext;
+        ent_drop(c, d);
+    }
+    if (!room) {
         e->pub.fd = -1;
-        ent_free(e);
+        ent_drop(c, e);
         return NULL;
     }
-    e->hnext = s->tab[b];
-    s->tab[b] = e;
-    e->lnext = s->lru.lnext;
-    e->lprev = &s->lru;
-    s->lru.lnext->lprev = e;
-    s->lru.lnext = e;
-    e->linked = true;
-    s->n++;
-    pthread_mutex_unlock(&s->lock);
     A_INC(c->inserts);
     return &e->pub;
 }
@@ -676,8 +814,9 @@ void sl_fdc_release(sl_fdc *c, sl_fdc_entry *pub)
     ent *e = (ent *)pub;
     shard *s = &c->sh[e->h % SHARDS];
     pthread_mutex_lock(&s->lock);
-    if (--e->refs == 0 && !e->linked) ent_free(e);
+    bool drop = --e->refs == 0 && !e->linked;
     pthread_mutex_unlock(&s->lock);
+    if (drop) ent_drop(c, e);
 }
 
 void sl_fdc_forget(sl_fdc *c, sl_fdc_entry *pub)
@@ -686,7 +825,7 @@ void sl_fdc_forget(sl_fdc *c, sl_fdc_entry *pub)
     shard *s = &c->sh[e->h % SHARDS];
     pthread_mutex_lock(&s->lock);
     if (e->linked) {
-        ent_kill(s, e); /* held: not freed here */
+        (void)ent_kill(s, e); /* held: not dropped here */
         A_INC(c->invalidations);
     }
     pthread_mutex_unlock(&s->lock);
@@ -727,6 +866,7 @@ static void rest_begin(sl_fdc *c)
         for (ent *e = s->lru.lnext, *next; e != &s->lru; e = next) {
             next = e->lnext;
             e->linked = false;
+            e->fwd = 0; /* its file's watch goes with the others below */
             if (e->refs == 0) { /* a held one is freed by its last sl_fdc_release */
                 e->hnext = doomed;
                 doomed = e;
@@ -739,15 +879,17 @@ static void rest_begin(sl_fdc *c)
         pthread_mutex_unlock(&s->lock);
     }
     pthread_mutex_lock(&c->wlock);
-    for (size_t i = 0; c->by_rel && i < c->wnb; i++) {
-        while (c->by_rel[i]) {
-            watch *w = c->by_rel[i];
-            c->by_rel[i] = w->next_rel;
+    for (size_t i = 0; c->by_wd && i < c->wnb; i++) {
+        /* Every watch is in by_wd once (a file's only there). A held entry killed before the
+         * rest still counts on its file's watch: its release finds the wd gone and lets be. */
+        while (c->by_wd[i]) {
+            watch *w = c->by_wd[i];
+            c->by_wd[i] = w->next_wd;
             w->next_rel = doomed_w;
             doomed_w = w;
             n++;
         }
-        c->by_wd[i] = NULL;
+        c->by_rel[i] = NULL;
     }
     c->n_watches = 0;
     pthread_mutex_unlock(&c->wlock);
@@ -784,7 +926,7 @@ static void pay_teardown(sl_fdc *c, size_t files, size_t watches)
     for (; c->doomed && paid < files; paid++) {
         ent *e = c->doomed;
         c->doomed = e->hnext;
-        ent_free(e);
+        ent_drop(c, e); /* no file watch of its own any more (rest_begin) */
     }
     for (size_t k = 0; c->doomed_w && k < watches; k++, paid++) {
         watch *w = c->doomed_w;

@@ -7,15 +7,22 @@
  * invalidated or evicted while held stays open until the last holder lets go.
  *
  * How long a change can go unseen (the bound):
- *   inotify  every directory on a cached file's path is watched. A change to a file (write,
- *            truncate, chmod, touch, rename over it, delete, create) invalidates the entries of
- *            its directory; any change to a directory entry that is itself a directory (rename
- *            or removal of a subtree), a watch lost or an event queue overflow invalidates every
- *            entry. The kernel queues the event before the changing call returns; a loop that
- *            wakes from epoll reads the queue before its requests, and a hit reads it when it
+ *   inotify  every directory on a cached file's path is watched for its entries, and each
+ *            cached file for itself. A change to a file through any of its names (write,
+ *            truncate, chmod, touch, a link made or removed) invalidates its entries; a name of
+ *            a directory moved or removed (rename over a file, delete) invalidates the entries
+ *            of that directory; any change to a directory entry that is itself a directory
+ *            (rename or removal of a subtree), a watch lost or an event queue overflow
+ *            invalidates every entry. The kernel queues the event before the changing call
+ *            returns; a loop that wakes from epoll reads the queue before its requests, and a
+ *            hit reads it when it
  *            was last read more than 1 ms ago: a request read more than 1 ms after a change
  *            completed is always answered from the new file (one read() per millisecond on a
- *            busy server instead of one per hit).
+ *            busy server instead of one per hit). What no watch sees, a directory's own
+ *            permissions changed (a watch for that would make the kernel look at the directory
+ *            on every read of each of its files), is seen within a minute: an entry is also
+ *            checked against its path, as simple does, when it is used more than 60 s after its
+ *            last check (nginx's open_file_cache_valid).
  *   simple   lighttpd's: an entry is checked against the path (same inode, size, mtime, ctime)
  *            when it is used more than a second after its last check: a change is seen within
  *            one second. A file that ends before its cached size while it is sent is dropped
@@ -93,9 +100,9 @@ void sl_fdc_release(sl_fdc *c, sl_fdc_entry *e);
 void sl_fdc_forget(sl_fdc *c, sl_fdc_entry *e);
 
 /* Once a second, from one thread: while the cache rests (a cache that hits, or would hit full,
- * too little rests; see fdcache.c), close up to 1,024 of the files and remove up to 256 of the
+ * too little rests; see fdcache.c), close up to 1,024 of the files and remove up to 1,280 of the
  * watches it dropped, and end a rest that is over once every one is gone. A lookup that finds the
- * cache resting (sl_fdc_get) closes 2 and removes 2 itself. */
+ * cache resting (sl_fdc_get) closes 2 and removes 4 itself. */
 void sl_fdc_tick(sl_fdc *c);
 
 /* How long the first rest lasts (10 s unless set; each further rest in a row lasts twice as
