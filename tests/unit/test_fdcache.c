@@ -700,6 +700,28 @@ static void test_eviction_removes_the_files_watches(void **state)
     sl_fdc_free(c);
 }
 
+static void test_an_entry_hit_often_is_never_evicted(void **state)
+{
+    /* 16 shards of 4, 400 files offered one after another (no admission here), and one file
+     * looked up after each: the least recently used go, never the file hit after every insert,
+     * and an entry not hit since it was cached goes too. */
+    sl_fdc *c = sl_fdc_new(SL_FDC_INOTIFY, 1);
+    tu_mkdir(root, "lru", 0755);
+    cached(c, "lru/hot", "x", 1);
+    cached(c, "lru/cold", "x", 1);
+    char rel[32];
+    for (int i = 0; i < 400; i++) {
+        snprintf(rel, sizeof rel, "lru/s%d", i);
+        cached(c, rel, "x", 1);
+        expect_hit(c, "lru/hot", 1);
+    }
+    assert_null(get(c, "lru/cold", 1));
+    sl_fdc_stats st;
+    sl_fdc_get_stats(c, &st);
+    assert_true(st.evictions >= 400 - 64);
+    sl_fdc_free(c);
+}
+
 static void test_directory_permissions_seen_within_a_minute(void **state)
 {
     /* A directory's own chmod is an event of no watch the cache keeps; the check against the
@@ -779,6 +801,7 @@ TU_MAIN(setup, teardown,
         cmocka_unit_test(test_hard_links_share_a_watch_that_goes_with_the_last_entry),
         cmocka_unit_test(test_eviction_removes_the_files_watches),
         cmocka_unit_test(test_directory_permissions_seen_within_a_minute),
+        cmocka_unit_test(test_an_entry_hit_often_is_never_evicted),
         cmocka_unit_test(test_simple_checks_once_a_second),
         cmocka_unit_test(test_forgotten_entry_is_reopened_and_stays_open_while_held),
         cmocka_unit_test(test_disabled_caches_nothing),
