@@ -16,9 +16,10 @@
  * the memo trusts less.
  *
  * A file is known by device, inode, size and change time, so a file replaced, rewritten or
- * truncated is a different file to the memo. The memo is a fixed array indexed by a hash of
- * device and inode: a newer file takes an older one's slot, and a look-up that finds another
- * file there is a miss. One per loop, touched only by its thread: no locks.
+ * truncated is a different file to the memo. The memo is a fixed array of slots in sets of four,
+ * a set chosen by a hash of device and inode: a newer file takes an empty slot of its set, else
+ * the one whose file was found resident longest ago, and a look-up that finds its file in none of
+ * the four is a miss. One per loop, touched only by its thread: no locks.
  */
 #ifndef SL_RESMEMO_H
 #define SL_RESMEMO_H
@@ -40,7 +41,7 @@ typedef struct sl_file_id {
     int64_t ctime_ns;   /* st_ctim: any write, truncation or rename of the inode moves it */
 } sl_file_id;
 
-/* The memo: 2^bits slots. */
+/* The memo: 2^bits slots, in sets of four. */
 typedef struct sl_resmemo sl_resmemo;
 
 /* Counters, for the status page. */
@@ -51,7 +52,7 @@ typedef struct sl_resmemo_stats {
     uint64_t trust_ms;  /* the trust time now */
 } sl_resmemo_stats;
 
-/* A memo of 2^bits slots (bits 4..24), or NULL when out of memory. */
+/* A memo of 2^bits slots (bits 2..24: one set to 2^22), or NULL when out of memory. */
 sl_resmemo *sl_resmemo_new(unsigned bits);
 void sl_resmemo_free(sl_resmemo *m);
 

@@ -134,7 +134,7 @@ static void test_audits_move_the_trust_time(void **state)
     sl_resmemo_free(m);
 }
 
-/* 2^4 slots and 64 consecutive inodes: files share slots, a newer one takes the slot, and a
+/* 2^4 slots and 64 consecutive inodes: files share sets, a newer one takes a slot, and a
  * look-up never answers for a file with another's entry. */
 static void test_slots_shared_never_confuse_files(void **state)
 {
@@ -167,7 +167,41 @@ static void test_slots_shared_never_confuse_files(void **state)
     sl_resmemo_free(m2);
 }
 
+/* One set (2^2 slots): four files are all kept; a fifth takes the slot of the one found resident
+ * longest ago, not of one just found so. */
+static void test_a_full_set_gives_up_the_file_found_resident_longest_ago(void **state)
+{
+    sl_resmemo *m = sl_resmemo_new(2);
+    for (uint64_t i = 1; i <= 4; i++) {
+        sl_file_id id = file(i);
+        sl_resmemo_note(m, &id, 100 + i, true, true);
+    }
+    for (uint64_t i = 1; i <= 4; i++) {
+        sl_file_id id = file(i);
+        assert_true(sl_resmemo_trust(m, &id, 110));
+    }
+    sl_file_id a = file(1), b = file(2), e = file(5);
+    sl_resmemo_note(m, &a, 111, true, true); /* 1 found resident again: now 2 is the oldest */
+    sl_resmemo_note(m, &e, 112, true, true);
+    assert_true(sl_resmemo_trust(m, &e, 113));
+    assert_false(sl_resmemo_trust(m, &b, 113));
+    for (uint64_t i = 1; i <= 4; i++) {
+        if (i == 2) continue;
+        sl_file_id id = file(i);
+        assert_true(sl_resmemo_trust(m, &id, 113));
+    }
+    /* A file found not resident frees its slot for the next newcomer, whatever its age. */
+    sl_file_id c = file(3), f = file(6);
+    sl_resmemo_note(m, &c, 114, true, false);
+    assert_false(sl_resmemo_trust(m, &c, 115));
+    sl_resmemo_note(m, &f, 115, true, true);
+    assert_true(sl_resmemo_trust(m, &f, 116));
+    assert_true(sl_resmemo_trust(m, &a, 116));
+    sl_resmemo_free(m);
+}
+
 TU_MAIN(NULL, NULL,
+        cmocka_unit_test(test_a_full_set_gives_up_the_file_found_resident_longest_ago),
         cmocka_unit_test(test_trusted_for_the_trust_time_then_asked_again),
         cmocka_unit_test(test_only_a_whole_file_found_cached_is_remembered),
         cmocka_unit_test(test_a_changed_file_is_another_file),
