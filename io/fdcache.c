@@ -25,10 +25,10 @@
  * requested at random, where every insert would evict a file as likely to come back.
  *
  * Futility: a cache that cannot hold what is asked for costs more than it saves. Every lookup,
- * every admission count and every watched directory has a price (a watched directory makes the
- * kernel look at its watch on each open, read and close of every file in it, cached or not), and
- * a hit saves an open, an fstat and a close. Measured on the 4 KiB pool (200,000 files asked for
- * at random, a cache of a few thousand): about 2.5 us more per request with the cache than
+ * every admission count and every insert has a price (watches added, a re-check, the victim's
+ * close and its watch removed), and a hit saves an open, an fstat and a close. Measured on the
+ * 4 KiB pool (200,000 files asked for at random, a cache of a few thousand), when directories
+ * were still watched for their files' events: about 2.5 us more per request with the cache than
  * without. So every FUTILE_WINDOW lookups the cache judges the window: fewer than FUTILE_HIT_PCT
  * percent hits, projected to a full cache, twice in a row, and it rests: every entry and every
  * watch goes, and lookups and admissions return at once (one atomic load) for REST_MIN_MS
