@@ -74,7 +74,8 @@
 #define TEARDOWN_FILES 2       /* a rest's files closed per lookup while it rests (a loop
                                 * iteration serves up to 32 requests: 64 closes, ~0.2 ms) */
 #define TEARDOWN_WATCHES 4     /* and watches removed (a file's own and its directories') */
-#define REVALIDATE_S 60        /* inotify: an entry is checked against its path this often */
+#define REVALIDATE_MS 60000   /* inotify: an entry is checked against its path this often */
+#define SIMPLE_MS 1000         /* simple: an entry is trusted this long after its check */
 #define TICK_FILES 1024        /* per sl_fdc_tick (a second) while resting: about 2 ms */
 #define TICK_WATCHES 1280
 /* A directory is watched for its entries only (a name moved away, moved in over another, removed;
@@ -111,7 +112,7 @@ typedef struct ent {
     watch *fw;               /* the file's own watch (inotify) */
     int fwd;                 /* its wd, to let go of it (0: none) */
     unsigned wgen, fwgen, ggen;
-    time_t checked;          /* simple: last checked against the path */
+    uint64_t checked_ms;     /* last checked against the path (the caller's clock) */
     char *file;              /* the path of the file opened (simple mode checks it) */
     size_t len;
     char path[];
@@ -624,7 +625,7 @@ bool sl_fdc_admit(sl_fdc *c, int dirfd, unsigned key, const char *path, size_t l
 }
 
 sl_fdc_entry *sl_fdc_get(sl_fdc *c, int dirfd, unsigned key, const char *path, size_t len,
-                         time_t now)
+                         uint64_t now_ms)
 {
     if (!c || c->mode == SL_FDC_DISABLE) return NULL;
     if (__atomic_load_n(&c->resting, __ATOMIC_RELAXED)) {
@@ -661,13 +662,15 @@ sl_fdc_entry *sl_fdc_get(sl_fdc *c, int dirfd, unsigned key, const char *path, s
         ok = e->ggen == A_GET(c->ggen) && e->wgen == A_GET(e->w->gen) &&
              e->fwgen == A_GET(e->fw->gen);
         /* What no watch sees (a directory's own permissions): the path, once a minute. */
-        if (ok && now - e->checked >= REVALIDATE_S) {
+        if (ok && now_ms - e->checked_ms >= REVALIDATE_MS) {
             ok = still_same(e);
-            if (ok) e->checked = now;
+            if (ok) e->checked_ms = now_ms;
         }
     } else {
-        ok = now == e->checked || still_same(e);
-        if (ok) e->checked = now;
+        /* Trusted within a second of the check, which only a check moves (a hit must not, or a
+         * file asked for more often than once a second would never be checked again). */
+        ok = now_ms - e->checked_ms < SIMPLE_MS;
+        if (!ok && (ok = still_same(e))) e->checked_ms = now_ms;
     }
     if (!ok) {
         ent *dead = ent_kill(s, e);
@@ -693,7 +696,7 @@ sl_fdc_entry *sl_fdc_get(sl_fdc *c, int dirfd, unsigned key, const char *path, s
 
 sl_fdc_entry *sl_fdc_put(sl_fdc *c, int dirfd, const char *dirpath, unsigned key,
                          const char *path, size_t len, const char *file, int fd,
-                         const struct stat *st, time_t now)
+                         const struct stat *st, uint64_t now_ms)
 {
     if (!c || c->mode == SL_FDC_DISABLE || !S_ISREG(st->st_mode) ||
         __atomic_load_n(&c->resting, __ATOMIC_RELAXED))
@@ -755,7 +758,7 @@ sl_fdc_entry *sl_fdc_put(sl_fdc *c, int dirfd, const char *dirpath, unsigned key
     e->fwd = fwd;
     e->fwgen = fwgen;
     e->ggen = ggen;
-    e->checked = now;
+    e->checked_ms = now_ms;
     e->refs = 1;
     shard *s = &c->sh[e->h % SHARDS];
     pthread_mutex_lock(&s->lock);

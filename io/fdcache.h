@@ -21,10 +21,10 @@
  *            busy server instead of one per hit). What no watch sees, a directory's own
  *            permissions changed (a watch for that would make the kernel look at the directory
  *            on every read of each of its files), is seen within a minute: an entry is also
- *            checked against its path, as simple does, when it is used more than 60 s after its
+ *            checked against its path, as simple does, when it is used 60 s or more after its
  *            last check (nginx's open_file_cache_valid).
  *   simple   lighttpd's: an entry is checked against the path (same inode, size, mtime, ctime)
- *            when it is used more than a second after its last check: a change is seen within
+ *            when it is used a second or more after its last check: a change is seen within
  *            one second. A file that ends before its cached size while it is sent is dropped
  *            at once (sl_fdc_forget): that answer is cut short, the next one is whole.
  *   disable  nothing is cached.
@@ -74,9 +74,12 @@ struct event *sl_fdc_watch(sl_fdc *c, struct event_base *base);
 void sl_fdc_drain(sl_fdc *c);
 
 /* The entry for path (relative to dirfd, no leading '/') opened with key (the open flags and
- * resolve rules, as the caller chose them), held, or NULL. now: seconds (the loop's clock). */
+ * resolve rules, as the caller chose them), held, or NULL. now_ms: a monotonic clock in
+ * milliseconds read for this request (sl_now_ns() / 1000000), not a loop's clock of seconds:
+ * that lags by up to a second, differently in each loop, and "simple"'s bound would become two
+ * seconds. */
 sl_fdc_entry *sl_fdc_get(sl_fdc *c, int dirfd, unsigned key, const char *path, size_t len,
-                         time_t now);
+                         uint64_t now_ms);
 /* Whether to offer the file at path (as for sl_fdc_get) to the cache, counting this request:
  * from its second request on, and when the cache is full only if it was asked for more often
  * lately than the entry it would evict (a lossy count, see fdcache.c). So a pool far larger than
@@ -90,7 +93,7 @@ bool sl_fdc_admit(sl_fdc *c, int dirfd, unsigned key, const char *path, size_t l
  * changed meanwhile), fd stays the caller's. */
 sl_fdc_entry *sl_fdc_put(sl_fdc *c, int dirfd, const char *dirpath, unsigned key,
                          const char *path, size_t len, const char *file, int fd,
-                         const struct stat *st, time_t now);
+                         const struct stat *st, uint64_t now_ms);
 /* Give an entry back. */
 void sl_fdc_release(sl_fdc *c, sl_fdc_entry *e);
 /* The held entry e was found not to be what its stat says (its file ended early while it was

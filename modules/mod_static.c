@@ -512,7 +512,7 @@ static void keep_open(sl_conn *c, int dirfd, const char *dirpath, const char *pa
         close(f);
     }
     sl_fdc_entry *e = sl_fdc_put(fdc, dirfd, dirpath, cache_key(c->conf, flags), path, len, file,
-                                 r->fd, &r->st, c->loop->now);
+                                 r->fd, &r->st, sl_now_ns() / 1000000);
     if (e) c->file_ent = e;
 }
 
@@ -750,7 +750,7 @@ sl_hresult sl_static_serve(sl_conn *c, int dirfd, const char *dirpath, const cha
     const sl_netbackend *nb = srv->nb;
     /* Kept open from an earlier request: no lookup, no open, no fstat. */
     sl_fdc_entry *e = cacheable(c, path, len) ? sl_fdc_get(srv->fdc, dirfd, cache_key(conf, flags),
-                                                           path, len, c->loop->now)
+                                                           path, len, sl_now_ns() / 1000000)
                                               : NULL;
     if (e) {
         resolve(conf, dirfd, &c->req, path, len, flags, -1, e, &r);

@@ -45,7 +45,7 @@ static int teardown(void **state)
 }
 
 /* Open rel and offer it; returns the held entry (or NULL). */
-static sl_fdc_entry *offer(sl_fdc *c, const char *rel, time_t now)
+static sl_fdc_entry *offer(sl_fdc *c, const char *rel, uint64_t now)
 {
     int fd = openat(dirfd_, rel, O_RDONLY | O_CLOEXEC);
     assert_true(fd >= 0);
@@ -58,7 +58,7 @@ static sl_fdc_entry *offer(sl_fdc *c, const char *rel, time_t now)
     return e;
 }
 
-static sl_fdc_entry *get(sl_fdc *c, const char *rel, time_t now)
+static sl_fdc_entry *get(sl_fdc *c, const char *rel, uint64_t now)
 {
     char path[512];
     snprintf(path, sizeof path, "/%s", rel);
@@ -67,7 +67,7 @@ static sl_fdc_entry *get(sl_fdc *c, const char *rel, time_t now)
 }
 
 /* rel written with data, then offered to the cache at time now (and released). */
-static void cached(sl_fdc *c, const char *rel, const char *data, time_t now)
+static void cached(sl_fdc *c, const char *rel, const char *data, uint64_t now)
 {
     tu_put(root, rel, data);
     sl_fdc_entry *e = offer(c, rel, now);
@@ -76,7 +76,7 @@ static void cached(sl_fdc *c, const char *rel, const char *data, time_t now)
 }
 
 /* A lookup of rel at time now is a hit (the entry is released). */
-static void expect_hit(sl_fdc *c, const char *rel, time_t now)
+static void expect_hit(sl_fdc *c, const char *rel, uint64_t now)
 {
     sl_fdc_entry *e = get(c, rel, now);
     if (!e) fail_msg("%s: a miss", rel);
@@ -155,12 +155,12 @@ static void test_inotify_sees_every_change(void **state)
 static void test_simple_checks_once_a_second(void **state)
 {
     sl_fdc *c = sl_fdc_new(SL_FDC_SIMPLE, 64);
-    cached(c, "s.txt", "one", 100);
+    cached(c, "s.txt", "one", 100000);
     tu_put(root, "s.txt", "longer now");
-    /* Within the same second the old entry may still be served (the documented bound)... */
-    expect_hit(c, "s.txt", 100);
-    /* ...a second later it is checked and found changed. */
-    assert_null(get(c, "s.txt", 101));
+    /* Within a second of its check the old entry may still be served (the documented bound)... */
+    expect_hit(c, "s.txt", 100999);
+    /* ...a second after it, it is checked and found changed (times in milliseconds). */
+    assert_null(get(c, "s.txt", 101000));
     sl_fdc_free(c);
 }
 
@@ -742,15 +742,15 @@ static void test_directory_permissions_seen_within_a_minute(void **state)
         int fd = openat(dirfd_, "perm/x", O_RDONLY | O_CLOEXEC);
         struct stat st;
         if (!c || fd < 0 || fstat(fd, &st)) _exit(11);
-        sl_fdc_entry *e = sl_fdc_put(c, dirfd_, root, 1, "/perm/x", 7, "perm/x", fd, &st, 100);
+        sl_fdc_entry *e = sl_fdc_put(c, dirfd_, root, 1, "/perm/x", 7, "perm/x", fd, &st, 100000);
         if (!e) _exit(12);
         sl_fdc_release(c, e);
         if (chmod(p, 0)) _exit(13);
         if (openat(dirfd_, "perm/x", O_RDONLY) >= 0) _exit(14); /* an open is refused now */
         sl_fdc_drain(c);
-        if (!(e = sl_fdc_get(c, dirfd_, 1, "/perm/x", 7, 159))) _exit(15); /* not seen yet */
+        if (!(e = sl_fdc_get(c, dirfd_, 1, "/perm/x", 7, 159999))) _exit(15); /* not seen yet */
         sl_fdc_release(c, e);
-        if (sl_fdc_get(c, dirfd_, 1, "/perm/x", 7, 160)) _exit(16); /* a minute on: checked */
+        if (sl_fdc_get(c, dirfd_, 1, "/perm/x", 7, 160000)) _exit(16); /* a minute on: checked */
         chmod(p, 0755);
         sl_fdc_free(c);
         _exit(0);
