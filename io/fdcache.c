@@ -349,12 +349,19 @@ static void watch_grow(sl_fdc *c)
     c->wnb = nb;
 }
 
-static void out_of_watches(void)
+/* The kernel's watch of dirpath/rel[0..n) (dirpath itself when n is 0) with mask: its wd, or -1
+ * (a path too long, out of watches: said once). wlock held. */
+static int add_watch(sl_fdc *c, const char *dirpath, const char *rel, size_t n, uint32_t mask)
 {
+    char abs[4200];
+    int k = snprintf(abs, sizeof abs, "%s%s%.*s", dirpath, n ? "/" : "", (int)n, rel);
+    if (k < 0 || (size_t)k >= sizeof abs) return -1;
+    int wd = inotify_add_watch(c->ifd, abs, mask);
     static bool told;
-    if (errno == ENOSPC && !__atomic_exchange_n(&told, true, __ATOMIC_RELAXED))
+    if (wd < 0 && errno == ENOSPC && !__atomic_exchange_n(&told, true, __ATOMIC_RELAXED))
         sl_log("inotify: out of watches (fs.inotify.max_user_watches); further files are not "
                "kept open");
+    return wd;
 }
 
 /* Room in the tables for one more watch. wlock held. */
@@ -373,14 +380,8 @@ static watch *watch_get(sl_fdc *c, const char *dirpath, const char *rel, size_t 
     size_t b = rel_hash(rel, n) & (c->wnb - 1);
     for (watch *w = c->by_rel[b]; w; w = w->next_rel)
         if (!w->dead && strlen(w->rel) == n && !memcmp(w->rel, rel, n)) return w;
-    char abs[4200];
-    int k = snprintf(abs, sizeof abs, "%s%s%.*s", dirpath, n ? "/" : "", (int)n, rel);
-    if (k < 0 || (size_t)k >= sizeof abs) return NULL;
-    int wd = inotify_add_watch(c->ifd, abs, DIR_MASK);
-    if (wd < 0) {
-        out_of_watches();
-        return NULL;
-    }
+    int wd = add_watch(c, dirpath, rel, n, DIR_MASK);
+    if (wd < 0) return NULL;
     /* The kernel gives one wd per directory: a renamed path may come back to a watch we have
      * under another name; that one is stale now. */
     watch *old = watch_by_wd(c, wd);
@@ -408,14 +409,8 @@ static watch *watch_get(sl_fdc *c, const char *dirpath, const char *rel, size_t 
 static watch *watch_file(sl_fdc *c, const char *dirpath, const char *file)
 {
     if (__atomic_load_n(&c->resting, __ATOMIC_ACQUIRE)) return NULL; /* as in watch_get */
-    char abs[4200];
-    int k = snprintf(abs, sizeof abs, "%s/%s", dirpath, file);
-    if (k < 0 || (size_t)k >= sizeof abs) return NULL;
-    int wd = inotify_add_watch(c->ifd, abs, FILE_MASK);
-    if (wd < 0) {
-        out_of_watches();
-        return NULL;
-    }
+    int wd = add_watch(c, dirpath, file, strlen(file), FILE_MASK);
+    if (wd < 0) return NULL;
     watch *w = watch_by_wd(c, wd);
     if (w && !w->file) {
         /* The path led to one of our directories by now (replaced between the open and here):
