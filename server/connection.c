@@ -1028,8 +1028,13 @@ static int request_finished(sl_conn *c)
         memmove(c->in, c->in + c->head_len, c->in_len - c->head_len);
     c->in_len -= c->head_len < c->in_len ? c->head_len : c->in_len;
     c->head_len = 0;
-    if (!c->keep_alive) {
-        if (had_body || c->in_len > 0) {
+    /* Stopping: a request taken before the stop was answered as kept alive. Its connection closes
+     * now (nginx does so too) instead of idling out the keep-alive limit while the graceful
+     * timeout runs; a request already pipelined behind it is answered first, with a close. The
+     * client was not told, so it may be sending a request right now: close through linger. */
+    bool stop_now = c->loop->stopping && c->in_len == 0;
+    if (!c->keep_alive || stop_now) {
+        if (had_body || c->in_len > 0 || stop_now) {
             /* Input may still be arriving: shut our side and drain before closing, or the
              * kernel answers the unread bytes with a reset that can destroy the response. */
             if (c->tls) sl_tls_close_notify(c);
