@@ -131,14 +131,18 @@ static void arena_reset(sl_conn *c)
 
 /* ---- readiness and deadlines ---- */
 
+/* The time now, read from the system, not the loop's clock: that one is set by the loop's
+ * once-a-second tick, lags by up to a second (more when a busy loop runs its tick late), and a
+ * deadline counted from it would expire early by as much. */
 static time_t now_s(const sl_conn *c)
 {
-    return c->loop->now;
+    (void)c;
+    return time(NULL);
 }
 
-/* The deadline for a limit of `secs` seconds from now. The loop's clock counts whole seconds and
+/* The deadline for a limit of `secs` seconds from now. Deadlines count whole seconds and
  * the sweep runs once a second, so one more second is added: the connection gets at least the
- * whole limit and at most one second more (lighttpd's "more than N seconds"). Without it, a
+ * whole limit and less than two seconds more (lighttpd's "more than N seconds"). Without it, a
  * connection that went idle late in a second was closed after barely N-1. */
 static time_t deadline_in(const sl_conn *c, time_t secs)
 {

@@ -473,7 +473,7 @@ static struct sl_h2 *session_new(sl_conn *c)
     c->h2 = h;
     c->state = SL_CONN_H2;
     c->bytes_out = 0;
-    c->deadline = c->loop->now + c->loop->srv->global->max_read_idle + 1;
+    c->deadline = time(NULL) + c->loop->srv->global->max_read_idle + 1; /* see now_s */
     atomic_fetch_add_explicit(&n_sessions, 1, memory_order_relaxed);
     atomic_fetch_add_explicit(&n_active, 1, memory_order_relaxed);
     return h;
@@ -625,7 +625,7 @@ static void set_deadline(struct sl_h2 *h)
     sl_conn *c = h->c;
     long secs = h->queued > c->bytes_out || h->n_open ? sl_core(c->conf)->max_write_idle
                                                      : sl_core(c->conf)->max_keep_alive_idle;
-    c->deadline = c->loop->now + secs + 1;
+    c->deadline = time(NULL) + secs + 1; /* see now_s (connection.c) */
 }
 
 void sl_h2_run(sl_conn *c)
