@@ -690,12 +690,31 @@ static void parse_error(sl_conn *c, int status)
 static int set_host(sl_conn *c, const char *auth, size_t alen)
 {
     const sl_http_header *h = c->req.host;
-    c->host[0] = 0;
-    if (!alen && !h) return 0;
+    if (!alen && !h) {
+        c->host[0] = 0;
+        c->host_raw_len = 0;
+        return 0;
+    }
+    const char *raw = alen ? auth : h->value;
+    size_t len = alen ? alen : h->value_len;
     unsigned dport = sl_conn_scheme(c)[4] == 's' ? 443 : 80;
-    ssize_t n = alen ? sl_host_normalize(auth, alen, dport, c->host, sizeof c->host)
-                     : sl_host_normalize(h->value, h->value_len, dport, c->host, sizeof c->host);
-    return n < 0 ? (int)n : 0;
+    /* The same value as the last request's: c->host already holds its spelling (nothing else
+     * writes c->host). */
+    if (len && len == c->host_raw_len && dport == c->host_raw_port &&
+        !memcmp(raw, c->host_raw, len))
+        return 0;
+    c->host_raw_len = 0;
+    ssize_t n = sl_host_normalize(raw, len, dport, c->host, sizeof c->host);
+    if (n < 0) {
+        c->host[0] = 0;
+        return (int)n;
+    }
+    if (len < sizeof c->host_raw) {
+        memcpy(c->host_raw, raw, len);
+        c->host_raw_len = (unsigned char)len;
+        c->host_raw_port = (unsigned short)dport;
+    }
+    return 0;
 }
 
 static int comeback(sl_conn *c);

@@ -134,6 +134,10 @@ typedef struct sl_conn {
     const char *auth_type;         /* how: "Basic" or "Digest" (NULL with remote_user) */
     char host[256];                /* Host (or absolute-form authority), normalized
                                     * (sl_host_normalize) */
+    char host_raw[64];             /* the value host was normalized from (set_host): a client
+                                    * sends the same one on every request of a connection */
+    unsigned char host_raw_len;    /* 0: none kept (c->host must be normalized again) */
+    unsigned short host_raw_port;  /* the default port it was normalized with */
     const char *scheme;            /* "http": the listener's; or what a trusted proxy said it
                                     * was (mod_extforward, X-Forwarded-Proto) */
     bool keep_alive;

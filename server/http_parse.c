@@ -421,20 +421,21 @@ static int field_line(parser *ps, const sl_http_header *h)
     const char *n = h->name;
     size_t nl = h->name_len;
 
-    if (eq_ci(n, nl, "host")) {
+    /* Names are compared only where the length matches: most lines are one comparison. */
+    if (nl == 4 && eq_ci(n, nl, "host")) {
         if (req->host || !valid_host(h->value, h->value_len)) return -400;
         req->host = h;
-    } else if (eq_ci(n, nl, "content-length")) {
+    } else if (nl == 14 && eq_ci(n, nl, "content-length")) {
         if (ps->te_seen || sl_http_content_length(h->value, h->value_len, &req->content_length) < 0)
             return -400;
-    } else if (eq_ci(n, nl, "transfer-encoding")) {
+    } else if (nl == 17 && eq_ci(n, nl, "transfer-encoding")) {
         /* RFC 9112 §6.1: TE in 1.0 may come from a broken 1.1 proxy chain, and TE beside
          * Content-Length is the classic smuggling pattern; both are refused outright. */
         if (req->version == 10 || req->content_length >= 0) return -400;
         ps->te_seen = true;
         int r = transfer_encoding(ps, h->value, h->value_len);
         if (r) return r;
-    } else if (eq_ci(n, nl, "connection")) {
+    } else if (nl == 10 && eq_ci(n, nl, "connection")) {
         /* One pass over the list for the three options a server acts on. */
         size_t pos = 0, elen;
         const char *e;
@@ -447,23 +448,25 @@ static int field_line(parser *ps, const sl_http_header *h)
                 req->conn_upgrade = true;
         }
     } else {
+#define KNOWN(s, f) {s, sizeof s - 1, offsetof(sl_http_request, f)}
         static const struct {
             const char *name;
-            size_t off;
+            size_t len, off;
         } known[] = {
-            {"range", offsetof(sl_http_request, range)},
-            {"if-range", offsetof(sl_http_request, if_range)},
-            {"if-match", offsetof(sl_http_request, if_match)},
-            {"if-none-match", offsetof(sl_http_request, if_none_match)},
-            {"if-modified-since", offsetof(sl_http_request, if_modified_since)},
-            {"if-unmodified-since", offsetof(sl_http_request, if_unmodified_since)},
-            {"expect", offsetof(sl_http_request, expect)},
-            {"content-type", offsetof(sl_http_request, content_type)},
-            {"user-agent", offsetof(sl_http_request, user_agent)},
-            {"referer", offsetof(sl_http_request, referer)},
+            KNOWN("range", range),
+            KNOWN("if-range", if_range),
+            KNOWN("if-match", if_match),
+            KNOWN("if-none-match", if_none_match),
+            KNOWN("if-modified-since", if_modified_since),
+            KNOWN("if-unmodified-since", if_unmodified_since),
+            KNOWN("expect", expect),
+            KNOWN("content-type", content_type),
+            KNOWN("user-agent", user_agent),
+            KNOWN("referer", referer),
         };
+#undef KNOWN
         for (size_t i = 0; i < sizeof known / sizeof known[0]; i++) {
-            if (eq_ci(n, nl, known[i].name)) {
+            if (known[i].len == nl && eq_ci(n, nl, known[i].name)) {
                 const sl_http_header **slot =
                     (const sl_http_header **)(void *)((char *)req + known[i].off);
                 if (!*slot) *slot = h;

@@ -58,6 +58,27 @@ class SimpleVhost(unittest.TestCase):
                 self.assertEqual(st, 200)
                 self.assertTrue(body.startswith(h + b" "), (h, target, body))
 
+    def test_hosts_change_on_one_kept_alive_connection(self):
+        # The server keeps the last Host's spelling per connection: every request's own Host
+        # must still count, an invalid one too, and the one after it again.
+        s = self.srv.connect()
+        try:
+            for host, want in ((b"mail.example.org", (200, b"mail.example.org index\n")),
+                               (b"mail.example.org", (200, b"mail.example.org index\n")),
+                               (b"www.example.org", (200, b"www.example.org index\n")),
+                               (b"MAIL.Example.org.", (200, b"mail.example.org index\n")),
+                               (b"mail.example.org:8080", (200, b"mail.example.org index\n")),
+                               (b"other.example.org", (200, b"www.example.org index\n")),
+                               (b"mail.example.org", (200, b"mail.example.org index\n")),
+                               (b"abcd.example.org", (200, b"www.example.org index\n"))):
+                s.sendall(b"GET / HTTP/1.1\r\nHost: " + host + b"\r\n\r\n")
+                st, _, body, rest = test_core.read_response(s)
+                self.assertEqual(((st, body), rest), (want, b""), host)
+            s.sendall(b"GET / HTTP/1.1\r\nHost: a..b\r\n\r\n")  # refused, then closed
+            self.assertEqual(test_core.read_response(s)[0], 400)
+        finally:
+            s.close()
+
     def test_sites_made_and_removed_while_serving(self):
         site = os.path.join(self.srv.root, "servers", "new.example.org", "pages")
         self.assertEqual(get(self.srv, b"new.example.org")[2], b"www.example.org index\n")
