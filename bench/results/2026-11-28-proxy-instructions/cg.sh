@@ -10,7 +10,7 @@
 set -e
 export PATH=/usr/bin:/bin:/usr/sbin:/sbin:/usr/local/bin
 B=$1; OUT=$2; MODE=${3:-accel}; N=${4:-5000}
-POOL=/var/tmp/seekless-bench/pool-4k-1
+POOL=${POOL:-/var/tmp/seekless-bench/pool-4k-1}
 T=$(mktemp -d)
 cat > $T/conf <<EOC
 server.document-root = "$POOL"

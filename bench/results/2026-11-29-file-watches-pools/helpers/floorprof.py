@@ -20,6 +20,8 @@ for srv in servers:
     cfg = {"seekless": bl.Config("seekless-hybrid", "seekless", keys={"server.network-backend": '"hybrid"'}),
            "seekless-simple": bl.Config("seekless-simple", "seekless", keys={"server.network-backend": '"hybrid"', "server.stat-cache-engine": '"simple"'}),
            "seekless-nocache": bl.Config("seekless-nocache", "seekless", keys={"server.network-backend": '"hybrid"', "server.stat-cache-engine": '"disable"'}),
+           "seekless-mc256": bl.Config("seekless-mc256", "seekless", keys={"server.network-backend": '"hybrid"', "server.max-connections": 256}),
+           "seekless-mc512": bl.Config("seekless-mc512", "seekless", keys={"server.network-backend": '"hybrid"', "server.max-connections": 512}),
            "nginx": bl.Config("nginx-sendfile", "nginx"),
            "floor": bl.Config("floor", "floor"),
            "floor-keep-open": bl.Config("floor-keep-open", "floor", keep_open=bl.fdcache_capacity())}[srv]
