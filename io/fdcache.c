@@ -19,7 +19,8 @@
  * count-min sketch of small counters shared by the loops (relaxed atomics: a lost increment
  * only makes a count one lower), halved every ten cache-fulls of requests so that old
  * popularity fades. A file is offered to the cache from its second request on, and when its
- * shard is full only if it was asked for more often than the entry it would evict. Keeping a
+ * shard is full only if it was asked for clearly more often than the entry it would evict
+ * (beats: half as often again, and once more). Keeping a
  * file costs several system calls (watches, a re-check, the victim's close): worth it for a file
  * that comes back more than what it replaces, not for each of a pool far larger than the cache
  * requested at random, where every insert would evict a file as likely to come back.
@@ -597,6 +598,21 @@ static unsigned freq_add(sl_fdc *c, uint64_t h)
     return est;
 }
 
+/* Whether a newcomer asked for est times lately displaces an entry asked for victim times: by
+ * half as many again and one more. Counts of files asked for at the same rate differ by chance
+ * (requests at random, the sketch's halving), and a newcomer that merely drew more than its
+ * victim would be pure churn: each costs an insert's system calls and the victim's close and
+ * watch removal (the kernel frees an inotify mark in a worker after an SRCU grace period,
+ * tens of microseconds). Measured on 20,000 files of 100 KiB asked for at random with 15,648
+ * held, "more often" alone kept evicting 3 entries per 100 requests after the cache had
+ * filled, at 1-4 us more CPU per request than no cache at all
+ * (bench/results/2026-11-29-admission-margin). A file that really became popular still gets in,
+ * and the halving brings an old favourite within reach. */
+static bool beats(unsigned est, unsigned victim)
+{
+    return est > victim + victim / 2 + 1;
+}
+
 bool sl_fdc_admit(sl_fdc *c, int dirfd, unsigned key, const char *path, size_t len)
 {
     if (!c || c->mode == SL_FDC_DISABLE || __atomic_load_n(&c->resting, __ATOMIC_RELAXED))
@@ -611,7 +627,7 @@ bool sl_fdc_admit(sl_fdc *c, int dirfd, unsigned key, const char *path, size_t l
         if (s->n >= s->cap) {
             ent *v = s->lru.lprev;
             while (v != &s->lru && v->refs > 0) v = v->lprev;
-            admit = v == &s->lru || est > freq_estimate(c, v->h);
+            admit = v == &s->lru || beats(est, freq_estimate(c, v->h));
         }
         pthread_mutex_unlock(&s->lock);
     }

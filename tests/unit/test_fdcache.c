@@ -317,6 +317,43 @@ static void test_popular_files_survive_a_scan(void **state)
     sl_fdc_free(c);
 }
 
+static void test_a_pool_larger_than_the_cache_does_not_churn(void **state)
+{
+    /* 64 entries for 128 files asked for at random, each as often as any other: once full, a
+     * newcomer's count beats its victim's only by chance, and each such win is an insert (watches,
+     * a re-check) and an eviction (a close, a watch removed) for a file no more likely to come
+     * back. With the rule "more often than the victim" 8% of the requests after the fill evicted
+     * an entry (326 of 4096), with fdcache.c's beats 1.7%. */
+    sl_fdc *c = sl_fdc_new(SL_FDC_INOTIFY, 64);
+    char rel[32];
+    for (int i = 0; i < 128; i++) {
+        snprintf(rel, sizeof rel, "u%d", i);
+        tu_put(root, rel, "x");
+    }
+    uint32_t x = 12345;
+    for (int i = 0; i < 1024; i++) { /* the fill */
+        x = x * 1103515245u + 12345u;
+        snprintf(rel, sizeof rel, "u%u", (x >> 8) % 128);
+        request(c, rel);
+    }
+    sl_fdc_stats before, after;
+    sl_fdc_get_stats(c, &before);
+    assert_true(before.entries >= 56);
+    int hits = 0;
+    for (int i = 0; i < 4096; i++) {
+        x = x * 1103515245u + 12345u;
+        snprintf(rel, sizeof rel, "u%u", (x >> 8) % 128);
+        hits += request(c, rel);
+    }
+    sl_fdc_get_stats(c, &after);
+    uint64_t evicted = after.evictions - before.evictions;
+    print_message("after the fill: %d hits, %llu evictions in 4096 requests\n", hits,
+                  (unsigned long long)evicted);
+    assert_true(evicted * 100 <= 4096 * 3); /* at most 3% of the requests */
+    assert_true(hits * 100 >= 4096 * 35); /* and the cache still hits about half of them */
+    sl_fdc_free(c);
+}
+
 static void sleep_ms(long ms)
 {
     struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
@@ -807,6 +844,7 @@ TU_MAIN(setup, teardown,
         cmocka_unit_test(test_disabled_caches_nothing),
         cmocka_unit_test(test_eviction_never_closes_a_held_file),
         cmocka_unit_test(test_admitted_from_the_second_request),
+        cmocka_unit_test(test_a_pool_larger_than_the_cache_does_not_churn),
         cmocka_unit_test(test_popular_files_survive_a_scan),
         cmocka_unit_test(test_thousands_of_directories),
         cmocka_unit_test(test_change_seen_a_millisecond_later),
