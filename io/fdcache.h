@@ -81,8 +81,9 @@ void sl_fdc_drain(sl_fdc *c);
 sl_fdc_entry *sl_fdc_get(sl_fdc *c, int dirfd, unsigned key, const char *path, size_t len,
                          uint64_t now_ms);
 /* Whether to offer the file at path (as for sl_fdc_get) to the cache, counting this request:
- * from its second request on, and when the cache is full only if it was asked for more often
- * lately than the entry it would evict (a lossy count, see fdcache.c). So a pool far larger than
+ * from its second request on, and when the cache is full only if it was asked for clearly more
+ * often lately than the entry it would evict (half as often again and once more; a lossy count,
+ * see fdcache.c). So a pool far larger than
  * the cache, requested at random, costs a lookup and not an insert and an eviction per request,
  * and the popular files stay. A file not offered is counted as deferred. */
 bool sl_fdc_admit(sl_fdc *c, int dirfd, unsigned key, const char *path, size_t len);
