@@ -1,18 +1,13 @@
-import subprocess, sys, collections
-# usage: symavg.py "dirA1:us,dirA2:us,..." "dirB1:us,..." [N]
-def load(d, us):
-    out = subprocess.run(["perf","report","-i",d+"/perf.data","--no-children","-g","none","--sort","dso,sym","-q","--percent-limit","0.02"],capture_output=True,text=True).stdout
-    m = collections.Counter()
-    for ln in out.splitlines():
-        p = ln.split()
-        if len(p) < 4 or not p[0].endswith("%"): continue
-        m[p[1]+" "+p[-1]] += float(p[0][:-1]) * us / 100
-    return m
+import collections, os, sys
+# The per-symbol loader of symdiff.py (the floor folder's helper), averaged over several runs.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
+                                "2026-11-29-floor", "helpers"))
+from symdiff import load
 def avg(spec):
     parts = [x.rsplit(":",1) for x in spec.split(",")]
     tot = collections.Counter()
     for d, us in parts:
-        for k, v in load(d, float(us)).items(): tot[k] += v / len(parts)
+        for k, v in load(d, float(us), "0.02").items(): tot[k] += v / len(parts)
     return tot
 a = avg(sys.argv[1]); b = avg(sys.argv[2])
 keys = sorted(set(a)|set(b), key=lambda k: -abs(b[k]-a[k]))

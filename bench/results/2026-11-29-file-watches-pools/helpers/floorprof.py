@@ -1,6 +1,9 @@
 #!/usr/bin/env python3
 """server pinned to CPU 0, loadgen on CPU 1, 10 s; perf stat syscalls + perf record cpu-clock on CPU 0 for 5 s.
-usage: floorprof.py POOL SERVER[,SERVER...]   (servers: seekless, nginx, floor, floor-keep-open)"""
+usage: floorprof.py POOL SERVER[,SERVER...]   (servers: seekless, nginx, floor, floor-keep-open)
+env: BUILD (default /work/main/build), SECS (10), PRE (seconds of load before the measured run, 0:
+none; bench/results/2026-11-29-admission-margin). Server seekless-st: seekless with the status
+page, whose cache counters are printed after the run."""
 import os, subprocess, sys, tempfile, threading, time
 sys.path.insert(0, "/work/main/bench")
 import benchlib as bl
@@ -15,10 +18,11 @@ elif pool == "100k":
 else:
     root = "/var/tmp/seekless-bench/pool-100k-1"; src = open(f"{root}/urls.100k").read().split()[:20000]
 files = [root + "/" + u.split("/", 3)[3] for u in src]
-EV = ["sendfile64", "epoll_wait", "cachestat", "recvfrom", "epoll_ctl", "writev", "sendmsg", "sendto", "openat", "openat2", "close", "newfstatat", "newfstat", "setsockopt", "read", "write"]
+EV = ["inotify_add_watch", "inotify_rm_watch", "sendfile64", "epoll_wait", "cachestat", "recvfrom", "epoll_ctl", "writev", "sendmsg", "sendto", "openat", "openat2", "close", "newfstatat", "newfstat", "setsockopt", "read", "write"]
 for srv in servers:
     cfg = {"seekless": bl.Config("seekless-hybrid", "seekless", keys={"server.network-backend": '"hybrid"'}),
            "seekless-simple": bl.Config("seekless-simple", "seekless", keys={"server.network-backend": '"hybrid"', "server.stat-cache-engine": '"simple"'}),
+           "seekless-st": bl.Config("seekless-st", "seekless", keys={"server.network-backend": '"hybrid"', "status.status-url": '"/server-status"', "status.allow-networks": '( "127.0.0.0/8" )'}),
            "seekless-nocache": bl.Config("seekless-nocache", "seekless", keys={"server.network-backend": '"hybrid"', "server.stat-cache-engine": '"disable"'}),
            "seekless-mc256": bl.Config("seekless-mc256", "seekless", keys={"server.network-backend": '"hybrid"', "server.max-connections": 256}),
            "seekless-mc512": bl.Config("seekless-mc512", "seekless", keys={"server.network-backend": '"hybrid"', "server.max-connections": 512}),
@@ -33,6 +37,8 @@ for srv in servers:
     procs, _ = bl.start_server(cfg, ctx, "pinned", out, root)
     try:
         bl.warm(files)
+        PRE = int(os.environ.get("PRE", "0"))
+        if PRE: bl.run_loadgen(ctx, urls, os.path.join(out, "pre.json"), PRE); bl.warm(files)
         pids = [procs["server"].pid] + [int(p) for p in subprocess.run(["pgrep", "-P", str(procs["server"].pid)], capture_output=True, text=True).stdout.split()]
         def prof():
             time.sleep(3)
@@ -44,6 +50,11 @@ for srv in servers:
         c0 = bl.tree_cpu({"s": procs["server"].pid})
         r = bl.run_loadgen(ctx, urls, os.path.join(out, "c.json"), SECS)
         c1 = bl.tree_cpu({"s": procs["server"].pid})
+        if srv == "seekless-st":
+            import urllib.request
+            txt = urllib.request.urlopen(f"http://127.0.0.1:{ctx.port}/server-status?format=prometheus").read().decode()
+            print("\n".join(l for l in txt.splitlines() if "cache" in l and not l.startswith("#")))
+            print(open(os.path.join(out, "error.log")).read()[-1500:] if os.path.exists(os.path.join(out, "error.log")) else "")
         ns = subprocess.run(["nstat", "-a" if False else "-s"], capture_output=True, text=True).stdout
         nst = {l.split()[0]: int(l.split()[1]) for l in ns.splitlines()[1:] if len(l.split()) >= 2 and l.split()[1].isdigit()}
         ps.wait(); t.join()
