@@ -512,7 +512,7 @@ static void keep_open(sl_conn *c, int dirfd, const char *dirpath, const char *pa
         close(f);
     }
     sl_fdc_entry *e = sl_fdc_put(fdc, dirfd, dirpath, cache_key(c->conf, flags), path, len, file,
-                                 r->fd, &r->st, sl_now_ns() / 1000000, c->fdc_mark);
+                                 r->fd, &r->st, sl_now_ns() / 1000000);
     if (e) c->file_ent = e;
 }
 
@@ -752,9 +752,6 @@ sl_hresult sl_static_serve(sl_conn *c, int dirfd, const char *dirpath, const cha
     sl_fdc_entry *e = cacheable(c, path, len) ? sl_fdc_get(srv->fdc, dirfd, cache_key(conf, flags),
                                                            path, len, sl_now_ns() / 1000000)
                                               : NULL;
-    /* Before any open below: what sl_fdc_put needs to know whether the path may have changed
-     * since (a request's own opens come after this, on the loop, a thread or the ring). */
-    c->fdc_mark = e ? 0 : sl_fdc_mark(srv->fdc);
     if (e) {
         resolve(conf, dirfd, &c->req, path, len, flags, -1, e, &r);
         report(path, flags, &r);

@@ -538,8 +538,8 @@ class OpenFileCache(unittest.TestCase):
             self.assertEqual(srv.stop(), 0)
 
     def test_symlinked_files_are_not_kept(self):
-        # A change at a link's target would go unseen by the watches: such files are opened
-        # each time.
+        # A change at a link's target would go unseen by the watches (the file's own watch is on
+        # the link): such files are opened each time.
         srv = Server('status.status-url = "/st"\n', {"real/t.txt": b"one"})
         os.symlink("real/t.txt", os.path.join(srv.root, "link.txt"))
         srv.start()
@@ -548,10 +548,27 @@ class OpenFileCache(unittest.TestCase):
                 # valgrind has no openat2: the fallback walk refuses every symlink.
                 self.assertEqual(self.get(srv, b"/link.txt")[0], 403)
                 return
-            self.assertEqual(self.get(srv, b"/link.txt")[2], b"one")
+
+            def replace(data):
+                # A new file under the target's name, as an upload tool writes one.
+                tmp = os.path.join(srv.root, "real/t.new")
+                with open(tmp, "wb") as fh:
+                    fh.write(data)
+                os.rename(tmp, os.path.join(srv.root, "real/t.txt"))
+
+            # Asked for five times: a file that could be kept is kept by now (admitted from its
+            # second request, then hits).
+            for _ in range(5):
+                self.assertEqual(self.get(srv, b"/link.txt")[2], b"one")
+            replace(b"second")
+            self.assertEqual(self.get(srv, b"/link.txt")[2], b"second")
             with open(os.path.join(srv.root, "real/t.txt"), "wb") as fh:
-                fh.write(b"two")
-            self.assertEqual(self.get(srv, b"/link.txt")[2], b"two")
+                fh.write(b"third, longer")
+            self.assertEqual(self.get(srv, b"/link.txt")[2], b"third, longer")
+            # The real path is kept meanwhile: without a cache this test would test nothing.
+            for _ in range(5):
+                self.assertEqual(self.get(srv, b"/real/t.txt")[2], b"third, longer")
+            self.assertRegex(self.get(srv, b"/st?json")[2].decode(), r'"hits": *[1-9]')
         finally:
             self.assertEqual(srv.stop(), 0)
 
