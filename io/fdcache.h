@@ -83,9 +83,9 @@ sl_fdc_entry *sl_fdc_get(sl_fdc *c, int dirfd, unsigned key, const char *path, s
 /* Whether to offer the file at path (as for sl_fdc_get) to the cache, counting this request:
  * from its second request on, and when the cache is full only if it was asked for clearly more
  * often lately than the entry it would evict (half as often again and once more; a lossy count,
- * see fdcache.c). So a pool far larger than
- * the cache, requested at random, costs a lookup and not an insert and an eviction per request,
- * and the popular files stay. A file not offered is counted as deferred. */
+ * see fdcache.c). So a pool far larger than the cache, requested at random, costs a lookup and
+ * not an insert and an eviction per request, and the popular files stay. A file not offered is
+ * counted as deferred. */
 bool sl_fdc_admit(sl_fdc *c, int dirfd, unsigned key, const char *path, size_t len);
 /* Offer fd, a regular file the caller opened as path beneath dirfd (dirpath is dirfd's
  * absolute path, for the watches; file is the path of the file actually opened, which differs

@@ -317,6 +317,13 @@ static void test_popular_files_survive_a_scan(void **state)
     sl_fdc_free(c);
 }
 
+/* One of n files "u0".."u<n-1>" into rel, drawn at random from the generator state x. */
+static void pick_file(uint32_t *x, unsigned n, char *rel, size_t size)
+{
+    *x = *x * 1103515245u + 12345u;
+    snprintf(rel, size, "u%u", (*x >> 8) % n);
+}
+
 static void test_a_pool_larger_than_the_cache_does_not_churn(void **state)
 {
     /* 64 entries for 128 files asked for at random, each as often as any other: once full, a
@@ -332,8 +339,7 @@ static void test_a_pool_larger_than_the_cache_does_not_churn(void **state)
     }
     uint32_t x = 12345;
     for (int i = 0; i < 1024; i++) { /* the fill */
-        x = x * 1103515245u + 12345u;
-        snprintf(rel, sizeof rel, "u%u", (x >> 8) % 128);
+        pick_file(&x, 128, rel, sizeof rel);
         request(c, rel);
     }
     sl_fdc_stats before, after;
@@ -341,8 +347,7 @@ static void test_a_pool_larger_than_the_cache_does_not_churn(void **state)
     assert_true(before.entries >= 56);
     int hits = 0;
     for (int i = 0; i < 4096; i++) {
-        x = x * 1103515245u + 12345u;
-        snprintf(rel, sizeof rel, "u%u", (x >> 8) % 128);
+        pick_file(&x, 128, rel, sizeof rel);
         hits += request(c, rel);
     }
     sl_fdc_get_stats(c, &after);
