@@ -238,11 +238,16 @@ int sl_server_init_modules(sl_server *srv, char *err, size_t errlen)
     return 0;
 }
 
-/* A loop's thread. Reports its start to the main thread through `ready`. */
+/* A loop's thread. Reports its start to the main thread through `start`, then waits until every
+ * loop has reported before it serves: a loop reads the others' state (the status page sums
+ * every loop's counters, a freed connection slot wakes a paused loop), and a loop that served at
+ * once read a loop still being set up (under valgrind, the status page of loop 0 read loop 1
+ * before the main thread had even made it, and crashed on the null pointer). */
 typedef struct start_sync {
     pthread_mutex_t lock;
     pthread_cond_t cond;
     unsigned done, failed;
+    bool go;
 } start_sync;
 
 static start_sync start;
@@ -256,6 +261,7 @@ static void *loop_thread(void *arg)
     start.done++;
     if (r < 0) start.failed++;
     pthread_cond_broadcast(&start.cond);
+    while (!start.go) pthread_cond_wait(&start.cond, &start.lock);
     pthread_mutex_unlock(&start.lock);
     if (r == 0) sl_loop_run(loop);
     return NULL;
@@ -332,15 +338,21 @@ int sl_server_start(sl_server *srv, char *err, size_t errlen)
     }
     srv->loops = calloc(srv->n_loops, sizeof *srv->loops);
     if (!srv->loops) return snprintf(err, errlen, "out of memory"), -1;
-    pthread_mutex_init(&start.lock, NULL);
-    pthread_cond_init(&start.cond, NULL);
-    unsigned launched = 0;
+    /* Every loop is made before any thread starts, so no loop ever sees a null one. */
     for (unsigned i = 0; i < srv->n_loops; i++) {
         sl_loop *loop = calloc(1, sizeof *loop);
-        if (!loop) break;
+        if (!loop) return snprintf(err, errlen, "out of memory"), -1;
         loop->srv = srv;
         loop->id = i;
         srv->loops[i] = loop;
+    }
+    pthread_mutex_init(&start.lock, NULL);
+    pthread_cond_init(&start.cond, NULL);
+    start.done = start.failed = 0;
+    start.go = false;
+    unsigned launched = 0;
+    for (unsigned i = 0; i < srv->n_loops; i++) {
+        sl_loop *loop = srv->loops[i];
         if (pthread_create(&loop->thread, NULL, loop_thread, loop) != 0) break;
         loop->started = true;
         char name[16];
@@ -351,6 +363,9 @@ int sl_server_start(sl_server *srv, char *err, size_t errlen)
     pthread_mutex_lock(&start.lock);
     while (start.done < launched) pthread_cond_wait(&start.cond, &start.lock);
     bool failed = start.failed > 0 || launched < srv->n_loops;
+    /* Every loop serves, or is stopped by the caller (stop_loops) as before when one failed. */
+    start.go = true;
+    pthread_cond_broadcast(&start.cond);
     pthread_mutex_unlock(&start.lock);
     if (!failed) return 0;
     snprintf(err, errlen, "cannot start the event loops: out of memory or threads");

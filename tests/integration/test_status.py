@@ -104,6 +104,27 @@ class Status(unittest.TestCase):
         self.assertIn(b"backend 127.0.0.1:%d" % dead, b)
 
 
+    def test_asked_for_as_the_server_starts(self):
+        # The listeners are bound before the loops start, so requests can wait in the queue
+        # for the first loop that serves; that loop sums every loop's counters and must never
+        # see one not yet made (the page once crashed under valgrind reading loop 1 while the
+        # main thread was still creating it). Many loops widen that window; three starts, each
+        # with requests sent as soon as the port accepts.
+        for _ in range(3):
+            srv = Server('status.status-url = "/server-status"\nserver.max-worker = 16\n',
+                         {"a.txt": b"A"}).start()
+            try:
+                socks = [srv.connect() for _ in range(8)]
+                for s in socks:
+                    s.sendall(b"GET /server-status?json HTTP/1.1\r\nHost: t\r\n\r\n")
+                for s in socks:
+                    st, h, b = read_response(s)[:3]
+                    self.assertEqual(st, 200)
+                    self.assertEqual(len(json.loads(b)["loops"]), 16)
+                    s.close()
+            finally:
+                self.assertEqual(srv.stop(), 0)
+
     def test_an_answer_cut_short_counts_as_the_logs_have_it(self):
         # A backend stops short of its Content-Length: the client has the 200 head, then the
         # connection closes. The access log and the timing trace have that request; the
