@@ -87,14 +87,21 @@ sl_fdc_entry *sl_fdc_get(sl_fdc *c, int dirfd, unsigned key, const char *path, s
  * not an insert and an eviction per request, and the popular files stay. A file not offered is
  * counted as deferred. */
 bool sl_fdc_admit(sl_fdc *c, int dirfd, unsigned key, const char *path, size_t len);
+/* A mark to take before opening a file that may be offered (sl_fdc_put): with it the cache
+ * need not look at the path again when nothing that could have changed it happened since. 0
+ * when c is NULL. */
+uint64_t sl_fdc_mark(sl_fdc *c);
 /* Offer fd, a regular file the caller opened as path beneath dirfd (dirpath is dirfd's
  * absolute path, for the watches; file is the path of the file actually opened, which differs
- * from path for an index file), with its stat. On success the cache owns fd and the entry is
- * returned held; NULL: not cached (full of held entries, a watch could not be added, the file
- * changed meanwhile), fd stays the caller's. */
+ * from path for an index file), with its stat. mark: sl_fdc_mark's, taken before the open (an
+ * older one is as good), and only for a file opened with no symlink on its path (openat2
+ * RESOLVE_NO_SYMLINKS); 0: none, the path is looked at again without following symlinks, which
+ * also refuses a file reached through one (its target's changes reach no watch of the cache's).
+ * On success the cache owns fd and the entry is returned held; NULL: not cached (full of held
+ * entries, a watch could not be added, the file changed meanwhile), fd stays the caller's. */
 sl_fdc_entry *sl_fdc_put(sl_fdc *c, int dirfd, const char *dirpath, unsigned key,
                          const char *path, size_t len, const char *file, int fd,
-                         const struct stat *st, uint64_t now_ms);
+                         const struct stat *st, uint64_t now_ms, uint64_t mark);
 /* Give an entry back. */
 void sl_fdc_release(sl_fdc *c, sl_fdc_entry *e);
 /* The held entry e was found not to be what its stat says (its file ended early while it was

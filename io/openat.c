@@ -103,6 +103,18 @@ int sl_open_beneath_ex(int dirfd, const char *rel, int flags, bool follow, bool 
     }
 }
 
+int sl_open_beneath_noting_links(int dirfd, const char *rel, int flags, bool follow, bool cached,
+                                 bool *linked)
+{
+    *linked = false;
+    int fd = sl_open_beneath_ex(dirfd, rel, flags, false, cached);
+    if (fd != -ELOOP || !follow) return fd;
+    /* A symlink on the way (or too many: the second open says so again). Without openat2 the
+     * walk refuses every symlink whatever follow says, and says -ELOOP again. */
+    *linked = true;
+    return sl_open_beneath_ex(dirfd, rel, flags, true, cached);
+}
+
 int sl_open_beneath(int dirfd, const char *rel, int flags, bool follow)
 {
     return sl_open_beneath_ex(dirfd, rel, flags, follow, false);

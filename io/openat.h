@@ -9,6 +9,14 @@
  * refuses it (EPERM: not the file's owner). */
 int sl_open_beneath_ex(int dirfd, const char *rel, int flags, bool follow, bool cached);
 
+/* sl_open_beneath_ex that tells whether the file was reached through a symlink: it opens
+ * without following any first, and only on -ELOOP with follow true opens again following them
+ * (*linked true; one failed openat2 more for such a path, none for any other). A file opened with
+ * *linked false had no symlink anywhere on its path at the time of the open, which lets the
+ * open-file cache take it without looking at the path again. */
+int sl_open_beneath_noting_links(int dirfd, const char *rel, int flags, bool follow, bool cached,
+                                 bool *linked);
+
 /* False once the kernel showed it cannot answer from the dentry cache alone (no openat2, as
  * under valgrind, or no RESOLVE_CACHED): a cached open then always says -EAGAIN. */
 bool sl_open_cached_works(void);

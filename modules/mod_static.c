@@ -152,9 +152,12 @@ static int resolve(const sl_conf *conf, int dirfd, const sl_http_request *req, c
         }
         goto regular;
     }
+    /* The ring opens with RESOLVE_NO_SYMLINKS exactly when symlinks are not followed. */
+    bool linked = flags & SL_RESOLVE_PREOPENED && core->follow_symlink, via;
     fd = flags & SL_RESOLVE_PREOPENED
              ? prefd
-             : sl_open_beneath_ex(dirfd, rel, oflags, core->follow_symlink, cached);
+             : sl_open_beneath_noting_links(dirfd, rel, oflags, core->follow_symlink, cached,
+                                            &linked);
     if (fd < 0) goto fail_errno;
     if (fstat(fd, &out->st) < 0) {
         fd = -errno;
@@ -175,7 +178,8 @@ static int resolve(const sl_conf *conf, int dirfd, const sl_http_request *req, c
         for (size_t i = 0; i < s->index_files.n && fd < 0; i++) {
             int n = snprintf(namebuf, sizeof namebuf, "%s%s", path, s->index_files.v[i]);
             if (n < 0 || (size_t)n >= sizeof namebuf) continue;
-            int f = sl_open_beneath_ex(dirfd, namebuf + 1, oflags, core->follow_symlink, cached);
+            int f = sl_open_beneath_noting_links(dirfd, namebuf + 1, oflags, core->follow_symlink,
+                                                 cached, &via);
             if (f == -ENOENT || f == -ENOTDIR) continue;
             if (f < 0) {
                 fd = f;
@@ -189,6 +193,7 @@ static int resolve(const sl_conf *conf, int dirfd, const sl_http_request *req, c
             name = namebuf;
             name_len = (size_t)n;
             out->index_name = s->index_files.v[i];
+            linked = linked || via;
         }
         if (fd < 0) {
             out->status = 403; /* a directory without an index; no listings */
@@ -199,6 +204,7 @@ static int resolve(const sl_conf *conf, int dirfd, const sl_http_request *req, c
         out->status = 403;
         return 0;
     }
+    out->no_links = !linked;
 regular:
     if (suffix_in(&s->access_deny, name, name_len) ||
         suffix_in(&s->exclude_extensions, name, name_len)) {
@@ -503,7 +509,7 @@ static void keep_open(sl_conn *c, int dirfd, const char *dirpath, const char *pa
     int n = snprintf(file, sizeof file, "%.*s%s", (int)(len > 1 ? len - 1 : 0), path + 1,
                      r->index_name ? r->index_name : "");
     if (n <= 0 || (size_t)n >= sizeof file) return;
-    if (sl_core(c->conf)->follow_symlink && sl_fdc_mode_of(fdc) != SL_FDC_INOTIFY) {
+    if (!r->no_links && sl_fdc_mode_of(fdc) != SL_FDC_INOTIFY) {
         /* (With inotify, sl_fdc_put looks at the path again without following symlinks, which
          * refuses such a file already.) From the dentry cache (the open just walked it), or
          * walked where the kernel cannot answer that way. */
@@ -511,8 +517,12 @@ static void keep_open(sl_conn *c, int dirfd, const char *dirpath, const char *pa
         if (f < 0) return;
         close(f);
     }
+    /* The mark lets the cache skip its own look at the path only for a file opened with no
+     * symlink on the way: that look is also what refuses one reached through a link, whose
+     * target's changes no watch would see. */
     sl_fdc_entry *e = sl_fdc_put(fdc, dirfd, dirpath, cache_key(c->conf, flags), path, len, file,
-                                 r->fd, &r->st, sl_now_ns() / 1000000);
+                                 r->fd, &r->st, sl_now_ns() / 1000000,
+                                 r->no_links ? c->fdc_mark : 0);
     if (e) c->file_ent = e;
 }
 
@@ -752,6 +762,9 @@ sl_hresult sl_static_serve(sl_conn *c, int dirfd, const char *dirpath, const cha
     sl_fdc_entry *e = cacheable(c, path, len) ? sl_fdc_get(srv->fdc, dirfd, cache_key(conf, flags),
                                                            path, len, sl_now_ns() / 1000000)
                                               : NULL;
+    /* Before any open below: what sl_fdc_put needs to know whether the path may have changed
+     * since (a request's own opens come after this, on the loop, a thread or the ring). */
+    c->fdc_mark = e ? 0 : sl_fdc_mark(srv->fdc);
     if (e) {
         resolve(conf, dirfd, &c->req, path, len, flags, -1, e, &r);
         report(path, flags, &r);

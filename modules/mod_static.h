@@ -38,6 +38,8 @@ typedef struct sl_static_result {
     const char *encoding;    /* Content-Encoding of what fd holds (a variant the variant hook
                               * chose: "gzip"...), NULL: the file itself */
     bool vary;               /* the answer depends on Accept-Encoding: Vary: Accept-Encoding */
+    bool no_links;           /* fd was opened with no symlink on its path (for the open-file
+                              * cache, which then need not look at the path again) */
 } sl_static_result;
 
 /* Flags for sl_static_resolve. */

@@ -147,6 +147,7 @@ typedef struct sl_conn {
     sl_resp resp;
     int file_fd;                   /* the file the response sends, closed when the request ends */
     struct sl_fdc_entry *file_ent; /* or the open-file cache's entry for it, given back then */
+    uint64_t fdc_mark;             /* sl_fdc_mark before the file was opened (mod_static) */
     sl_chunkq out;
     uint64_t bytes_out;
     size_t hdr_bytes;              /* bytes of the response head (access log %b) */

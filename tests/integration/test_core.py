@@ -541,8 +541,9 @@ class OpenFileCache(unittest.TestCase):
     def test_symlinked_files_are_not_kept(self):
         # A change at a link's target would go unseen by the watches (the file's own watch is on
         # the link): such files are opened each time.
-        srv = Server('status.status-url = "/st"\n', {"real/t.txt": b"one"})
+        srv = Server('status.status-url = "/st"\n', {"real/t.txt": b"one", "real2/t.txt": b"two"})
         os.symlink("real/t.txt", os.path.join(srv.root, "link.txt"))
+        os.symlink("real", os.path.join(srv.root, "ldir"))
         srv.start()
         try:
             if "valgrind" in os.environ.get("SEEKLESS_WRAPPER", ""):
@@ -566,6 +567,13 @@ class OpenFileCache(unittest.TestCase):
             with open(os.path.join(srv.root, "real/t.txt"), "wb") as fh:
                 fh.write(b"third, longer")
             self.assertEqual(self.get(srv, b"/link.txt")[2], b"third, longer")
+            # A directory on the way that is a link, pointed elsewhere (a release switched by
+            # renaming a new link over the old one).
+            for _ in range(5):
+                self.assertEqual(self.get(srv, b"/ldir/t.txt")[2], b"third, longer")
+            os.symlink("real2", os.path.join(srv.root, "ldir.new"))
+            os.rename(os.path.join(srv.root, "ldir.new"), os.path.join(srv.root, "ldir"))
+            self.assertEqual(self.get(srv, b"/ldir/t.txt")[2], b"two")
             # The real path is kept meanwhile: without a cache this test would test nothing.
             for _ in range(5):
                 self.assertEqual(self.get(srv, b"/real/t.txt")[2], b"third, longer")

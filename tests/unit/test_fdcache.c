@@ -53,7 +53,7 @@ static sl_fdc_entry *offer(sl_fdc *c, const char *rel, uint64_t now)
     assert_int_equal(fstat(fd, &st), 0);
     char path[512];
     snprintf(path, sizeof path, "/%s", rel);
-    sl_fdc_entry *e = sl_fdc_put(c, dirfd_, root, 1, path, strlen(path), rel, fd, &st, now);
+    sl_fdc_entry *e = sl_fdc_put(c, dirfd_, root, 1, path, strlen(path), rel, fd, &st, now, 0);
     if (!e) close(fd);
     return e;
 }
@@ -657,6 +657,103 @@ static void test_write_through_another_name_is_seen(void **state)
     sl_fdc_free(c);
 }
 
+/* Open rel now, for an offer later (offer_open). */
+typedef struct opened {
+    int fd;
+    struct stat st;
+} opened;
+
+static opened open_now(const char *rel)
+{
+    opened o;
+    o.fd = openat(dirfd_, rel, O_RDONLY | O_CLOEXEC);
+    assert_true(o.fd >= 0);
+    assert_int_equal(fstat(o.fd, &o.st), 0);
+    return o;
+}
+
+/* Offer what open_now opened, with mark; NULL (and the descriptor closed) when not cached. */
+static sl_fdc_entry *offer_open(sl_fdc *c, const char *rel, opened o, uint64_t mark)
+{
+    char path[512];
+    snprintf(path, sizeof path, "/%s", rel);
+    sl_fdc_entry *e = sl_fdc_put(c, dirfd_, root, 1, path, strlen(path), rel, o.fd, &o.st, 1, mark);
+    if (!e) close(o.fd);
+    return e;
+}
+
+/* rel replaced by another file (a new inode under the same name, as an upload tool does). */
+static void replace_file(const char *rel, const char *data)
+{
+    char tmp[256], a[1024], b[1024];
+    snprintf(tmp, sizeof tmp, "%s.new", rel);
+    tu_put(root, tmp, data);
+    snprintf(a, sizeof a, "%s/%s", root, tmp);
+    snprintf(b, sizeof b, "%s/%s", root, rel);
+    assert_int_equal(rename(a, b), 0);
+}
+
+static void test_a_mark_skips_the_recheck_only_when_nothing_moved(void **state)
+{
+    /* sl_fdc_put looks at the path again unless no directory event was read and no directory
+     * watch made since the caller's mark, taken before its open. A file replaced between the
+     * open and the offer must not be cached under its name, whether its directory was watched
+     * already (an event read by the offer's drain) or not yet (no event: the watch is made by
+     * the offer itself). */
+    sl_fdc *c = sl_fdc_new(SL_FDC_INOTIFY, 64);
+    tu_mkdir(root, "mk", 0755);
+    tu_mkdir(root, "mk/sub", 0755);
+    /* Nothing moved: cached with the mark. */
+    tu_put(root, "mk/a", "one");
+    uint64_t mark = sl_fdc_mark(c);
+    assert_true(mark != 0);
+    sl_fdc_entry *e = offer_open(c, "mk/a", open_now("mk/a"), mark);
+    assert_non_null(e);
+    sl_fdc_release(c, e);
+    expect_hit(c, "mk/a", 1);
+    /* The directory watched already; the file replaced after the open and the rename read
+     * (a loop woken by the queue) before the offer: the path is looked at again and the offer
+     * refused. */
+    tu_put(root, "mk/b", "one");
+    mark = sl_fdc_mark(c);
+    opened o = open_now("mk/b");
+    replace_file("mk/b", "two");
+    sl_fdc_drain(c);
+    assert_null(offer_open(c, "mk/b", o, mark));
+    assert_null(get(c, "mk/b", 1));
+    /* The same with the rename not read yet: the queue was read just before, under
+     * DRAIN_EVERY_NS ago, so the offer does not read it and takes the old file without the
+     * re-check (or, on a machine slow enough to let a millisecond pass, reads it and refuses).
+     * Either way a lookup a millisecond after the change reads the queue: the entry is invalid. */
+    tu_put(root, "mk/b2", "one");
+    sl_fdc_drain(c);
+    mark = sl_fdc_mark(c);
+    o = open_now("mk/b2");
+    replace_file("mk/b2", "two");
+    e = offer_open(c, "mk/b2", o, mark);
+    if (e) {
+        assert_int_equal(e->st.st_size, 3);
+        sl_fdc_release(c, e);
+    }
+    usleep(2000);
+    assert_null(get(c, "mk/b2", 1));
+    /* A directory not watched at the mark: no event can tell of the replacement, the watch the
+     * offer makes moves the mark. */
+    tu_put(root, "mk/sub/c", "one");
+    mark = sl_fdc_mark(c);
+    o = open_now("mk/sub/c");
+    replace_file("mk/sub/c", "two");
+    assert_null(offer_open(c, "mk/sub/c", o, mark));
+    assert_null(get(c, "mk/sub/c", 1));
+    /* And then, cached from a fresh open, it is the new file. */
+    mark = sl_fdc_mark(c);
+    e = offer_open(c, "mk/sub/c", open_now("mk/sub/c"), mark);
+    assert_non_null(e);
+    assert_int_equal(e->st.st_size, 3);
+    sl_fdc_release(c, e);
+    sl_fdc_free(c);
+}
+
 static void test_a_change_leaves_its_neighbours_cached(void **state)
 {
     /* A file's contents and attributes are its own watch's: the other files of its directory
@@ -784,7 +881,7 @@ static void test_directory_permissions_seen_within_a_minute(void **state)
         int fd = openat(dirfd_, "perm/x", O_RDONLY | O_CLOEXEC);
         struct stat st;
         if (!c || fd < 0 || fstat(fd, &st)) _exit(11);
-        sl_fdc_entry *e = sl_fdc_put(c, dirfd_, root, 1, "/perm/x", 7, "perm/x", fd, &st, 100000);
+        sl_fdc_entry *e = sl_fdc_put(c, dirfd_, root, 1, "/perm/x", 7, "perm/x", fd, &st, 100000, 0);
         if (!e) _exit(12);
         sl_fdc_release(c, e);
         if (chmod(p, 0)) _exit(13);
@@ -850,6 +947,7 @@ TU_MAIN(setup, teardown,
         cmocka_unit_test(test_eviction_never_closes_a_held_file),
         cmocka_unit_test(test_admitted_from_the_second_request),
         cmocka_unit_test(test_a_pool_larger_than_the_cache_does_not_churn),
+        cmocka_unit_test(test_a_mark_skips_the_recheck_only_when_nothing_moved),
         cmocka_unit_test(test_popular_files_survive_a_scan),
         cmocka_unit_test(test_thousands_of_directories),
         cmocka_unit_test(test_change_seen_a_millisecond_later),

@@ -42,6 +42,8 @@ static int setup(void **state)
     assert_int_equal(symlink(p, q), 0);
     snprintf(q, sizeof q, "%s/in", root);
     assert_int_equal(symlink("hello.txt", q), 0);
+    snprintf(q, sizeof q, "%s/lnkdir", root);
+    assert_int_equal(symlink("dir", q), 0);
     snprintf(p, sizeof p, "%s/fifo", root);
     assert_int_equal(mkfifo(p, 0644), 0);
     return 0;
@@ -302,6 +304,25 @@ static void test_open_beneath_refuses_escapes(void **state)
     int f = sl_open_beneath(d, "in", O_RDONLY, true);
     assert_true(f >= 0);
     close(f);
+    /* Noting links: a path without one is opened once, with RESOLVE_NO_SYMLINKS. */
+    bool linked = true;
+    f = sl_open_beneath_noting_links(d, "dir/index.html", O_RDONLY, true, false, &linked);
+    assert_true(f >= 0);
+    assert_false(linked);
+    close(f);
+    f = sl_open_beneath_noting_links(d, "in", O_RDONLY, true, false, &linked);
+    assert_true(f >= 0);
+    assert_true(linked);
+    close(f);
+    f = sl_open_beneath_noting_links(d, "lnkdir/index.html", O_RDONLY, true, false, &linked);
+    assert_true(f >= 0);
+    assert_true(linked);
+    close(f);
+    /* Not followed: refused, and not said to be reached through it. */
+    assert_int_equal(sl_open_beneath_noting_links(d, "in", O_RDONLY, false, false, &linked), -ELOOP);
+    assert_false(linked);
+    /* A link that leads out is refused when followed too. */
+    assert_int_equal(sl_open_beneath_noting_links(d, "out", O_RDONLY, true, false, &linked), -EXDEV);
     close(d);
 }
 
@@ -313,6 +334,43 @@ static void resolve_flags(const tconf *s, const char *path, unsigned flags, int 
     sl_http_limits lim = {8192, 8192, SL_HTTP_MAX_HEADERS};
     assert_true(sl_http_parse_request(buf, strlen(buf), &lim, &req) > 0);
     assert_int_equal(sl_static_resolve(s->b, s->docroot_fd, &req, path, strlen(path), flags, prefd, r), 0);
+}
+
+/* Whether the file was reached through a symlink, for the open-file cache (which may skip its
+ * own look at the path only for one that was not). */
+static void test_a_file_reached_through_a_symlink_says_so(void **state)
+{
+    tconf *s = *state;
+    sl_static_result r = run(s, GET("/hello.txt", ""));
+    assert_int_equal(r.status, 200);
+    assert_true(r.no_links);
+    r = run(s, GET("/in", ""));
+    assert_int_equal(r.status, 200);
+    assert_false(r.no_links);
+    r = run(s, GET("/dir/", ""));
+    assert_int_equal(r.status, 200);
+    assert_true(r.no_links);
+    r = run(s, GET("/lnkdir/index.html", ""));
+    assert_int_equal(r.status, 200);
+    assert_false(r.no_links);
+    /* The index file beneath a linked directory. */
+    r = run(s, GET("/lnkdir/", ""));
+    assert_int_equal(r.status, 200);
+    assert_false(r.no_links);
+    /* A file the ring opened: it follows symlinks exactly when the server does. */
+    int d = open(root, O_PATH | O_DIRECTORY);
+    resolve_flags(s, "/hello.txt", SL_RESOLVE_PREOPENED, openat(d, "hello.txt", O_RDONLY), &r);
+    assert_int_equal(r.status, 200);
+    assert_false(r.no_links);
+    close(r.fd);
+    CORE(s)->follow_symlink = false;
+    resolve_flags(s, "/hello.txt", SL_RESOLVE_PREOPENED, openat(d, "hello.txt", O_RDONLY), &r);
+    assert_true(r.no_links);
+    close(r.fd);
+    close(d);
+    r = run(s, GET("/hello.txt", ""));
+    assert_true(r.no_links);
+    assert_int_equal(run(s, GET("/lnkdir/", "")).status, 403);
 }
 
 static void test_cached_lookup_and_preopened_fd(void **state)
@@ -364,6 +422,7 @@ TU_MAIN(setup, teardown,
         CONF_TEST(test_missing_and_not_a_dir),
         CONF_TEST(test_directories),
         CONF_TEST(test_symlinks_and_special_files),
+        CONF_TEST(test_a_file_reached_through_a_symlink_says_so),
         CONF_TEST(test_deny_lists_and_methods),
         CONF_TEST(test_conditional_requests),
         CONF_TEST(test_conditionals_over_lines),
