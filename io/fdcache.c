@@ -211,8 +211,9 @@ sl_fdc *sl_fdc_new(sl_fdc_mode mode, size_t capacity)
     /* About eight counters per entry, as TinyLFU sizes its sketch. */
     size_t slots = 4096;
     while (slots < 8 * per * SHARDS) slots *= 2;
-    c->freq = calloc(slots, 1);
+    c->freq = aligned_alloc(64, slots); /* blocks of 64 on cache lines (freq_slot) */
     if (!c->freq) goto fail;
+    memset(c->freq, 0, slots);
     c->freq_mask = slots - 1;
     c->freq_period = 10 * per * SHARDS;
     c->rest_min_ms = c->rest_ms = REST_MIN_MS;
@@ -566,11 +567,17 @@ static ent *find(shard *s, uint64_t h, int dirfd, unsigned key, const char *path
     return e;
 }
 
-/* The sketch's four counters of h: four 16-bit slices of a remixed hash. */
+/* The sketch's four counters of h, all in one 64-byte block of the sketch (a blocked count-min
+ * sketch, as Caffeine's): a count touches one cache line instead of four, which every request
+ * pays (a sketch of eight counters per entry is 128 KiB for 15,648 entries, and the files sent
+ * through the caches push it out: four misses were 0.13 us of a request). The block comes from
+ * the high bits of a remixed hash, each counter from four of its low bits, in its own quarter of
+ * the block so that no two of the four are the same counter. */
 static size_t freq_slot(const sl_fdc *c, uint64_t h, int i)
 {
     uint64_t m = (h ^ (h >> 31)) * 0x9e3779b97f4a7c15ull;
-    return (size_t)(m >> (16 * i)) & c->freq_mask;
+    size_t block = (size_t)(m >> 32) & c->freq_mask & ~(size_t)63;
+    return block | (size_t)i << 4 | ((size_t)(m >> (4 * i)) & 15);
 }
 
 static unsigned freq_estimate(const sl_fdc *c, uint64_t h)
