@@ -933,6 +933,57 @@ static void test_thousands_of_directories(void **state)
     sl_fdc_free(c);
 }
 
+/* Entries come from an arena of fixed slots made with the cache; one whose paths do not fit a
+ * slot, or one made while every slot is taken, is malloc'd, and each goes back where it came
+ * from (ASan and valgrind see a mistake). */
+static void test_entries_in_and_out_of_the_arena(void **state)
+{
+    sl_fdc *c = sl_fdc_new(SL_FDC_INOTIFY, 64);
+    /* Paths too long for a slot. */
+    char rel[400];
+    int n = snprintf(rel, sizeof rel, "ar/");
+    memset(rel + n, 'a', 250);
+    rel[n + 250] = 0;
+    tu_mkdir(root, "ar", 0755);
+    tu_mkdir(root, rel, 0755);
+    snprintf(rel + n + 250, sizeof rel - (size_t)n - 250, "/f");
+    cached(c, rel, "long", 1);
+    sl_fdc_entry *e = get(c, rel, 1);
+    assert_non_null(e);
+    assert_string_equal(e->file, rel);
+    assert_int_equal(e->st.st_size, 4);
+    sl_fdc_release(c, e);
+    /* Every slot held, and more offered: the cache takes what its shards have room for, from
+     * the arena and then from malloc, and gives back each. */
+    sl_fdc_entry *held[200];
+    size_t nh = 0;
+    for (int i = 0; i < 200; i++) {
+        char r[64];
+        snprintf(r, sizeof r, "ar/h%d", i);
+        tu_put(root, r, "x");
+        sl_fdc_entry *x = offer(c, r, 1);
+        if (x) {
+            assert_string_equal(x->file, r);
+            held[nh++] = x;
+        }
+    }
+    assert_true(nh >= 32);
+    for (size_t i = 0; i < nh; i++) sl_fdc_release(c, held[i]);
+    /* Evicted and made again many times over: freed slots are reused. */
+    for (int round = 0; round < 20; round++)
+        for (int i = 0; i < 100; i++) {
+            char r[64];
+            snprintf(r, sizeof r, "ar/h%d", (i * 7 + round) % 200);
+            sl_fdc_entry *x = get(c, r, 1);
+            if (!x) x = offer(c, r, 1);
+            if (x) {
+                assert_string_equal(x->file, r);
+                sl_fdc_release(c, x);
+            }
+        }
+    sl_fdc_free(c);
+}
+
 TU_MAIN(setup, teardown,
         cmocka_unit_test(test_inotify_sees_every_change),
         cmocka_unit_test(test_write_through_another_name_is_seen),
@@ -956,4 +1007,5 @@ TU_MAIN(setup, teardown,
         cmocka_unit_test(test_filling_cache_rests_when_it_could_never_hit),
         cmocka_unit_test(test_filling_cache_of_a_set_that_fits_never_rests),
         cmocka_unit_test(test_rest_closes_its_files_a_few_per_lookup),
-        cmocka_unit_test(test_watch_removed_by_a_rest_is_made_again))
+        cmocka_unit_test(test_watch_removed_by_a_rest_is_made_again),
+        cmocka_unit_test(test_entries_in_and_out_of_the_arena))
