@@ -1,0 +1,68 @@
+#!/usr/bin/env python3
+"""The outside harness's regime: a fresh server, the set warmed, then a fixed number of requests
+(50,000 by default) by bench/loadgen, 100 keep-alive connections; server pinned to CPU 0,
+loadgen on CPU 1. Rounds interleave the servers; prints req/s and server CPU us per request per
+run, then medians, and each server's median ratio to the last server named.
+usage: fresh50k.py POOL ROUNDS NAME=BUILD[:ENGINE]|nginx ...   (POOL: 4k-popular or 100k-2g;
+ENGINE: server.stat-cache-engine, default inotify)
+env: FETCHES (50000); PERF=1 records the server's CPU (perf record -g on CPU 0) during each run
+into the run's folder (printed). A seekless NAME=BUILD runs BUILD/app/seekless, hybrid backend, status page
+on (its open-file cache counters are printed)."""
+import os, statistics, subprocess, sys, tempfile, urllib.request
+sys.path.insert(0, "/work/main/bench")
+import benchlib as bl
+pool, rounds, specs = sys.argv[1], int(sys.argv[2]), [a.split("=", 1) for a in sys.argv[3:]]
+FETCHES = int(os.environ.get("FETCHES", "50000"))
+if pool == "4k-popular":
+    root = "/var/tmp/seekless-bench/pool-4k-1"; src = open(f"{root}/urls.4k").read().split()[:15000]
+else:
+    root = "/var/tmp/seekless-bench/pool-100k-1"; src = open(f"{root}/urls.100k").read().split()[:20000]
+files = [root + "/" + u.split("/", 3)[3] for u in src]
+res = {n: [] for n, _ in specs}
+for rnd in range(rounds):
+    for name, what in specs:
+        build, _, engine = what.partition(":")
+        ctx = bl.Context("/work/main/build" if what == "nginx" else build, "0", "1", 1, 100)
+        ctx.pick_ports()
+        cfg = (bl.Config("nginx-sendfile", "nginx") if what == "nginx" else
+               bl.Config("seekless-st", "seekless", keys={"server.network-backend": '"hybrid"',
+                         "status.status-url": '"/server-status"', "status.allow-networks": '( "127.0.0.0/8" )',
+                         "server.stat-cache-engine": f'"{engine or "inotify"}"'}))
+        out = tempfile.mkdtemp(prefix=f"fresh50k-{name}-", dir="/var/tmp")
+        urls = os.path.join(out, "urls")
+        with open(urls, "w") as f:
+            f.writelines(u.replace("18080", str(ctx.port)) + "\n" for u in src)
+        os.sched_setaffinity(0, {1})
+        procs, _ = bl.start_server(cfg, ctx, "pinned", out, root)
+        try:
+            bl.warm(files)
+            perf = None
+            if os.environ.get("PERF"):
+                perf = subprocess.Popen(["perf", "record", "-q", "-e", "cpu-clock", "-C", "0", "-g", "-o",
+                                         os.path.join(out, "perf.data")], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                import time; time.sleep(0.5)
+            def minflt():
+                return sum(int(open(f"/proc/{procs['server'].pid}/task/{t}/stat").read().rsplit(")", 1)[1].split()[7])
+                           for t in os.listdir(f"/proc/{procs['server'].pid}/task"))
+            f0 = minflt()
+            c0 = bl.tree_cpu({"s": procs["server"].pid})
+            r = bl.run_loadgen(ctx, urls, os.path.join(out, "c.json"), 60, max_fetches=FETCHES)
+            c1 = bl.tree_cpu({"s": procs["server"].pid})
+            faults = minflt() - f0
+            if perf:
+                perf.send_signal(2); perf.wait()
+            extra = ""
+            if what != "nginx":
+                txt = urllib.request.urlopen(f"http://127.0.0.1:{ctx.port}/server-status?format=prometheus").read().decode()
+                extra = " ".join(l.split("{")[0].replace("seekless_cache_", "") + "=" + l.split()[-1]
+                                 for l in txt.splitlines() if "open-files" in l and not l.startswith("#"))
+        finally:
+            bl.stop_all(procs)
+        us = 1e6 * (c1["s"] - c0["s"]) / r["fetches"]
+        res[name].append((r["req_s"], us))
+        print(f"r{rnd + 1} {name:10s} {r['fetches']} req {r['req_s']:8.0f} req/s {us:5.1f} us/req non200={r['non_200']} p99={r['p99_ms']:.2f} faults={faults} {extra}{' ' + out if perf else ''}", flush=True)
+ref = specs[-1][0]
+for name, _ in specs:
+    rs = [x[0] for x in res[name]]; us = [x[1] for x in res[name]]
+    ratios = [a[0] / b[0] for a, b in zip(res[name], res[ref])]
+    print(f"median {name:10s} {statistics.median(rs):8.0f} req/s {statistics.median(us):5.1f} us/req  ratio to {ref}: {statistics.median(ratios):.2f}x (per round {', '.join(f'{x:.2f}' for x in ratios)})")
