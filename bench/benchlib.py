@@ -25,6 +25,7 @@ import socket
 import string
 import subprocess
 import sys
+import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -565,6 +566,19 @@ def kill_children():
 def on_signal(signum, _frame):
     # Unwind through the finally blocks (they stop the servers and write partial tables).
     raise KeyboardInterrupt(f"signal {signum}")
+
+
+def start_pinned_probe(cfg, ctx, urls, root, prefix):
+    """For the results folders' probe helpers: a fresh folder under /var/tmp (prefix), the URL
+    list written there for ctx's port (urls are bench/mkpool's, on port 18080), this process
+    moved to CPU 1 and cfg started pinned to CPU 0. Returns (folder, URL list path, procs)."""
+    out = tempfile.mkdtemp(prefix=prefix, dir="/var/tmp")
+    path = os.path.join(out, "urls")
+    with open(path, "w") as f:
+        f.writelines(u.replace("18080", str(ctx.port)) + "\n" for u in urls)
+    os.sched_setaffinity(0, {1})
+    procs, _ = start_server(cfg, ctx, "pinned", out, root)
+    return out, path, procs
 
 
 def start_server(cfg, ctx, mode, run, root):

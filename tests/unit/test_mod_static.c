@@ -341,22 +341,22 @@ static void resolve_flags(const tconf *s, const char *path, unsigned flags, int 
 static void test_a_file_reached_through_a_symlink_says_so(void **state)
 {
     tconf *s = *state;
-    sl_static_result r = run(s, GET("/hello.txt", ""));
-    assert_int_equal(r.status, 200);
-    assert_true(r.no_links);
-    r = run(s, GET("/in", ""));
-    assert_int_equal(r.status, 200);
-    assert_false(r.no_links);
-    r = run(s, GET("/dir/", ""));
-    assert_int_equal(r.status, 200);
-    assert_true(r.no_links);
-    r = run(s, GET("/lnkdir/index.html", ""));
-    assert_int_equal(r.status, 200);
-    assert_false(r.no_links);
-    /* The index file beneath a linked directory. */
-    r = run(s, GET("/lnkdir/", ""));
-    assert_int_equal(r.status, 200);
-    assert_false(r.no_links);
+    static const struct {
+        const char *raw;
+        bool no_links;
+    } cases[] = {
+        {GET("/hello.txt", ""), true},
+        {GET("/in", ""), false},
+        {GET("/dir/", ""), true},
+        {GET("/lnkdir/index.html", ""), false},
+        {GET("/lnkdir/", ""), false}, /* the index file beneath a linked directory */
+    };
+    sl_static_result r;
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        r = run(s, cases[i].raw);
+        assert_int_equal(r.status, 200);
+        assert_int_equal(r.no_links, cases[i].no_links);
+    }
     /* A file the ring opened: it follows symlinks exactly when the server does. */
     int d = open(root, O_PATH | O_DIRECTORY);
     resolve_flags(s, "/hello.txt", SL_RESOLVE_PREOPENED, openat(d, "hello.txt", O_RDONLY), &r);

@@ -8,7 +8,7 @@ ENGINE: server.stat-cache-engine, default inotify)
 env: FETCHES (50000); PERF=1 records the server's CPU (perf record -g on CPU 0) during each run
 into the run's folder (printed). A seekless NAME=BUILD runs BUILD/app/seekless, hybrid backend, status page
 on (its open-file cache counters are printed)."""
-import os, statistics, subprocess, sys, tempfile, urllib.request
+import os, statistics, subprocess, sys, urllib.request
 sys.path.insert(0, "/work/main/bench")
 import benchlib as bl
 pool, rounds, specs = sys.argv[1], int(sys.argv[2]), [a.split("=", 1) for a in sys.argv[3:]]
@@ -28,12 +28,7 @@ for rnd in range(rounds):
                bl.Config("seekless-st", "seekless", keys={"server.network-backend": '"hybrid"',
                          "status.status-url": '"/server-status"', "status.allow-networks": '( "127.0.0.0/8" )',
                          "server.stat-cache-engine": f'"{engine or "inotify"}"'}))
-        out = tempfile.mkdtemp(prefix=f"fresh50k-{name}-", dir="/var/tmp")
-        urls = os.path.join(out, "urls")
-        with open(urls, "w") as f:
-            f.writelines(u.replace("18080", str(ctx.port)) + "\n" for u in src)
-        os.sched_setaffinity(0, {1})
-        procs, _ = bl.start_server(cfg, ctx, "pinned", out, root)
+        out, urls, procs = bl.start_pinned_probe(cfg, ctx, src, root, f"fresh50k-{name}-")
         try:
             bl.warm(files)
             perf = None
