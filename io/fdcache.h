@@ -81,7 +81,9 @@ void sl_fdc_drain(sl_fdc *c);
 sl_fdc_entry *sl_fdc_get(sl_fdc *c, int dirfd, unsigned key, const char *path, size_t len,
                          uint64_t now_ms);
 /* Whether to offer the file at path (as for sl_fdc_get) to the cache, counting this request:
- * from its second request on, and when the cache is full only if it was asked for clearly more
+ * from its second request on (from its sixth while the files kept since the cache was last empty,
+ * past the first eighth of its capacity, have not earned two hits each: an insert costs about
+ * three), and when the cache is full only if it was asked for clearly more
  * often lately than the entry it would evict (half as often again and once more; a lossy count,
  * see fdcache.c). So a pool far larger than the cache, requested at random, costs a lookup and
  * not an insert and an eviction per request, and the popular files stay. A file not offered is

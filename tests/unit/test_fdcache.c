@@ -244,6 +244,36 @@ static void test_admitted_from_the_second_request(void **state)
     sl_fdc_free(off);
 }
 
+/* An insert costs about three hits' savings: while the entries kept have not earned two hits
+ * each, a file is kept only from its sixth request; once they have, from its second again. The first
+ * eighth of the cache (at least 64) is kept from the second request whatever it earns. */
+static void test_admission_waits_while_entries_do_not_earn_their_keep(void **state)
+{
+    sl_fdc *c = sl_fdc_new(SL_FDC_INOTIFY, 1024); /* its first 128 inserts are free */
+    char path[32];
+    for (int i = 0; i < 128; i++) {
+        int n = snprintf(path, sizeof path, "/e%d", i);
+        assert_false(sl_fdc_admit(c, dirfd_, 1, path, (size_t)n));
+        assert_true(sl_fdc_admit(c, dirfd_, 1, path, (size_t)n));
+        tu_put(root, path + 1, "x");
+        sl_fdc_entry *e = offer(c, path + 1, 1);
+        assert_non_null(e);
+        sl_fdc_release(c, e);
+    }
+    /* 128 entries and no hit: a newcomer needs six requests. */
+    for (int k = 1; k <= 5; k++) assert_false(sl_fdc_admit(c, dirfd_, 1, "/new", 4));
+    assert_true(sl_fdc_admit(c, dirfd_, 1, "/new", 4));
+    /* Two hits for each entry: from the second request again. */
+    for (int k = 0; k < 2; k++)
+        for (int i = 0; i < 128; i++) {
+            snprintf(path, sizeof path, "e%d", i);
+            expect_hit(c, path, 1);
+        }
+    assert_false(sl_fdc_admit(c, dirfd_, 1, "/new2", 5));
+    assert_true(sl_fdc_admit(c, dirfd_, 1, "/new2", 5));
+    sl_fdc_free(c);
+}
+
 /* One request the way mod_static makes it: a hit, or an admission check and an offer. */
 static bool request(sl_fdc *c, const char *rel)
 {
@@ -997,6 +1027,7 @@ TU_MAIN(setup, teardown,
         cmocka_unit_test(test_disabled_caches_nothing),
         cmocka_unit_test(test_eviction_never_closes_a_held_file),
         cmocka_unit_test(test_admitted_from_the_second_request),
+        cmocka_unit_test(test_admission_waits_while_entries_do_not_earn_their_keep),
         cmocka_unit_test(test_a_pool_larger_than_the_cache_does_not_churn),
         cmocka_unit_test(test_a_mark_skips_the_recheck_only_when_nothing_moved),
         cmocka_unit_test(test_popular_files_survive_a_scan),
