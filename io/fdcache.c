@@ -21,8 +21,9 @@
  * popularity fades. A file is offered to the cache from its second request on (from its sixth
  * while the entries kept have not earned two hits each: admit_count), and when its shard is
  * full only if it was asked for clearly more often than the entry it would evict (beats: half as
- * often again, and once more). Keeping a
- * file costs several system calls (watches, a re-check, the victim's close): worth it for a file
+ * often again, and once more). Keeping a file costs several system calls (watches, the victim's
+ * close, a re-check of the path for a file that may have been reached through a symlink or
+ * whose directories changed since its open: sl_fdc_mark): worth it for a file
  * that comes back more than what it replaces, not for each of a pool far larger than the cache
  * requested at random, where every insert would evict a file as likely to come back.
  *
@@ -257,8 +258,6 @@ sl_fdc_mode sl_fdc_mode_of(const sl_fdc *c)
 
 static void file_watch_release(sl_fdc *c, int wd);
 
-/* Close and free an entry nobody holds any more, and let go of its file's watch. Never under a
- * shard's lock: that takes the watch lock. */
 /* Entries live in an arena made when the cache is (MAP_POPULATE), one ARENA_SLOT each with its
  * two paths; an entry whose paths do not fit, or one past the arena's slots, is malloc'd. Why:
  * memory first written by a request is a page fault on the request's path, and in a virtual
@@ -315,6 +314,8 @@ static void ent_free(sl_fdc *c, ent *e)
     pthread_mutex_unlock(&c->arena_lock);
 }
 
+/* Close and free an entry nobody holds any more, and let go of its file's watch. Never under a
+ * shard's lock: that takes the watch lock. */
 static void ent_drop(sl_fdc *c, ent *e)
 {
     if (e->pub.fd >= 0) close(e->pub.fd);
@@ -694,7 +695,7 @@ static unsigned freq_add(sl_fdc *c, uint64_t h)
  * Measured there: a fresh server's first 50,000 requests over 20,000 files, each asked for about
  * 2.5 times, made 14,433 inserts for 17,431 hits, and seekless was 0.96x nginx with the cache
  * against 1.05x without. Entries that earn their keep (a working set asked for again and again)
- * soon bring the count back to two, so a long run fills as fast as before. */
+ * soon bring the count back to two, so a long run fills almost as fast as before. */
 #define EARN_HITS 2
 #define WARY_COUNT 6
 
