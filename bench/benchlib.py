@@ -340,8 +340,9 @@ class Config:
                          "proxy-core.allow-x-sendfile": '"enable"',
                          "proxy-core.max-pool-size": 20})
         n = self.loops(ctx, mode)
-        workers = (f"server.max-worker = {n}" if n > 1 else
-                   "# one event loop (server.max-worker is written only for more than one)")
+        # Always named: seekless's own default (0) is one loop per core it may run on, which
+        # unpinned is every core, not the one loop a row with --seekless-workers 1 says it ran.
+        workers = f"server.max-worker = {n}"
         if ctx.tls:
             keys.update({"ssl.engine": '"enable"', "ssl.pemfile": f'"{ctx.tls["pem"]}"'})
         extra = "".join(f"{k} = {v}\n" for k, v in keys.items())
@@ -716,16 +717,20 @@ def wrk_duration(seconds, min_requests, est_rate, max_requests=None):
     return max(1, int(d + 0.999))
 
 
-def run_wrk(ctx, urls, json_path, duration, sequential=False, seed=1, new_connections=False):
+def run_wrk(ctx, urls, json_path, duration, sequential=False, seed=1, new_connections=False,
+            max_requests=None):
     """Run wrk -t1 with bench/wrk-urls.lua (on the harness's CPUs); returns the client row.
     new_connections: every request on a new connection (Connection: close; over TLS a full
-    handshake each, as wrk resumes no sessions), half as many connections at once."""
+    handshake each, as wrk resumes no sessions), half as many connections at once.
+    max_requests: stop once that many requests were made (duration is then an upper bound);
+    wrk counts the responses back by then, up to ctx.parallel fewer."""
     conns = max(1, ctx.parallel // 2) if new_connections else ctx.parallel
     argv = ["wrk", "-t1", f"-c{conns}", f"-d{duration}s", "--timeout", "30s",
             "-s", WRK_LUA]
     argv += ["-H", "Connection: close"] if new_connections else []
     argv += [f"{ctx.scheme}://127.0.0.1:{ctx.port}", "--", urls,
              "sequential" if sequential else "random", str(seed)]
+    argv += [str(max_requests)] if max_requests else []
     r, cpu = _run_client(argv, json_path, duration + 120,
                          env=dict(os.environ, WRK_JSON=json_path))
     e = r["errors"]

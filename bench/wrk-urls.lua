@@ -1,7 +1,7 @@
 -- bench/wrk-urls.lua: wrk picks its URLs from a URL list, for bench/run's cross-check.
 --
 --   WRK_JSON=out.json wrk -t1 -c100 -d10s --latency -s bench/wrk-urls.lua \
---       http://127.0.0.1:PORT -- URL_FILE [random|sequential] [SEED]
+--       http://127.0.0.1:PORT -- URL_FILE [random|sequential] [SEED] [MAX]
 --
 -- URL_FILE holds one URL per line (http://HOST:PORT/path, as bench/mkpool writes them; only the
 -- path is used, wrk connects to the address on its command line) or one /path per line.
@@ -9,6 +9,10 @@
 -- sequential: requests take the list in order, wrapping (cold runs: distinct files until the list
 -- is exhausted; bench/run rotates the list so every run starts at another file).
 -- SEED seeds the random picks (default 1).
+-- MAX, if given, stops the run once MAX requests were made (the outside harness's regime: a
+-- count of requests, not a time; -d is then only an upper bound). The thread stops and sends wrk
+-- SIGINT 5 ms later, which ends wrk's wait for -d (its summary then covers the time until then,
+-- 5-6 ms more than the requests took); wrk counts the responses that came back before it stopped, up to -c fewer than MAX.
 -- At the end, if WRK_JSON is set, the summary is also written there as one JSON object:
 -- requests, duration_us, bytes, errors {connect, read, write, status, timeout} and latency
 -- {min, mean, max, p50, p90, p99, p999} in microseconds. wrk reads every body into user space:
@@ -17,6 +21,8 @@
 local paths = {}
 local sequential = false
 local next_index = 0
+local made = 0
+local max_requests = nil
 
 function init(args)
   local file = args[1]
@@ -38,9 +44,26 @@ function init(args)
   end
   sequential = mode == "sequential"
   math.randomseed(tonumber(args[3] or "1"))
+  if args[4] then
+    max_requests = tonumber(args[4])
+    if not max_requests or max_requests < 1 then
+      error("wrk-urls.lua: MAX must be a positive number, not " .. args[4])
+    end
+  end
 end
 
 function request()
+  made = made + 1
+  if max_requests and made > max_requests then
+    if made == max_requests + 1 then
+      -- wrk's main thread sleeps for -d and counts the run's time until it wakes: SIGINT wakes
+      -- it. system() ignores SIGINT in wrk until the shell exits, so the signal is sent 5 ms
+      -- later from the background (the subshell's $PPID is wrk): the run's time includes those
+      -- 5-6 ms, the same for every server.
+      os.execute("(sleep 0.005; kill -INT $PPID) &")
+    end
+    wrk.thread:stop()
+  end
   local path
   if sequential then
     path = paths[next_index % #paths + 1]
