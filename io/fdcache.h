@@ -2,9 +2,11 @@
  * file costs no open(), fstat() or close() per request.
  *
  * One cache for the process, shared by every loop, in shards that each have a lock, a hash table
- * and an LRU list. An entry is found by the directory a path is opened beneath, the open flags
- * and the path. A request holds the entry it uses (sl_fdc_release gives it back); an entry
- * invalidated or evicted while held stays open until the last holder lets go.
+ * and a CLOCK list (a hit marks its entry; an eviction sweep gives a marked entry a second chance
+ * and takes the first unmarked one nobody holds). An entry is found by the directory a path is
+ * opened beneath, the open flags and the path. A request holds the entry it uses
+ * (sl_fdc_release gives it back); an entry invalidated or evicted while held stays open until
+ * the last holder lets go.
  *
  * How long a change can go unseen (the bound):
  *   inotify  every directory on a cached file's path is watched for its entries, and each

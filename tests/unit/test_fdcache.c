@@ -8,6 +8,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -1014,6 +1015,68 @@ static void test_entries_in_and_out_of_the_arena(void **state)
     sl_fdc_free(c);
 }
 
+/* Several threads (loops) looking up at once: each counts on its own stripe, and the totals are
+ * exact, with more threads than stripes too (two then share one). */
+typedef struct counter_arg {
+    sl_fdc *c;
+    int seed;
+    int hits, misses, cached; /* cached: lookups of a cached file */
+} counter_arg;
+
+static void *count_lookups(void *p)
+{
+    counter_arg *a = p;
+    char rel[64];
+    for (int i = 0; i < 5000; i++) {
+        int k = (i * 7 + a->seed) % 16;
+        /* the first 8 are cached, the others do not exist */
+        snprintf(rel, sizeof rel, k < 8 ? "thr/f%d" : "thr/none%d", k);
+        a->cached += k < 8;
+        sl_fdc_entry *e = get(a->c, rel, 1);
+        if (e) {
+            a->hits++;
+            sl_fdc_release(a->c, e);
+        } else {
+            a->misses++;
+        }
+    }
+    return NULL;
+}
+
+static void test_lookups_from_several_threads_are_all_counted(void **state)
+{
+    sl_fdc *c = sl_fdc_new(SL_FDC_INOTIFY, 64);
+    tu_mkdir(root, "thr", 0755);
+    char rel[64];
+    for (int i = 0; i < 8; i++) {
+        snprintf(rel, sizeof rel, "thr/f%d", i);
+        cached(c, rel, "x", 1);
+    }
+    sl_fdc_stats before;
+    sl_fdc_get_stats(c, &before);
+    enum { THREADS = 11 };
+    pthread_t t[THREADS];
+    counter_arg a[THREADS];
+    for (int i = 0; i < THREADS; i++) {
+        a[i] = (counter_arg){.c = c, .seed = i};
+        assert_int_equal(pthread_create(&t[i], NULL, count_lookups, &a[i]), 0);
+    }
+    int hits = 0, misses = 0, cached_lookups = 0;
+    for (int i = 0; i < THREADS; i++) {
+        pthread_join(t[i], NULL);
+        hits += a[i].hits;
+        misses += a[i].misses;
+        cached_lookups += a[i].cached;
+    }
+    sl_fdc_stats st;
+    sl_fdc_get_stats(c, &st);
+    assert_int_equal(hits + misses, THREADS * 5000);
+    assert_int_equal(hits, cached_lookups); /* every cached file stayed valid */
+    assert_int_equal(st.hits - before.hits, (uint64_t)hits);
+    assert_int_equal(st.misses - before.misses, (uint64_t)misses);
+    sl_fdc_free(c);
+}
+
 TU_MAIN(setup, teardown,
         cmocka_unit_test(test_inotify_sees_every_change),
         cmocka_unit_test(test_write_through_another_name_is_seen),
@@ -1039,4 +1102,5 @@ TU_MAIN(setup, teardown,
         cmocka_unit_test(test_filling_cache_of_a_set_that_fits_never_rests),
         cmocka_unit_test(test_rest_closes_its_files_a_few_per_lookup),
         cmocka_unit_test(test_watch_removed_by_a_rest_is_made_again),
-        cmocka_unit_test(test_entries_in_and_out_of_the_arena))
+        cmocka_unit_test(test_entries_in_and_out_of_the_arena),
+        cmocka_unit_test(test_lookups_from_several_threads_are_all_counted))

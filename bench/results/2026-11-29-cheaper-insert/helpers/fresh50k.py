@@ -3,8 +3,9 @@
 (50,000 by default), 100 keep-alive connections; server pinned to CPU 0, the client on CPU 1.
 Rounds interleave the servers; prints req/s and server CPU us per request per run, then medians,
 and each server's median ratio to the last server named (per client).
-usage: fresh50k.py POOL ROUNDS NAME=BUILD[:ENGINE]|nginx ...   (POOL: 4k-popular or 100k-2g;
-ENGINE: server.stat-cache-engine, default inotify). A seekless NAME=BUILD runs
+usage: fresh50k.py POOL ROUNDS NAME=BUILD[:ENGINE[:KEY=VALUE;...]]|nginx ...   (POOL: 4k-popular
+or 100k-2g; ENGINE: server.stat-cache-engine, default inotify; then more seekless keys, e.g.
+server.reuse-port="disable"). With several loops, the requests each served are printed. A seekless NAME=BUILD runs
 BUILD/app/seekless, hybrid backend, status page on (its open-file cache counters are printed).
 env:
   FETCHES   requests per run (50000)
@@ -32,13 +33,15 @@ res = {(c, n): [] for c in clients for n, _ in specs}
 for rnd in range(rounds):
   for client in clients:
     for name, what in specs:
-        build, _, engine = what.partition(":")
+        build, _, rest = what.partition(":")
+        engine, _, more = rest.partition(":")
+        extra_keys = dict(kv.split("=", 1) for kv in more.split(";") if kv)
         ctx = bl.Context("/work/main/build" if what == "nginx" else build, "0", "1", WORKERS, 100)
         ctx.pick_ports()
         cfg = (bl.Config("nginx-sendfile", "nginx") if what == "nginx" else
                bl.Config("seekless-st", "seekless", keys={"server.network-backend": '"hybrid"',
                          "status.status-url": '"/server-status"', "status.allow-networks": '( "127.0.0.0/8" )',
-                         "server.stat-cache-engine": f'"{engine or "inotify"}"'}))
+                         "server.stat-cache-engine": f'"{engine or "inotify"}"', **extra_keys}))
         if WORKERS:
             # Unpinned: server and client share both cores (nginx worker_processes auto)
             out = tempfile.mkdtemp(prefix=f"fresh50k-{name}-", dir="/var/tmp")
@@ -76,6 +79,10 @@ for rnd in range(rounds):
                 txt = urllib.request.urlopen(f"http://127.0.0.1:{ctx.port}/server-status?format=prometheus").read().decode()
                 extra = " ".join(l.split("{")[0].replace("seekless_cache_", "") + "=" + l.split()[-1]
                                  for l in txt.splitlines() if "open-files" in l and not l.startswith("#"))
+                per_loop = [l.split()[-1] for l in txt.splitlines()
+                            if l.startswith("seekless_loop_requests") and 'loop="' in l]
+                if len(per_loop) > 1:
+                    extra += " loop_requests=" + "/".join(per_loop)
         finally:
             bl.stop_all(procs)
         us = 1e6 * (c1["s"] - c0["s"]) / r["fetches"]
