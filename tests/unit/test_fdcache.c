@@ -76,6 +76,17 @@ static void cached(sl_fdc *c, const char *rel, const char *data, uint64_t now)
     sl_fdc_release(c, e);
 }
 
+/* Directory dir made and n files in it cached one after another: dir/PREFIX0, dir/PREFIX1... */
+static void cache_many(sl_fdc *c, const char *dir, const char *prefix, int n)
+{
+    tu_mkdir(root, dir, 0755);
+    char rel[128];
+    for (int i = 0; i < n; i++) {
+        snprintf(rel, sizeof rel, "%s/%s%d", dir, prefix, i);
+        cached(c, rel, "x", 1);
+    }
+}
+
 /* A lookup of rel at time now is a hit (the entry is released). */
 static void expect_hit(sl_fdc *c, const char *rel, uint64_t now)
 {
@@ -854,12 +865,7 @@ static void test_eviction_removes_the_files_watches(void **state)
     sl_fdc *c = sl_fdc_new(SL_FDC_INOTIFY, 1);
     int w0, w;
     open_fds(&w0);
-    tu_mkdir(root, "ev", 0755);
-    char rel[32];
-    for (int i = 0; i < 300; i++) {
-        snprintf(rel, sizeof rel, "ev/x%d", i);
-        cached(c, rel, "x", 1);
-    }
+    cache_many(c, "ev", "x", 300);
     sl_fdc_stats st;
     sl_fdc_get_stats(c, &st);
     assert_true(st.evictions >= 300 - 64);
@@ -1046,12 +1052,7 @@ static void *count_lookups(void *p)
 static void test_lookups_from_several_threads_are_all_counted(void **state)
 {
     sl_fdc *c = sl_fdc_new(SL_FDC_INOTIFY, 64);
-    tu_mkdir(root, "thr", 0755);
-    char rel[64];
-    for (int i = 0; i < 8; i++) {
-        snprintf(rel, sizeof rel, "thr/f%d", i);
-        cached(c, rel, "x", 1);
-    }
+    cache_many(c, "thr", "f", 8);
     sl_fdc_stats before;
     sl_fdc_get_stats(c, &before);
     enum { THREADS = 11 };
