@@ -5,13 +5,15 @@ least 20,000 distinct files of the 100 KiB pool in order from a rotated start, 5
 /proc/diskstats read before and after: reads/s, KiB per read, and the average queue (the weighted
 I/O time over the run's time, iostat's aqu-sz). Rounds interleave the servers.
 usage: coldq.py ROUNDS NAME=nginx-aio|seekless[:KEY=VALUE;...] ...
+env: POOL=4k for the 4 KiB pool's deep tree instead (200,000 files).
 """
 import os, statistics, sys, time
 sys.path.insert(0, "/work/main/bench")
 import benchlib as bl
 rounds, specs = int(sys.argv[1]), [a.split("=", 1) for a in sys.argv[2:]]
-root = "/var/tmp/seekless-bench/pool-100k-1"
-src = open(f"{root}/urls.100k").read().split()
+kind = "4k" if os.environ.get("POOL") == "4k" else "100k"
+root = f"/var/tmp/seekless-bench/pool-{kind}-1"
+src = open(f"{root}/urls.{kind}").read().split()
 disk = bl.pool_disk(root)
 def dstat():
     for line in open("/proc/diskstats"):
