@@ -5,7 +5,8 @@ least 20,000 distinct files of the 100 KiB pool in order from a rotated start, 5
 /proc/diskstats read before and after: reads/s, KiB per read, and the average queue (the weighted
 I/O time over the run's time, iostat's aqu-sz). Rounds interleave the servers.
 usage: coldq.py ROUNDS NAME=nginx-aio|seekless[:KEY=VALUE;...] ...
-env: POOL=4k for the 4 KiB pool's deep tree instead (200,000 files).
+env: POOL=4k for the 4 KiB pool's deep tree instead (200,000 files); CLIENT=wrk for wrk -t1
+(bench/wrk-urls.lua, sequential, 5 s) instead of loadgen.
 """
 import os, statistics, sys, time
 sys.path.insert(0, "/work/main/bench")
@@ -37,7 +38,11 @@ for rnd in range(rounds):
         try:
             r0, s0, w0 = dstat(); t0 = time.monotonic()
             c0 = bl.tree_cpu({"s": procs["server"].pid})
-            r = bl.run_loadgen(ctx, ulist, os.path.join(out, "c.json"), 5, min_fetches=20000, sequential=True)
+            if os.environ.get("CLIENT") == "wrk":
+                r = bl.run_wrk(ctx, ulist, os.path.join(out, "c.json"), 5, sequential=True)
+            else:
+                r = bl.run_loadgen(ctx, ulist, os.path.join(out, "c.json"), 5, min_fetches=20000,
+                                   sequential=True)
             c1 = bl.tree_cpu({"s": procs["server"].pid})
             r1, s1, w1 = dstat(); t1 = time.monotonic()
         finally:
