@@ -12,7 +12,8 @@
 -- MAX, if given, stops the run once MAX requests were made (the outside harness's regime: a
 -- count of requests, not a time; -d is then only an upper bound). The thread stops and sends wrk
 -- SIGINT 5 ms later, which ends wrk's wait for -d (its summary then covers the time until then,
--- 5-6 ms more than the requests took); wrk counts the responses that came back before it stopped, up to -c fewer than MAX.
+-- 5-6 ms more than the requests took); wrk counts the responses that came back before it
+-- stopped, up to -c fewer than MAX.
 -- At the end, if WRK_JSON is set, the summary is also written there as one JSON object:
 -- requests, duration_us, bytes, errors {connect, read, write, status, timeout} and latency
 -- {min, mean, max, p50, p90, p99, p999} in microseconds. wrk reads every body into user space:

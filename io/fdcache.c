@@ -133,11 +133,13 @@ typedef struct shard {
     size_t n, cap;
 } shard;
 
-/* What every lookup counts, one stripe per thread (loop) on a cache line of its own: shared
- * counters that every loop writes on every request move their cache line between cores each
- * time (measured with two loops on the popular set: 1.8 us more per request than one loop,
- * bench/results/2026-11-29-scaling-hot). Totals are the stripes' sum; a thread keeps its stripe
- * (threads past STRIPES share one: the counts stay exact, atomics). */
+/* What every lookup counts, one stripe per thread (loop) on a block of its own: a counter that
+ * every loop writes on every request moves its cache line between cores each time. (The reason
+ * to look: two loops spent 1.8 us more per request than one on the popular set,
+ * bench/results/2026-11-29-scaling-hot; with the stripes and CLOCK no change was measurable on
+ * this 2-core machine, bench/results/2026-11-29-two-loops-cache: they are for machines with more
+ * loops.) Totals are the stripes' sum; a thread keeps its stripe (threads past STRIPES share one:
+ * the counts stay exact, atomics). */
 #define STRIPES 8
 typedef struct stripe {
     uint64_t hits, misses;   /* atomic */
@@ -375,8 +377,8 @@ static void ent_drop(sl_fdc *c, ent *e)
     ent_free(c, e); /* e->file is in the same block */
 }
 
-/* Off the table and the CLOCK list (shard locked). Returns the entry when nobody holds it, for the
- * caller to ent_drop once it has unlocked the shard; NULL when it is held (its last
+/* Off the table and the CLOCK list (shard locked). Returns the entry when nobody holds it, for
+ * the caller to ent_drop once it has unlocked the shard; NULL when it is held (its last
  * sl_fdc_release drops it). */
 static ent *ent_kill(shard *s, ent *e)
 {
