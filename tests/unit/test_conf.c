@@ -654,8 +654,8 @@ static void test_backend_keys(void **state)
     fixture f;
     assert_non_null(load(&f, "server.document-root = \"a\"\n"));
     assert_string_equal(G(&f)->network_backend, "hybrid");
-    assert_int_equal(G(&f)->max_read_threads, 16);
-    assert_int_equal(G(&f)->max_stat_threads, 4);
+    assert_int_equal(G(&f)->max_read_threads, 32);
+    assert_int_equal(G(&f)->max_stat_threads, 32);
     assert_int_equal(G(&f)->block_size, 512 * 1024);
     assert_false(G(&f)->use_noatime);
     done(&f);
