@@ -210,4 +210,10 @@ ssize_t sl_pread_full(int fd, void *buf, size_t len, off_t off);
  * 1 yes, 0 no, negative errno when the kernel cannot tell (no cachestat()). */
 int sl_page_cache_resident(int fd, off_t off, size_t len);
 
+/* Whether the last and first pages of [off, off+len) can be read without waiting for the disk
+ * (a one-byte preadv2(RWF_NOWAIT) each): cachestat() counts pages read-ahead has asked for and
+ * not yet got. 1 yes, 0 no, negative errno when the kernel cannot tell (-EOPNOTSUPP: a file
+ * RWF_NOWAIT cannot be asked of; -ENODATA: the file ends before the range). */
+int sl_page_cache_settled(int fd, off_t off, size_t len);
+
 #endif

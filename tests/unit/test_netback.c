@@ -86,6 +86,42 @@ static void test_page_cache_probe(void **state)
     assert_int_equal(sl_page_cache_resident(fd, 0, 0), 1);
 }
 
+/* Evict the test file's pages, and keep read-ahead from bringing in more than is read. A probe
+ * that finds a page missing starts its read (as a read would); reading the whole file first waits
+ * for such reads, whose pages DONTNEED would otherwise skip. */
+static void evict_all(void)
+{
+    static unsigned char whole[SIZE];
+    assert_int_equal(sl_pread_full(fd, whole, SIZE, 0), SIZE);
+    assert_int_equal(posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED), 0);
+    assert_int_equal(posix_fadvise(fd, 0, 0, POSIX_FADV_RANDOM), 0);
+}
+
+static void test_page_cache_settled_looks_at_both_ends(void **state)
+{
+    char buf[4096];
+    evict_all();
+    int r = sl_page_cache_settled(fd, 65536, 65536);
+    if (r == -EOPNOTSUPP) skip(); /* no RWF_NOWAIT for this file (valgrind) */
+    assert_int_equal(r, 0);
+    /* The first page in, the last not. */
+    evict_all();
+    assert_int_equal(pread(fd, buf, sizeof buf, 65536), (ssize_t)sizeof buf);
+    assert_int_equal(sl_page_cache_settled(fd, 65536, 65536), 0);
+    /* Both ends in. */
+    assert_int_equal(pread(fd, buf, sizeof buf, 2 * 65536 - 4096), (ssize_t)sizeof buf);
+    assert_int_equal(sl_page_cache_settled(fd, 65536, 65536), 1);
+    /* The last page in and the first not. */
+    evict_all();
+    assert_int_equal(pread(fd, buf, sizeof buf, 65536), (ssize_t)sizeof buf);
+    assert_int_equal(sl_page_cache_settled(fd, 61440, 8192), 0);
+    /* Within one page, one look; an empty range is settled; past the end the file is short. */
+    assert_int_equal(sl_page_cache_settled(fd, 65536 + 100, 200), 1);
+    assert_int_equal(sl_page_cache_settled(fd, 0, 0), 1);
+    assert_int_equal(sl_page_cache_settled(fd, SIZE + 4096, 10), -ENODATA);
+    assert_int_equal(posix_fadvise(fd, 0, 0, POSIX_FADV_NORMAL), 0);
+}
+
 /* One transfer: send [off, end) of the file to one end of a socket pair, reading the other end
  * as the loop runs, until the range is sent. */
 typedef struct xctx {
@@ -416,6 +452,7 @@ TU_MAIN(setup, teardown,
         cmocka_unit_test(test_sync_read_stops_at_eof),
         cmocka_unit_test(test_sync_read_reports_errno),
         cmocka_unit_test(test_page_cache_probe),
+        cmocka_unit_test(test_page_cache_settled_looks_at_both_ends),
         cmocka_unit_test(test_registry),
         cmocka_unit_test(test_every_backend_sends_ranges),
         cmocka_unit_test(test_truncated_file_is_reported),
