@@ -207,20 +207,32 @@ static void wait_for_slot(sl_io *io, sl_xfer *x)
 {
     x->waiting = true;
     x->wait_next = NULL;
+    x->wait_ticket = ++io->wait_seq;
     SL_QUEUE_APPEND(io->wait_head, io->wait_tail, x, wait_next);
 }
 
-/* A slot freed: let the longest-waiting xfer try again. */
-static void wake_waiter(sl_io *io)
+/* A slot freed: let the longest-waiting xfers try again, in order, while a slot is free. A woken
+ * xfer need not take one: its owner may find the socket full and wait for the client, or its next
+ * block may be in the page cache and go out inline. Waking one waiter per freed slot then left
+ * the slot unused with xfers still queued until another read ended: with 8 or 16 read threads,
+ * cold 10 MiB files went at 22 requests/s instead of 130, the read threads asleep and the disk
+ * nearly idle (bench/results/2026-11-30-read-slots/). Only xfers queued before
+ * this pass are woken: one that queues itself again meanwhile (the pool's queue full) waits for
+ * the next read to end. */
+static void wake_waiters(sl_io *io)
 {
-    sl_xfer *x = io->wait_head;
-    if (!x) return;
-    io->wait_head = x->wait_next;
-    if (!io->wait_head) io->wait_tail = NULL;
-    x->waiting = false;
-    x->wait_next = NULL;
-    x->sent = false;
-    x->resume(x);
+    uint64_t upto = io->wait_seq;
+    while (io->wait_head && io->reads_inflight < io->max_reads &&
+           io->wait_head->wait_ticket <= upto) {
+        sl_xfer *x = io->wait_head;
+        io->wait_head = x->wait_next;
+        if (!io->wait_head) io->wait_tail = NULL;
+        x->waiting = false;
+        x->wait_next = NULL;
+        x->sent = false;
+        /* The owner may be gone after resume() (it checks and releases): x is not used after. */
+        x->resume(x);
+    }
 }
 
 void sl_xfer_complete(sl_xfer *x)
@@ -235,7 +247,7 @@ void sl_xfer_complete(sl_xfer *x)
     x->pos = 0;
     /* The owner may be gone (its resume() checks and releases): nothing of x is used after. */
     x->resume(x);
-    wake_waiter(io);
+    wake_waiters(io);
 }
 
 static void sendfile_work(sl_job *job)

@@ -77,6 +77,7 @@ typedef struct sl_xfer {
     bool waiting;          /* queued on the loop's list for a free read slot */
     bool sent;             /* hybrid: a thread sendfile()d res bytes itself (no buffer) */
     struct sl_xfer *wait_next;
+    uint64_t wait_ticket;  /* the loop's wait_seq when it queued (wake order within one pass) */
     void *priv;            /* backend's per-xfer state (control blocks, O_DIRECT fd) */
     /* The file being sent, as its owner knows it (sl_xfer_set_file): lets the hybrid backend
      * trust the loop's residency memo for it. id_fd < 0 or another fd: unknown. */
@@ -143,6 +144,7 @@ typedef struct sl_io {
     unsigned threads;
     unsigned reads_inflight;
     sl_xfer *wait_head, *wait_tail; /* waiting for a read slot, FIFO */
+    uint64_t wait_seq;     /* tickets handed to xfers as they queue */
     char **free_bufs;      /* recycled full-size block buffers */
     size_t n_free_bufs, max_free_bufs;
     sl_resmemo *memo;      /* hybrid: files lately found wholly in the page cache, else NULL */

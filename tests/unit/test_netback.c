@@ -354,6 +354,50 @@ static void test_hybrid_trusts_the_memo_for_a_cached_file(void **state)
     rig_close(&r);
 }
 
+/* Woken, B takes no slot (as a connection whose socket is full waits for its client). */
+static void woken_idle(sl_xfer *x)
+{
+    xctx *t = x->owner;
+    t->waiting = false;
+}
+
+/* A freed slot goes to the waiters in order until one takes it: with one read at a time, A
+ * reads while B and C wait; when A's read ends B is woken and takes no slot, so C must be. With
+ * one waiter woken per freed slot, C waited with the slot free and no read in flight (cold
+ * 10 MiB files at 22 requests/s with 8 read threads). */
+static void test_a_slot_not_taken_goes_to_the_next_waiter(void **state)
+{
+    rig r;
+    rig_open(&r, sl_netback_find("gthread-aio"), 1, 65536);
+    xctx *a = xctx_new(&r.io, r.base, 0, 4096);
+    xctx *b = xctx_new(&r.io, r.base, 4096, 8192);
+    xctx *c = xctx_new(&r.io, r.base, 8192, 12288);
+    b->x.resume = woken_idle;
+    pump(a);
+    pump(b);
+    pump(c);
+    assert_true(a->x.inflight && b->x.waiting && c->x.waiting);
+    for (int i = 0; i < 100 && (a->result == 1 || c->result == 1); i++) {
+        struct timeval tick = {0, 100 * 1000};
+        event_base_loopexit(r.base, &tick);
+        event_base_dispatch(r.base);
+    }
+    assert_int_equal(a->result, 0);
+    assert_int_equal(c->result, 0);
+    assert_false(b->x.waiting); /* woken, in its turn */
+    assert_false(b->x.inflight);
+    /* B goes on once its client reads: it finds a slot free. */
+    b->x.resume = resumed;
+    run(b);
+    assert_int_equal(b->result, 0);
+    drain(a);
+    drain(c);
+    xctx_check_free(a, 0, 4096, true);
+    xctx_check_free(b, 4096, 8192, true);
+    xctx_check_free(c, 8192, 12288, true);
+    rig_close(&r);
+}
+
 static void test_every_backend_sends_ranges(void **state)
 {
     for (size_t i = 0; sl_netbackends[i]; i++) {
@@ -498,6 +542,7 @@ TU_MAIN(setup, teardown,
         cmocka_unit_test(test_page_cache_settled_looks_at_both_ends),
         cmocka_unit_test(test_registry),
         cmocka_unit_test(test_every_backend_sends_ranges),
+        cmocka_unit_test(test_a_slot_not_taken_goes_to_the_next_waiter),
         cmocka_unit_test(test_truncated_file_is_reported),
         cmocka_unit_test(test_every_backend_sends_through_a_sink),
         cmocka_unit_test(test_hybrid_trusts_the_memo_for_a_cached_file))
