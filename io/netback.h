@@ -123,6 +123,16 @@ typedef struct sl_netbackend {
     bool uses_read_pool;
 } sl_netbackend;
 
+/* The io_uring ring of one loop (netback_uring.c; only with liburing): the io-uring backend's,
+ * and hybrid's for lookups and cold small blocks. init: 0 (io->priv is the ring, and
+ * io->async_opens is set), or -1 with err (no ring: the kernel or a sandbox refuses io_uring).
+ * fini waits for the ring's own reads and opens only. submit and open_submit as the backend's
+ * hooks above. */
+int sl_uring_init(struct sl_io *io, char *err, size_t errlen);
+void sl_uring_fini(struct sl_io *io);
+int sl_uring_submit(struct sl_io *io, sl_xfer *x);
+int sl_uring_open_submit(struct sl_io *io, sl_openreq *op);
+
 /* What one loop's io needs to start. */
 typedef struct sl_io_config {
     const sl_netbackend *nb;
@@ -147,6 +157,8 @@ typedef struct sl_io {
     uint64_t wait_seq;     /* tickets handed to xfers as they queue */
     char **free_bufs;      /* recycled full-size block buffers */
     size_t n_free_bufs, max_free_bufs;
+    bool async_opens;      /* the backend opens files without blocking on this loop (a ring;
+                            * set by its init): sl_io_open_submit works */
     sl_resmemo *memo;      /* hybrid: files lately found wholly in the page cache, else NULL */
     uint64_t memo_checks;  /* hybrid: cachestat() calls made for files with a known identity
                             * (written by the loop, read atomically by the status page) */
@@ -165,7 +177,8 @@ int sl_io_init(sl_io *io, struct event_base *base, sl_tport *port, const sl_io_c
 /* Stop it: waits for reads in flight and runs their completions (owners release). */
 void sl_io_fini(sl_io *io);
 
-/* Submit an open to the backend's ring; -ENOSYS when the backend cannot open asynchronously. */
+/* Submit an open to the backend's ring; -ENOSYS when this loop cannot open asynchronously
+ * (io->async_opens is false). */
 int sl_io_open_submit(sl_io *io, sl_openreq *op);
 
 /* Prepare x (embedded in its owner) for io, sending to sock. */

@@ -653,8 +653,8 @@ static void stat_done(sl_job *job)
     sl_conn_handled(c, r);
 }
 
-/* An open submitted to the network backend's ring (io-uring): neither lookup nor open blocks
- * the loop, and no thread is involved. */
+/* An open submitted to the loop's ring (the io-uring backend's, or hybrid's when the kernel gives
+ * one): neither lookup nor open blocks the loop, and no thread of ours is involved. */
 typedef struct ring_job {
     sl_openreq op;
     sl_conn *conn;
@@ -757,7 +757,6 @@ sl_hresult sl_static_serve(sl_conn *c, int dirfd, const char *dirpath, const cha
     sl_server *srv = c->loop->srv;
     sl_tpool *pool = srv->stat_pool;
     const sl_conf *conf = c->conf;
-    const sl_netbackend *nb = srv->nb;
     /* Kept open from an earlier request: no lookup, no open, no fstat. */
     sl_fdc_entry *e = cacheable(c, path, len) ? sl_fdc_get(srv->fdc, dirfd, cache_key(conf, flags),
                                                            path, len, sl_now_ns() / 1000000)
@@ -776,7 +775,7 @@ sl_hresult sl_static_serve(sl_conn *c, int dirfd, const char *dirpath, const cha
         if (r.status != 0) return sl_static_respond(c, &r);
         /* The variant hook needs what the caches do not hold: the usual way below. */
     }
-    if (!pool && !nb->open_submit) {
+    if (!pool && !c->loop->io.async_opens) {
         sl_static_resolve(conf, dirfd, &c->req, path, len, flags | SL_RESOLVE_NO_WORKER, -1, &r);
         keep_open(c, dirfd, dirpath, path, len, flags, &r);
         return sl_static_respond(c, &r);
@@ -804,7 +803,7 @@ sl_hresult sl_static_serve(sl_conn *c, int dirfd, const char *dirpath, const cha
         }
         return to_thread(c, conf, dirfd, dirpath, path, len, flags); /* the variant hook's */
     }
-    if (nb->open_submit) {
+    if (c->loop->io.async_opens) {
         ring_job *rj = calloc(1, sizeof *rj);
         if (rj && target_set(&rj->t, conf, dirfd, dirpath, path, len, flags) == 0) {
             if (ring_open(c, rj, true) == 0) return SL_WAIT;

@@ -155,10 +155,6 @@ class BackendCase(BackendFiles):
 def load_tests(loader, tests, pattern):
     suite = unittest.TestSuite()
     for b in backends():
-        if b == "io-uring" and "valgrind" in os.environ.get("SEEKLESS_WRAPPER", ""):
-            # The kernel fills io_uring buffers behind valgrind's back: every read would be
-            # reported as uninitialised. The ASan run covers this backend.
-            continue
         cls = type("Backend_" + b.replace("-", "_"), (BackendCase, unittest.TestCase), {"backend": b})
         suite.addTests(loader.loadTestsFromTestCase(cls))
     return suite

@@ -610,10 +610,7 @@ class Factor:
 def backends_compiled():
     out = subprocess.run([os.path.join(test_core.BUILD, "app", "seekless"), "-V"],
                          capture_output=True, text=True, check=True).stdout
-    # Under valgrind io-uring is left out: the kernel fills its buffers behind valgrind's
-    # back, so every read would be reported as uninitialised (the ASan run covers it).
-    return tuple(line.split()[1] for line in out.splitlines()
-                 if line.startswith("network-backend: ") and not (VALGRIND and "io-uring" in line))
+    return tuple(line.split()[1] for line in out.splitlines() if line.startswith("network-backend: "))
 
 
 def set_netback(level, req, m):

@@ -195,8 +195,6 @@ def load_tests(loader, tests, pattern):
     if file_path() == "ktls-sendfile":
         paths.append(("_buffered", 'ssl.openssl.ssl-conf-cmd = ( "Options" => "-KTLS" )\n'))
     for b in backends():
-        if b == "io-uring" and "valgrind" in os.environ.get("SEEKLESS_WRAPPER", ""):
-            continue  # as test_backends: valgrind cannot see the kernel fill ring buffers
         for suffix, extra in paths:
             cls = type("TLS_" + b.replace("-", "_") + suffix, (BackendCase, unittest.TestCase),
                        {"backend": b, "extra": extra})

@@ -398,6 +398,141 @@ static void test_a_slot_not_taken_goes_to_the_next_waiter(void **state)
     rig_close(&r);
 }
 
+/* ---- hybrid's ring ---- */
+
+/* Jobs the rig's read threads were given. */
+static uint64_t thread_reads(rig *r)
+{
+    sl_tpool_stats st;
+    sl_tpool_get_stats(r->pool, &st);
+    return st.submitted;
+}
+
+static void opened(sl_openreq *op)
+{
+    *(int *)((char *)op + sizeof *op) = 1; /* see open_on_ring */
+}
+
+/* Open the test file through io's ring, running base until it is open; returns the fd. */
+static int open_on_ring(sl_io *io, struct event_base *base)
+{
+    struct {
+        sl_openreq op;
+        int done;
+    } o = {.op = {.dirfd = AT_FDCWD, .path = path, .how = {.flags = O_RDONLY | O_CLOEXEC},
+                  .done = opened}};
+    assert_int_equal(sl_io_open_submit(io, &o.op), 0);
+    for (int i = 0; i < 100 && !o.done; i++) {
+        struct timeval tick = {0, 100 * 1000};
+        event_base_loopexit(base, &tick);
+        event_base_dispatch(base);
+    }
+    assert_true(o.done);
+    return o.op.res;
+}
+
+/* With a ring (the kernel gives one to nearly every process), hybrid opens through it and reads
+ * a cold range of up to 64 KiB through it, no read thread involved; a larger cold range goes to
+ * the read threads, and the bytes are intact either way. */
+static void test_hybrid_uses_its_ring_for_opens_and_small_cold_reads(void **state)
+{
+    rig r;
+    rig_open(&r, sl_netback_find("hybrid"), 2, 65536);
+    if (!r.io.priv) {
+        rig_close(&r);
+        skip(); /* io_uring refused here (a sandbox): the test below covers this case */
+    }
+    assert_true(r.io.async_opens);
+    int f = open_on_ring(&r.io, r.base);
+    assert_true(f >= 0);
+    struct stat a, b;
+    assert_int_equal(fstat(f, &a), 0);
+    assert_int_equal(fstat(fd, &b), 0);
+    assert_true(a.st_ino == b.st_ino && a.st_dev == b.st_dev);
+    close(f);
+    posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+    transfer_on(&r.io, r.base, 0, 4096, false);
+    transfer_on(&r.io, r.base, 70000, 70000 + 65536, false);
+    assert_int_equal(thread_reads(&r), 0);
+    posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+    transfer_on(&r.io, r.base, 0, SIZE, false);
+    assert_true(thread_reads(&r) > 0);
+    rig_close(&r);
+}
+
+/* Where no ring can be had (here: one too large for the kernel, 2 x 40,000 entries), hybrid says
+ * so and its threads do everything: opens are refused with -ENOSYS (mod_static then uses a stat
+ * thread), cold reads go to the read threads. "hybrid-threads" never asks for a ring. */
+static void test_hybrid_without_a_ring_uses_its_threads(void **state)
+{
+    const char *names[] = {"hybrid", "hybrid-threads"};
+    for (size_t i = 0; i < 2; i++) {
+        rig r;
+        r.base = event_base_new();
+        r.port = sl_tport_new(r.base);
+        r.pool = sl_tpool_new("t-read", 2, 8);
+        char err[256];
+        sl_io_config cfg = {.nb = sl_netback_find(names[i]), .read_pool = r.pool,
+                            .block_size = 65536, .max_reads = 40000, .threads = 2};
+        assert_non_null(cfg.nb);
+        assert_int_equal(sl_io_init(&r.io, r.base, r.port, &cfg, err, sizeof err), 0);
+        assert_null(r.io.priv);
+        assert_false(r.io.async_opens);
+        sl_openreq op = {.dirfd = AT_FDCWD, .path = path, .how = {.flags = O_RDONLY}};
+        assert_int_equal(sl_io_open_submit(&r.io, &op), -ENOSYS);
+        posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+        transfer_on(&r.io, r.base, 0, 4096, false);
+        assert_true(thread_reads(&r) > 0);
+        rig_close(&r);
+    }
+}
+
+/* Each xfer's end: reset it, as a connection's release does, and count it. */
+static int ends;
+static void end_on_resume(sl_xfer *x)
+{
+    sl_xfer_reset(x);
+    ends++;
+}
+
+/* A loop ends with a read on the ring and one on a thread in flight. The server frees the
+ * pools first (the thread's completion waits on the loop's port), then the io (the ring's fini
+ * waits for the ring's read), then drains the port. The ring must wait for its own read only:
+ * waiting for every read in flight would wait for a completion that never comes from the
+ * ring (the test's alarm ends it). */
+static void test_a_loops_end_waits_for_the_rings_own_reads(void **state)
+{
+    rig r;
+    rig_open(&r, sl_netback_find("hybrid"), 2, 65536);
+    if (!r.io.priv) {
+        rig_close(&r);
+        skip();
+    }
+    posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+    xctx *a = xctx_new(&r.io, r.base, 0, 4096);          /* small: the ring */
+    xctx *b = xctx_new(&r.io, r.base, 65536, SIZE);      /* larger: a read thread */
+    a->x.resume = b->x.resume = end_on_resume;
+    ends = 0;
+    pump(a);
+    pump(b);
+    assert_true(a->x.inflight && b->x.inflight);
+    assert_int_equal(thread_reads(&r), 1);
+    alarm(20);
+    sl_tpool_free(r.pool);
+    sl_io_fini(&r.io);
+    assert_int_equal(ends, 1); /* the ring's read came back during its fini */
+    sl_tport_free(r.port);
+    assert_int_equal(ends, 2); /* the thread's, from the port */
+    alarm(0);
+    event_base_free(r.base);
+    xctx *both[] = {a, b};
+    for (int i = 0; i < 2; i++) {
+        close(both[i]->x.sock);
+        close(both[i]->peer);
+        free(both[i]);
+    }
+}
+
 static void test_every_backend_sends_ranges(void **state)
 {
     for (size_t i = 0; sl_netbackends[i]; i++) {
@@ -523,7 +658,8 @@ static void test_registry(void **state)
 {
     assert_non_null(sl_netbackends[0]);
     assert_string_equal(sl_netbackends[0]->name, SL_NETBACK_DEFAULT);
-    const char *must[] = {"hybrid", "linux-sendfile", "writev", "gthread-aio", "posix-aio"};
+    const char *must[] = {"hybrid", "hybrid-threads", "linux-sendfile", "writev", "gthread-aio",
+                          "posix-aio"};
     for (size_t i = 0; i < sizeof must / sizeof must[0]; i++) {
         const sl_netbackend *b = sl_netback_find(must[i]);
         assert_non_null(b);
@@ -545,4 +681,7 @@ TU_MAIN(setup, teardown,
         cmocka_unit_test(test_a_slot_not_taken_goes_to_the_next_waiter),
         cmocka_unit_test(test_truncated_file_is_reported),
         cmocka_unit_test(test_every_backend_sends_through_a_sink),
-        cmocka_unit_test(test_hybrid_trusts_the_memo_for_a_cached_file))
+        cmocka_unit_test(test_hybrid_trusts_the_memo_for_a_cached_file),
+        cmocka_unit_test(test_hybrid_uses_its_ring_for_opens_and_small_cold_reads),
+        cmocka_unit_test(test_hybrid_without_a_ring_uses_its_threads),
+        cmocka_unit_test(test_a_loops_end_waits_for_the_rings_own_reads))
