@@ -275,7 +275,7 @@ static const struct {
     /* Backend keys. */
     {"server.document-root = \"a\"\nserver.network-backend = \"carrier-pigeon\"\n",
      "t.conf:2: server.network-backend \"carrier-pigeon\" is not compiled into this "
-     "seekless (available: \"hybrid\", \"linux-sendfile\""},
+     "seekless (available: \"hybrid\", \"hybrid-threads\", \"linux-sendfile\""},
     {"server.document-root = \"a\"\nserver.network-backend-block-size = 1000\n",
      "t.conf:2: server.network-backend-block-size must be a multiple of 4096"},
     {"server.document-root = \"a\"\nserver.max-read-threads = 0\n",
