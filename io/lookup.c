@@ -1,4 +1,5 @@
-/* The inline-lookup policy (see lookup.h): an exponentially weighted average and a hold-off.
+/* The inline-lookup policy (see lookup.h): an exponentially weighted average and a hold-off;
+ * and where a lookup off the loop goes: the last 64 files' sizes, one bit each.
  * Integer arithmetic only, so that it is the same on every machine and testable without a
  * clock; the caller measures (sl_lookup_sleeps is the one system call here). */
 #include "lookup.h"
@@ -9,6 +10,16 @@ bool sl_lookup_inline(const sl_lookup_policy *p, uint64_t now)
 {
     return p->samples >= SL_LOOKUP_MIN_SAMPLES && p->avg_ns < SL_LOOKUP_FAST_NS &&
            now >= p->hold_until;
+}
+
+void sl_lookup_note_size(sl_lookup_policy *p, bool small)
+{
+    p->small_bits = p->small_bits << 1 | (small ? 1u : 0u);
+}
+
+bool sl_lookup_prefer_ring(const sl_lookup_policy *p)
+{
+    return __builtin_popcountll(p->small_bits) >= 32;
 }
 
 long sl_lookup_sleeps(void)

@@ -39,6 +39,8 @@ typedef struct sl_lookup_policy {
     unsigned samples;       /* timed so far, saturating at SL_LOOKUP_MIN_SAMPLES */
     uint64_t inline_count;  /* lookups that ran on the loop (atomic for readers elsewhere) */
     uint64_t slow_inline;   /* of them, those that slept (atomic) */
+    uint64_t small_bits;    /* the last 64 lookups off the loop: bit set = the file was small */
+    uint64_t ring_count;    /* lookups submitted to the loop's ring (atomic, as above) */
 } sl_lookup_policy;
 
 /* Whether the next lookup that missed the dentry cache may run on the loop, at time now (ns). */
@@ -47,6 +49,15 @@ bool sl_lookup_inline(const sl_lookup_policy *p, uint64_t now);
 /* A lookup that missed the dentry cache took ns of wall time and slept or not; on_loop says
  * where it ran. */
 void sl_lookup_sample(sl_lookup_policy *p, uint64_t ns, bool slept, bool on_loop, uint64_t now);
+
+/* Where a lookup off the loop goes when the loop has a ring (the hybrid backend) and a stat thread
+ * could do it too. A stat thread opens the file and reads its first block in one trip; the ring
+ * opens it in one trip and reads a small file's data without another, but a larger file's data
+ * then takes a second trip through a read thread. So the ring is for pools of small files: it
+ * is chosen while at least half of the last 64 files looked up off the loop were small (the
+ * caller says what small is). Zero-initialised, the threads are chosen until files are seen. */
+void sl_lookup_note_size(sl_lookup_policy *p, bool small);
+bool sl_lookup_prefer_ring(const sl_lookup_policy *p);
 
 /* The calling thread's voluntary context switches so far (getrusage RUSAGE_THREAD): the
  * difference across a lookup says whether it slept. One system call. */

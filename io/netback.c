@@ -29,9 +29,6 @@
 #include "queue.h"
 
 #define BUF_ALIGN 4096
-/* hybrid: cold blocks up to this size go through the loop's ring (when there is one), larger
- * ones to a read thread (see nb_hybrid below). */
-#define HYBRID_RING_MAX 65536
 
 /* ---- the blocking core ---- */
 
@@ -584,7 +581,7 @@ int sl_xfer_send(sl_xfer *x, int fd, off_t *off, off_t end, size_t budget, uint6
             /* A cold small block through the ring, read into a buffer without a thread; a
              * larger one (or any, without a ring) by a read thread that sends it itself. */
             r = start_block(x, fd, *off, end,
-                            !io->priv || (size_t)(end - *off) > HYBRID_RING_MAX, room);
+                            !io->priv || (size_t)(end - *off) > SL_HYBRID_RING_MAX, room);
             break;
         }
         default:
@@ -663,7 +660,7 @@ static void hybrid_fini(sl_io *io)
 
 static int hybrid_submit(sl_io *io, sl_xfer *x)
 {
-    return io->priv && x->len <= HYBRID_RING_MAX ? sl_uring_submit(io, x) : threads_submit(io, x);
+    return io->priv && x->len <= SL_HYBRID_RING_MAX ? sl_uring_submit(io, x) : threads_submit(io, x);
 }
 
 static int hybrid_open_submit(sl_io *io, sl_openreq *op)

@@ -123,6 +123,10 @@ typedef struct sl_netbackend {
     bool uses_read_pool;
 } sl_netbackend;
 
+/* hybrid with a ring: cold blocks (and remaining ranges) up to this many bytes are read through
+ * the ring, larger ones by a read thread. */
+#define SL_HYBRID_RING_MAX 65536
+
 /* The io_uring ring of one loop (netback_uring.c; only with liburing): the io-uring backend's,
  * and hybrid's for lookups and cold small blocks. init: 0 (io->priv is the ring, and
  * io->async_opens is set), or -1 with err (no ring: the kernel or a sandbox refuses io_uring).

@@ -623,6 +623,13 @@ static sl_lookup_policy *lookup_policy(sl_loop *loop)
     return loop->mod[sl_mod_static.index];
 }
 
+/* A file looked up off the loop: what sl_lookup_prefer_ring learns from. */
+static void note_size(sl_lookup_policy *lp, const sl_static_result *r)
+{
+    if (lp && (r->status == 200 || r->status == 206))
+        sl_lookup_note_size(lp, r->st.st_size <= SL_HYBRID_RING_MAX);
+}
+
 static void stat_done(sl_job *job)
 {
     stat_job *j = (stat_job *)job;
@@ -631,6 +638,7 @@ static void stat_done(sl_job *job)
     sl_lookup_policy *lp = lookup_policy(c->loop);
     if (lp && job->t_started && job->t_done >= job->t_started)
         sl_lookup_sample(lp, job->t_done - job->t_started, j->slept, false, job->t_done);
+    note_size(lp, &j->r);
     if (sl_conn_timing(c)) {
         c->t.stat_queued = job->t_queued;
         c->t.stat_started = job->t_started;
@@ -696,6 +704,7 @@ static void ring_done(sl_openreq *op)
         return;
     }
     if (r.status == 0) r.status = sl_errno_to_status(r.err);
+    note_size(lookup_policy(c->loop), &r);
     keep_open(c, j->t.dirfd, j->t.dirpath, j->t.path, j->t.len, j->t.flags, &r);
     free(j->t.path);
     free(j);
@@ -715,6 +724,8 @@ static int ring_open(sl_conn *c, ring_job *j, bool noatime)
     int r = sl_io_open_submit(&c->loop->io, &j->op);
     if (r < 0) return r;
     c->pending++;
+    sl_lookup_policy *lp = lookup_policy(c->loop);
+    if (lp) __atomic_store_n(&lp->ring_count, lp->ring_count + 1, __ATOMIC_RELAXED);
     return 0;
 }
 
@@ -803,7 +814,10 @@ sl_hresult sl_static_serve(sl_conn *c, int dirfd, const char *dirpath, const cha
         }
         return to_thread(c, conf, dirfd, dirpath, path, len, flags); /* the variant hook's */
     }
-    if (c->loop->io.async_opens) {
+    /* The ring or a stat thread: with no stat thread that reads ahead (the io-uring backend), the
+     * ring; with both (hybrid), the ring while the files looked up lately were small. */
+    if (c->loop->io.async_opens &&
+        (!pool || !srv->nb->readahead_on_stat || !lp || sl_lookup_prefer_ring(lp))) {
         ring_job *rj = calloc(1, sizeof *rj);
         if (rj && target_set(&rj->t, conf, dirfd, dirpath, path, len, flags) == 0) {
             if (ring_open(c, rj, true) == 0) return SL_WAIT;
@@ -853,6 +867,7 @@ static void static_status(sl_server *srv, sl_status_out *o)
         sl_status_num(o, "inline", __atomic_load_n(&lp->inline_count, __ATOMIC_RELAXED), true);
         sl_status_num(o, "inline_slow", __atomic_load_n(&lp->slow_inline, __ATOMIC_RELAXED),
                       true);
+        sl_status_num(o, "ring", __atomic_load_n(&lp->ring_count, __ATOMIC_RELAXED), true);
         sl_status_item_end(o);
     }
     sl_status_list_end(o);

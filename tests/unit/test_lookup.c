@@ -1,5 +1,6 @@
 /* Unit tests for the inline-lookup policy: when lookups that missed the dentry cache may run on
- * the event loop, and how one slow inline lookup sends them back to the threads. */
+ * the event loop, and how one slow inline lookup sends them back to the threads; and when a
+ * lookup off the loop goes to the ring rather than a stat thread. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -94,9 +95,32 @@ static void test_average_is_weighted(void **state)
     assert_int_equal(p.avg_ns, 700 * US - 700 * US / 8 + SL_LOOKUP_SLOW_NS / 8);
 }
 
+/* The ring is chosen while at least half of the last 64 files were small: threads from the start,
+ * the ring after 32 small files, threads again once more than 32 of the last 64 were large, and
+ * nothing older than 64 files counts. */
+static void test_ring_while_half_the_recent_files_are_small(void **state)
+{
+    (void)state;
+    sl_lookup_policy p = {0};
+    assert_false(sl_lookup_prefer_ring(&p));
+    for (int i = 0; i < 31; i++) sl_lookup_note_size(&p, true);
+    assert_false(sl_lookup_prefer_ring(&p));
+    sl_lookup_note_size(&p, true);
+    assert_true(sl_lookup_prefer_ring(&p));
+    for (int i = 0; i < 32; i++) sl_lookup_note_size(&p, false); /* 32 small, 32 large */
+    assert_true(sl_lookup_prefer_ring(&p));
+    sl_lookup_note_size(&p, false); /* the oldest small one leaves: 31 of 64 */
+    assert_false(sl_lookup_prefer_ring(&p));
+    for (int i = 0; i < 64; i++) sl_lookup_note_size(&p, i % 2 == 0);
+    assert_true(sl_lookup_prefer_ring(&p)); /* exactly half */
+    for (int i = 0; i < 64; i++) sl_lookup_note_size(&p, i % 4 == 0);
+    assert_false(sl_lookup_prefer_ring(&p));
+}
+
 TU_MAIN(NULL, NULL,
         cmocka_unit_test(test_threads_until_enough_fast_samples),
         cmocka_unit_test(test_slow_thread_lookups_keep_threads),
         cmocka_unit_test(test_one_slow_inline_lookup_holds_threads),
         cmocka_unit_test(test_preemption_is_not_a_slow_lookup),
-        cmocka_unit_test(test_average_is_weighted))
+        cmocka_unit_test(test_average_is_weighted),
+        cmocka_unit_test(test_ring_while_half_the_recent_files_are_small))
