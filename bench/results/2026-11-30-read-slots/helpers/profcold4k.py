@@ -3,15 +3,18 @@
 drop_caches. With perf (the default): perf record -e cpu-clock -C 0 -g for 5 s in the middle
 (/tmp/cp/perf.data). Always, at the end: each thread kind's read system calls (syscr, which counts
 sendfile) and bytes from /proc/PID/task/*/io, beside the requests served.
-usage: profcold4k.py [--no-perf]"""
+usage: profcold4k.py [--no-perf]
+env (added 2026-11-30 for ../../2026-11-30-hybrid-ring/; unset, it runs as it ran here): POOL=100k
+for the 100 KiB pool, BUILD=a meson build directory instead of /work/main/build, NB=a
+server.network-backend instead of hybrid."""
 import collections, os, sys, time, subprocess, threading
 sys.path.insert(0, "/work/main/bench")
 import benchlib as bl
 perf = "--no-perf" not in sys.argv[1:]
-root = "/var/tmp/seekless-bench/pool-4k-1"
-src = open(f"{root}/urls.4k").read().split()
-ctx = bl.Context("/work/main/build", "0", "1", 1, 100); ctx.pick_ports()
-cfg = bl.Config("seekless-hybrid", "seekless", keys={"server.network-backend": '"hybrid"'})
+kind = os.environ.get("POOL", "4k"); root = f"/var/tmp/seekless-bench/pool-{kind}-1"
+src = open(f"{root}/urls.{kind}").read().split()
+ctx = bl.Context(os.environ.get("BUILD", "/work/main/build"), "0", "1", 1, 100); ctx.pick_ports()
+cfg = bl.Config("seekless-hybrid", "seekless", keys={"server.network-backend": '"' + os.environ.get("NB", "hybrid") + '"'})
 urls = bl.rotated(src, "profcold")
 bl.drop_caches()
 out, ulist, procs = bl.start_pinned_probe(cfg, ctx, urls, root, "profcold-")
