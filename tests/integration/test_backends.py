@@ -160,6 +160,80 @@ def load_tests(loader, tests, pattern):
     return suite
 
 
+class HybridRing(unittest.TestCase):
+    """hybrid's choice for a lookup that misses the kernel's caches: a stat thread until small
+    files are seen, then the loop's io_uring while at least half of the last 64 files were small
+    (status lookups.ring counts them), then the threads again when large files follow; the bytes
+    are the same either way. hybrid-threads never uses a ring."""
+
+    SMALL, LARGE = 72, 40
+
+    def cold(self):
+        os.sync()
+        try:
+            with open("/proc/sys/vm/drop_caches", "w") as f:
+                f.write("3\n")  # directories too: lookups that read the disk stay off the loop
+        except OSError:
+            self.skipTest("cannot drop the caches (not root)")
+
+    def counts(self, srv):
+        import json
+        st, h, body = request(srv, b"GET /st?json HTTP/1.1\r\nHost: t\r\n\r\n")
+        j = json.loads(body)
+        ring = sum(item["ring"] for item in j["lookups"])
+        stat = {p["name"]: p for p in j["pools"]}["stat"]["completed"]
+        return ring, stat
+
+    def fetch_all(self, srv, names, files):
+        s = srv.connect()
+        for n in names:
+            s.sendall(b"GET /" + n.encode() + b" HTTP/1.1\r\nHost: t\r\n\r\n")
+            st, h, body, _ = read_response(s)
+            self.assertEqual((st, sha(body)), (200, sha(files[n])), n)
+        s.close()
+
+    def check(self, backend):
+        small = {f"s/{i // 10}/f{i}.txt": os.urandom(4096) for i in range(self.SMALL)}
+        large = {f"b/{i // 10}/g{i}.bin": os.urandom(200 * 1024) for i in range(self.LARGE)}
+        srv = Server(f'server.network-backend = "{backend}"\nstatus.status-url = "/st"\n'
+                     'server.max-stat-threads = 2\n', {**small, **large}).start()
+        try:
+            wait_loops_up(srv.proc.pid)
+            with open(srv.log) as f:  # a kernel that refuses io_uring: hybrid says so at start
+                ring_on = backend == "hybrid" and "io-uring" in backends() and \
+                    "go to the stat and read threads" not in f.read()
+            self.cold()
+            r0, s0 = self.counts(srv)
+            self.fetch_all(srv, sorted(small), small)
+            r1, s1 = self.counts(srv)
+            if ring_on:
+                # The first 32 through the stat threads, nearly all the rest through the ring (a
+                # few lookups may find their dentries kept: the open-file cache's watches).
+                self.assertGreaterEqual(s1 - s0, 24)
+                self.assertGreaterEqual(r1 - r0, self.SMALL - 32 - 8)
+            else:
+                self.assertEqual(r1, r0)
+            self.cold()
+            self.fetch_all(srv, sorted(large), large)
+            r2, s2 = self.counts(srv)
+            if ring_on:
+                # Large files tip it back once more than half of the last 64 were large: at most
+                # 33 of them through the ring (the 33rd is chosen with 32 large files among the
+                # last 64), the others on the stat threads.
+                self.assertLessEqual(r2 - r1, 33)
+                self.assertGreaterEqual(s2 - s1, 1)
+            else:
+                self.assertEqual(r2, r0)
+        finally:
+            self.assertEqual(srv.stop(), 0, srv.log_text)
+
+    def test_hybrid(self):
+        self.check("hybrid")
+
+    def test_hybrid_threads(self):
+        self.check("hybrid-threads")
+
+
 class TruncationLogged(unittest.TestCase):
     def test_log_line_for_truncation(self):
         srv = Server('server.network-backend = "gthread-aio"\nserver.network-backend-block-size = 65536\n',
@@ -185,4 +259,5 @@ if __name__ == "__main__":
     loader = unittest.TestLoader()
     suite = load_tests(loader, None, None)
     suite.addTests(loader.loadTestsFromTestCase(TruncationLogged))
+    suite.addTests(loader.loadTestsFromTestCase(HybridRing))
     test_core.main(suite=suite)

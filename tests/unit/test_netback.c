@@ -460,6 +460,42 @@ static void test_hybrid_uses_its_ring_for_opens_and_small_cold_reads(void **stat
     rig_close(&r);
 }
 
+/* The ring takes 8 opens per read slot in flight (a lookup turned away goes to a stat thread),
+ * no more, and every one completes with a descriptor of the file. */
+static int opens_done;
+static void counted(sl_openreq *op)
+{
+    opens_done++;
+    assert_true(op->res >= 0);
+    close(op->res);
+}
+
+static void test_the_ring_takes_eight_opens_per_read_slot(void **state)
+{
+    rig r;
+    rig_open(&r, sl_netback_find("hybrid"), 2, 65536);
+    if (!r.io.priv) {
+        rig_close(&r);
+        skip();
+    }
+    sl_openreq ops[17];
+    opens_done = 0;
+    for (int i = 0; i < 17; i++) {
+        ops[i] = (sl_openreq){.dirfd = AT_FDCWD, .path = path,
+                              .how = {.flags = O_RDONLY | O_CLOEXEC}, .done = counted};
+        assert_int_equal(sl_io_open_submit(&r.io, &ops[i]), i < 16 ? 0 : -EAGAIN);
+    }
+    for (int i = 0; i < 100 && opens_done < 16; i++) {
+        struct timeval tick = {0, 100 * 1000};
+        event_base_loopexit(r.base, &tick);
+        event_base_dispatch(r.base);
+    }
+    assert_int_equal(opens_done, 16);
+    assert_int_equal(sl_io_open_submit(&r.io, &ops[16]), 0); /* room again */
+    rig_close(&r); /* its fini waits for this one */
+    assert_int_equal(opens_done, 17);
+}
+
 /* Where no ring can be had (here: one too large for the kernel, 2 x 40,000 entries), hybrid says
  * so and its threads do everything: opens are refused with -ENOSYS (mod_static then uses a stat
  * thread), cold reads go to the read threads. "hybrid-threads" never asks for a ring. */
@@ -683,5 +719,6 @@ TU_MAIN(setup, teardown,
         cmocka_unit_test(test_every_backend_sends_through_a_sink),
         cmocka_unit_test(test_hybrid_trusts_the_memo_for_a_cached_file),
         cmocka_unit_test(test_hybrid_uses_its_ring_for_opens_and_small_cold_reads),
+        cmocka_unit_test(test_the_ring_takes_eight_opens_per_read_slot),
         cmocka_unit_test(test_hybrid_without_a_ring_uses_its_threads),
         cmocka_unit_test(test_a_loops_end_waits_for_the_rings_own_reads))
