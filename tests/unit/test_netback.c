@@ -400,6 +400,16 @@ static void test_a_slot_not_taken_goes_to_the_next_waiter(void **state)
 
 /* ---- hybrid's ring ---- */
 
+/* A hybrid rig with 2 read slots and its ring; false (and nothing left open) when the kernel
+ * gives no ring. */
+static bool ring_rig(rig *r)
+{
+    rig_open(r, sl_netback_find("hybrid"), 2, 65536);
+    if (r->io.priv) return true;
+    rig_close(r);
+    return false;
+}
+
 /* Jobs the rig's read threads were given. */
 static uint64_t thread_reads(rig *r)
 {
@@ -437,11 +447,7 @@ static int open_on_ring(sl_io *io, struct event_base *base)
 static void test_hybrid_uses_its_ring_for_opens_and_small_cold_reads(void **state)
 {
     rig r;
-    rig_open(&r, sl_netback_find("hybrid"), 2, 65536);
-    if (!r.io.priv) {
-        rig_close(&r);
-        skip(); /* io_uring refused here (a sandbox): the test below covers this case */
-    }
+    if (!ring_rig(&r)) skip(); /* io_uring refused here (a sandbox): a test below covers that */
     assert_true(r.io.async_opens);
     int f = open_on_ring(&r.io, r.base);
     assert_true(f >= 0);
@@ -473,11 +479,7 @@ static void counted(sl_openreq *op)
 static void test_the_ring_takes_eight_opens_per_read_slot(void **state)
 {
     rig r;
-    rig_open(&r, sl_netback_find("hybrid"), 2, 65536);
-    if (!r.io.priv) {
-        rig_close(&r);
-        skip();
-    }
+    if (!ring_rig(&r)) skip();
     sl_openreq ops[17];
     opens_done = 0;
     for (int i = 0; i < 17; i++) {
@@ -539,11 +541,7 @@ static void end_on_resume(sl_xfer *x)
 static void test_a_loops_end_waits_for_the_rings_own_reads(void **state)
 {
     rig r;
-    rig_open(&r, sl_netback_find("hybrid"), 2, 65536);
-    if (!r.io.priv) {
-        rig_close(&r);
-        skip();
-    }
+    if (!ring_rig(&r)) skip();
     posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
     xctx *a = xctx_new(&r.io, r.base, 0, 4096);          /* small: the ring */
     xctx *b = xctx_new(&r.io, r.base, 65536, SIZE);      /* larger: a read thread */
