@@ -69,6 +69,11 @@ bool sl_open_cached_works(void)
     return !no_cached && !no_openat2;
 }
 
+bool sl_openat2_works(void)
+{
+    return !no_openat2;
+}
+
 int sl_open_beneath_ex(int dirfd, const char *rel, int flags, bool follow, bool cached)
 {
     if (cached && (no_cached || no_openat2)) return -EAGAIN;

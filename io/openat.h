@@ -21,6 +21,11 @@ int sl_open_beneath_noting_links(int dirfd, const char *rel, int flags, bool fol
  * under valgrind, or no RESOLVE_CACHED): a cached open then always says -EAGAIN. */
 bool sl_open_cached_works(void);
 
+/* False once openat2 was refused (ENOSYS: an old kernel, a seccomp filter, valgrind): paths are
+ * then walked component by component and every symlink is refused. Opens through an io_uring
+ * must then not be used either: the ring's openat2 would follow the links the walk refuses. */
+bool sl_openat2_works(void);
+
 /* Open rel (relative, no leading '/') beneath dirfd without ever leaving it; symlinks inside are
  * followed only when follow is true. Returns an fd or a negative errno (-EXDEV for an escape,
  * -ELOOP for a symlink that may not be followed). */

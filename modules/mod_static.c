@@ -815,8 +815,9 @@ sl_hresult sl_static_serve(sl_conn *c, int dirfd, const char *dirpath, const cha
         return to_thread(c, conf, dirfd, dirpath, path, len, flags); /* the variant hook's */
     }
     /* The ring or a stat thread: with no stat thread that reads ahead (the io-uring backend), the
-     * ring; with both (hybrid), the ring while the files looked up lately were small. */
-    if (c->loop->io.async_opens &&
+     * ring; with both (hybrid), the ring while the files looked up lately were small. Never
+     * where openat2 is refused: one rule for symlinks on every path (openat.h). */
+    if (c->loop->io.async_opens && sl_openat2_works() &&
         (!pool || !srv->nb->readahead_on_stat || !lp || sl_lookup_prefer_ring(lp))) {
         ring_job *rj = calloc(1, sizeof *rj);
         if (rj && target_set(&rj->t, conf, dirfd, dirpath, path, len, flags) == 0) {
