@@ -634,8 +634,8 @@ static const sl_netbackend nb_threads = {
  *
  * Measured on cold 4 KiB files (bench/results/2026-11-30-hybrid-ring): a lookup through the ring
  * costs one trip through the kernel's io-wq instead of one through a stat thread, and a cold small
- * block is read without any thread (the page's I/O completion finishes it); 1.91x nginx `aio
- * threads` against 1.27x with threads. Larger cold blocks stay with the read threads, which send
+ * block is read without any thread (the page's I/O completion finishes it); 1.90x nginx `aio
+ * threads` against 1.35x with threads (wrk: 2.14x against 1.33x). Larger cold blocks stay with the read threads, which send
  * them straight from the file: the ring reads them into a buffer, and its buffered reads of
  * 100 KiB cost about 2.5 times the CPU (the io-uring backend: cold 100 KiB at 0.36x). */
 #ifdef SL_HAVE_URING
