@@ -155,14 +155,22 @@ int sl_chunkq_write(sl_chunkq *q, int sock, size_t budget, uint64_t *sent)
 
 int sl_chunkq_write_mem(sl_chunkq *q, int sock, size_t budget, uint64_t *sent, size_t *done)
 {
+    size_t unused = 0;
+    return sl_chunkq_write_mem_tail(q, sock, budget, sent, done, NULL, 0, false, &unused);
+}
+
+int sl_chunkq_write_mem_tail(sl_chunkq *q, int sock, size_t budget, uint64_t *sent, size_t *done,
+                             const void *tail, size_t tail_len, bool more, size_t *tail_sent)
+{
     size_t here = 0;
+    *tail_sent = 0;
     while (q->head && q->head->fd < 0) {
         if (here >= budget) return 1;
         struct iovec iov[IOV_MAX_BATCH];
         int k = 0;
         sl_chunk *m = q->head;
         /* At most the budget: a bandwidth limit's budget is what may go now. */
-        size_t cap = budget - here, tot = 0;
+        size_t cap = budget - here, tot = 0, with_tail = 0;
         for (; m && m->fd < 0 && k < IOV_MAX_BATCH && tot < cap; m = m->next) {
             size_t len = (size_t)(m->end - m->off);
             if (len > cap - tot) len = cap - tot;
@@ -170,8 +178,16 @@ int sl_chunkq_write_mem(sl_chunkq *q, int sock, size_t budget, uint64_t *sent, s
             iov[k++].iov_len = len;
             tot += len;
         }
+        /* Every memory chunk is in this batch and the file chunk is next: its bytes join it. */
+        if (tail_len && m && m->fd >= 0 && k < IOV_MAX_BATCH && tot < cap) {
+            with_tail = tail_len < cap - tot ? tail_len : cap - tot;
+            iov[k].iov_base = (void *)tail;
+            iov[k++].iov_len = with_tail;
+            tot += with_tail;
+        }
+        bool rest = with_tail ? more || with_tail < tail_len : m && tot < cap;
         struct msghdr msg = {.msg_iov = iov, .msg_iovlen = (size_t)k};
-        ssize_t n = sendmsg(sock, &msg, MSG_NOSIGNAL | (m && tot < cap ? MSG_MORE : 0));
+        ssize_t n = sendmsg(sock, &msg, MSG_NOSIGNAL | (rest ? MSG_MORE : 0));
         if (n < 0) {
             if (errno == EAGAIN || errno == EWOULDBLOCK) return 1;
             if (errno == EINTR) continue;
@@ -180,7 +196,7 @@ int sl_chunkq_write_mem(sl_chunkq *q, int sock, size_t budget, uint64_t *sent, s
         here += (size_t)n;
         *done += (size_t)n;
         *sent += (uint64_t)n;
-        while (n > 0) {
+        while (n > 0 && q->head && q->head->fd < 0) {
             sl_chunk *h = q->head;
             off_t left = h->end - h->off;
             if (n >= left) {
@@ -193,6 +209,7 @@ int sl_chunkq_write_mem(sl_chunkq *q, int sock, size_t budget, uint64_t *sent, s
         }
         /* Empty memory chunks (0 bytes) would otherwise stay forever. */
         while (q->head && q->head->fd < 0 && q->head->off == q->head->end) sl_chunkq_pop(q);
+        *tail_sent = (size_t)n; /* what is left went from the tail (the caller's file chunk) */
     }
     return 0;
 }

@@ -3,6 +3,7 @@
 #define SL_CHUNK_H
 
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -59,5 +60,13 @@ int sl_chunkq_sendfile(sl_chunkq *q, int sock, size_t max, uint64_t *sent, size_
  * chunk is next, 1 when the socket would block or `budget` bytes went out (never more), or a negative
  * errno. *sent and *done are incremented by the bytes written. */
 int sl_chunkq_write_mem(sl_chunkq *q, int sock, size_t budget, uint64_t *sent, size_t *done);
+
+/* sl_chunkq_write_mem, and when the memory chunks end at a file chunk whose first bytes are in a
+ * buffer already (tail, tail_len bytes: a block read for it), those bytes leave in the same
+ * sendmsg(), so a head and a small body take one system call and one segment. more: bytes of the
+ * response follow the tail. *tail_sent: the tail bytes that went (counted in *sent and *done);
+ * the caller advances its file chunk by them. */
+int sl_chunkq_write_mem_tail(sl_chunkq *q, int sock, size_t budget, uint64_t *sent, size_t *done,
+                             const void *tail, size_t tail_len, bool more, size_t *tail_sent);
 
 #endif

@@ -140,6 +140,7 @@ void sl_xfer_init(sl_xfer *x, sl_io *io, int sock, void (*resume)(sl_xfer *x), v
     x->owner = owner;
     x->fd = -1;
     x->id_fd = -1;
+    x->known_fd = -1;
 }
 
 void sl_xfer_set_file(sl_xfer *x, int fd, const struct stat *st)
@@ -202,6 +203,8 @@ void sl_xfer_reset(sl_xfer *x)
     x->pos = 0;
     x->skip = 0;
     x->id_fd = -1;
+    x->known = 0;
+    x->known_fd = -1;
 }
 
 static void wait_for_slot(sl_io *io, sl_xfer *x)
@@ -406,6 +409,24 @@ static inline __attribute__((always_inline)) int hybrid_resident(sl_xfer *x, int
     return res;
 }
 
+/* What sl_xfer_prepare found for the block at off of fd, taken once: 1 cached, 0 not, -1 unknown
+ * (ask). It holds for the moments between the two calls, while the head is written. */
+static int take_known(sl_xfer *x, int fd, off_t off)
+{
+    int k = x->known;
+    if (!k) return -1;
+    x->known = 0;
+    if (x->known_fd != fd || x->known_off != off) return -1;
+    return k == 1 ? 1 : 0;
+}
+
+static void set_known(sl_xfer *x, int fd, off_t off, bool cached)
+{
+    x->known = cached ? 1 : 2;
+    x->known_fd = fd;
+    x->known_off = off;
+}
+
 /* Read the block at off on the loop into x's buffer (a hot block, or a synchronous backend).
  * nowait: only what the page cache holds (RWF_NOWAIT); -EAGAIN when that is nothing. 0 when a
  * block is ready, or a negative errno (-ENODATA: the file ended). */
@@ -554,7 +575,8 @@ int sl_xfer_send(sl_xfer *x, int fd, off_t *off, off_t end, size_t budget, uint6
             r = 0;
             break;
         case SL_NB_HYBRID: {
-            int res = hybrid_resident(x, fd, *off, block);
+            int res = take_known(x, fd, *off);
+            if (res < 0) res = hybrid_resident(x, fd, *off, block);
             if (res > 0) {
                 r = send_inline(x, fd, off, block < room ? block : room, sent, &done);
                 break;
@@ -591,6 +613,51 @@ int sl_xfer_send(sl_xfer *x, int fd, off_t *off, off_t end, size_t budget, uint6
         if (r != 0) return r;
     }
     return 0;
+}
+
+int sl_xfer_prepare(sl_xfer *x, int fd, off_t off, off_t end)
+{
+    sl_io *io = x->io;
+    if (!io || x->sink || off >= end) return 0;
+    if (x->ready) {
+        /* A block is here (peek it), or a thread's sendfile result sl_xfer_send accounts for. */
+        if (x->sent || (x->fd == fd && x->off + (off_t)x->pos == off)) return 0;
+        x->ready = false; /* a block of another place: read again */
+    }
+    if (sl_xfer_busy(x)) return SL_XFER_WAIT;
+    size_t block = (size_t)(end - off) < io->block_size ? (size_t)(end - off) : io->block_size;
+    switch (io->nb->kind) {
+    case SL_NB_ASYNC: return start_block(x, fd, off, end, false, block);
+    case SL_NB_HYBRID: {
+        /* Woken from the slot queue: the look before found the block cold. */
+        int res = x->known == 2 && x->known_fd == fd && x->known_off == off
+                      ? 0
+                      : hybrid_resident(x, fd, off, block);
+        if (res < 0) return 0; /* no cachestat(): sl_xfer_send asks with RWF_NOWAIT */
+        set_known(x, fd, off, res > 0);
+        /* Cached pages go out with sendfile() behind the head, a large cold range through a
+         * read thread's sendfile(): only the ring reads into the buffer. */
+        if (res > 0 || !io->priv || (size_t)(end - off) > SL_HYBRID_RING_MAX) return 0;
+        return start_block(x, fd, off, end, false, block);
+    }
+    default: return 0;
+    }
+}
+
+size_t sl_xfer_peek(const sl_xfer *x, int fd, off_t off, off_t end, const void **p)
+{
+    if (!x->ready || x->sent || x->res <= 0 || x->fd != fd || x->off + (off_t)x->pos != off ||
+        off >= end)
+        return 0;
+    size_t avail = (size_t)x->res - x->pos;
+    *p = x->buf + x->skip + x->pos;
+    return (size_t)(end - off) < avail ? (size_t)(end - off) : avail;
+}
+
+void sl_xfer_consumed(sl_xfer *x, size_t n)
+{
+    x->pos += n;
+    if (x->pos == (size_t)x->res) x->ready = false;
 }
 
 /* ---- synchronous backends ---- */

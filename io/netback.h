@@ -83,6 +83,11 @@ typedef struct sl_xfer {
      * trust the loop's residency memo for it. id_fd < 0 or another fd: unknown. */
     int id_fd;
     sl_file_id id;
+    /* What sl_xfer_prepare learnt of the block at known_off of known_fd (hybrid): 1 in the page
+     * cache, 2 not, 0 nothing; sl_xfer_send then does not ask the kernel again. */
+    int known;
+    int known_fd;
+    off_t known_off;
 } sl_xfer;
 
 /* An open(2) submitted to a backend that can open without blocking (io-uring). */
@@ -91,6 +96,10 @@ typedef struct sl_openreq {
     const char *path;      /* relative to dirfd */
     struct open_how how;   /* openat2 flags and resolve rules */
     int res;               /* the fd, or a negative errno */
+    /* The caller found the path missing from the dentry cache (an openat2 with RESOLVE_CACHED
+     * said -EAGAIN): the ring skips its own cached attempt and hands the open straight to its
+     * workers. False: the ring tries the caches first (an open that cannot wait otherwise). */
+    bool uncached;
     /* Loop thread: the open finished. */
     void (*done)(struct sl_openreq *op);
 } sl_openreq;
@@ -197,6 +206,22 @@ void sl_xfer_set_file(sl_xfer *x, int fd, const struct stat *st);
  * advances and *sent grows by what went out. Returns 0 when the range is sent, SL_XFER_AGAIN, SL_XFER_WAIT,
  * or a negative errno; -ENODATA means the file ended before `end` (truncated while sent). */
 int sl_xfer_send(sl_xfer *x, int fd, off_t *off, off_t end, size_t budget, uint64_t *sent);
+
+/* Before the bytes the owner queued ahead of [off, end) of fd go out (a response head): when the
+ * first block of the range will be read into x's buffer (an asynchronous backend; hybrid's ring
+ * for a cold small range), start that read now and return SL_XFER_WAIT (resume() follows), so
+ * that the head can leave with the block in one write (sl_xfer_peek). 0 when the block goes out
+ * another way (sendfile of cached pages, a read thread's sendfile, a sink) or is ready already:
+ * send the head now. A negative errno when the read cannot start. Either way what it learnt
+ * spares sl_xfer_send a second look at the page cache. */
+int sl_xfer_prepare(sl_xfer *x, int fd, off_t off, off_t end);
+
+/* The bytes of [off, end) of fd that x's buffer holds ready to go (a block read that completed,
+ * or one a stat thread read): their length, *p their address; 0 when none. */
+size_t sl_xfer_peek(const sl_xfer *x, int fd, off_t off, off_t end, const void **p);
+
+/* n of the bytes sl_xfer_peek gave went out in the owner's own write. */
+void sl_xfer_consumed(sl_xfer *x, size_t n);
 
 /* A read is in flight or x waits for a slot. */
 static inline bool sl_xfer_busy(const sl_xfer *x)

@@ -719,6 +719,9 @@ static int ring_open(sl_conn *c, ring_job *j, bool noatime)
     j->op.path = j->t.len > 1 ? j->t.path + 1 : ".";
     sl_static_open_how(j->t.conf, &j->op.how);
     if (!noatime) j->op.how.flags &= ~(unsigned long long)O_NOATIME;
+    /* The first open follows the loop's RESOLVE_CACHED miss; the retry without O_NOATIME finds
+     * the path cached by the first. */
+    j->op.uncached = noatime;
     j->op.done = ring_done;
     sl_conn_mark(c, &c->t.stat_queued);
     int r = sl_io_open_submit(&c->loop->io, &j->op);

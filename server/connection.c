@@ -1215,6 +1215,37 @@ void sl_conn_pause_body(sl_conn *c)
     c->deadline = 0;
 }
 
+/* The memory chunks at the head of the queue (a response head, a multipart boundary) and, when a
+ * file chunk follows, its first block with them. A block the backend reads into a buffer is read
+ * before the head goes (sl_xfer_prepare: 2, the read's completion resumes us), so head and body
+ * leave in one sendmsg() as nginx's writev() sends them: on cold 4 KiB files the head's own
+ * send was a system call and a pass through tcp_sendmsg per request. Blocks sent with
+ * sendfile() still follow a head sent with MSG_MORE. The results of sl_chunkq_write_mem. */
+static int write_mem_then_file(sl_conn *c, size_t budget, size_t *done)
+{
+    sl_chunk *f = c->out.head;
+    while (f && f->fd < 0) f = f->next;
+    const void *p = NULL;
+    size_t len = 0;
+    if (f && f->off < f->end) {
+        int r = sl_xfer_prepare(&c->xfer, f->fd, f->off, f->end);
+        if (r == SL_XFER_WAIT) return 2;
+        if (r < 0) return r;
+        len = sl_xfer_peek(&c->xfer, f->fd, f->off, f->end, &p);
+    }
+    bool more = f && ((off_t)len < f->end - f->off || f->next);
+    size_t went = 0;
+    int r = sl_chunkq_write_mem_tail(&c->out, c->fd, budget, &c->bytes_out, done, p, len, more,
+                                     &went);
+    if (went) {
+        /* Every memory chunk went before these bytes: the file chunk is the head now. */
+        sl_xfer_consumed(&c->xfer, went);
+        f->off += (off_t)went;
+        if (f->off == f->end) sl_chunkq_pop(&c->out);
+    }
+    return r;
+}
+
 /* Write what can be written now, at most about budget bytes. Returns 0 when the queue is empty,
  * 1 when the socket is full, 2 when a read is in flight, 3 when this turn's budget is spent, or a
  * negative errno. */
@@ -1234,6 +1265,12 @@ static int conn_write(sl_conn *c, size_t budget)
         }
         if (done >= budget) return 3;
         int r;
+        if (h->fd < 0 && !c->tls && !c->h2 && !c->h2_id) {
+            r = write_mem_then_file(c, budget - done, &done);
+            if (r == 1) return done >= budget ? 3 : 1;
+            if (r != 0) return r;
+            continue;
+        }
         if (h->fd < 0) {
             r = c->tls ? tls_write_mem(c, budget - done, &done)
                        : sl_chunkq_write_mem(&c->out, c->fd, budget - done, &c->bytes_out,

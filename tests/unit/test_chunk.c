@@ -137,6 +137,55 @@ static void test_peer_closed_is_an_error(void **state)
     assert_int_equal(sl_chunkq_write(&f->q, f->sv[0], 100, &sent), -EPIPE);
 }
 
+/* A head and the first bytes of the file chunk behind it (read into a buffer by the caller) leave
+ * in one sendmsg: the head is popped, the file chunk stays for the caller to advance, and a
+ * budget or a queue with no file chunk next cuts the tail. */
+static void test_head_and_file_bytes_leave_together(void **state)
+{
+    struct fx *f = *state;
+    sl_chunkq_append_mem(&f->q, "HEAD\r\n", 6);
+    sl_chunkq_append_mem(&f->q, "\r\n", 2);
+    sl_chunkq_append_file(&f->q, tmp_file(f, "bodybytes", 9), 0, 9);
+    uint64_t sent = 0;
+    size_t done = 0, went = 99;
+    assert_int_equal(sl_chunkq_write_mem_tail(&f->q, f->sv[0], 1 << 20, &sent, &done, "bodyby", 6,
+                                              true, &went),
+                     0);
+    assert_int_equal(went, 6);
+    assert_int_equal(sent, 14);
+    assert_int_equal(done, 14);
+    assert_true(f->q.head && f->q.head->fd == f->file); /* the file chunk, untouched */
+    assert_int_equal(f->q.head->off, 0);
+    char got[64];
+    assert_int_equal(drain(f->sv[1], got, sizeof got), 14);
+    assert_memory_equal(got, "HEAD\r\n\r\nbodyby", 14);
+
+    /* A budget that ends inside the tail. */
+    sl_chunkq_clear(&f->q);
+    sl_chunkq_append_mem(&f->q, "HEAD", 4);
+    sl_chunkq_append_file(&f->q, f->file, 0, 9);
+    sent = done = 0;
+    assert_int_equal(sl_chunkq_write_mem_tail(&f->q, f->sv[0], 6, &sent, &done, "bodyby", 6, true,
+                                              &went),
+                     0);
+    assert_int_equal(went, 2);
+    assert_int_equal(sent, 6);
+    assert_int_equal(drain(f->sv[1], got, sizeof got), 6);
+    assert_memory_equal(got, "HEADbo", 6);
+
+    /* Memory only (no file chunk next): the tail is not the queue's and stays. */
+    sl_chunkq_clear(&f->q);
+    sl_chunkq_append_mem(&f->q, "ONLY", 4);
+    sent = done = 0;
+    assert_int_equal(sl_chunkq_write_mem_tail(&f->q, f->sv[0], 1 << 20, &sent, &done, "xx", 2,
+                                              false, &went),
+                     0);
+    assert_int_equal(went, 0);
+    assert_int_equal(sent, 4);
+    assert_null(f->q.head);
+    assert_int_equal(drain(f->sv[1], got, sizeof got), 4);
+}
+
 /* A test given a fresh fixture as its state. */
 #define FX_TEST(test) cmocka_unit_test_setup_teardown(test, fx_open, fx_close)
 
@@ -146,4 +195,5 @@ TU_MAIN(NULL, NULL,
         FX_TEST(test_budget_stops_early),
         FX_TEST(test_truncated_file_reports_enodata),
         FX_TEST(test_would_block_returns_one),
-        FX_TEST(test_peer_closed_is_an_error))
+        FX_TEST(test_peer_closed_is_an_error),
+        FX_TEST(test_head_and_file_bytes_leave_together))

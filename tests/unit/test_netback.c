@@ -525,6 +525,114 @@ static void test_hybrid_without_a_ring_uses_its_threads(void **state)
     }
 }
 
+/* sl_xfer_prepare on [off, end) of the file, running the loop until the read it started (if any)
+ * completes. Returns what prepare said first. */
+static int resumes;
+static void count_resume(sl_xfer *x)
+{
+    resumes++;
+}
+
+static int prepare_and_wait(rig *r, sl_xfer *x, off_t off, off_t end)
+{
+    resumes = 0;
+    int first = sl_xfer_prepare(x, fd, off, end);
+    if (first != SL_XFER_WAIT) return first;
+    for (int i = 0; i < 100 && !resumes; i++) {
+        struct timeval tick = {0, 100 * 1000};
+        event_base_loopexit(r->base, &tick);
+        event_base_dispatch(r->base);
+    }
+    assert_int_equal(resumes, 1);
+    assert_int_equal(sl_xfer_prepare(x, fd, off, end), 0); /* the block is here now */
+    return first;
+}
+
+/* A block read into the buffer is read before the head goes (so both leave in one write): hybrid's
+ * ring for a cold range of up to 64 KiB, the io-uring backend for every block. Cached pages, a
+ * larger cold range (a read thread sends it) and a synchronous backend leave the head to go at
+ * once, and sl_xfer_send then sends the range as before without asking the kernel again. */
+static void test_prepare_reads_a_block_the_head_can_take(void **state)
+{
+    rig r;
+    if (!ring_rig(&r)) skip();
+    int sv[2];
+    assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, sv), 0);
+    sl_xfer x;
+    sl_xfer_init(&x, &r.io, sv[0], count_resume, NULL);
+    posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+    /* Cold and small: read through the ring, peeked, consumed. */
+    assert_int_equal(prepare_and_wait(&r, &x, 100, 4196), SL_XFER_WAIT);
+    const void *p = NULL;
+    assert_int_equal(sl_xfer_peek(&x, fd, 100, 4196, &p), 4096);
+    assert_memory_equal(p, data + 100, 4096);
+    assert_int_equal(sl_xfer_peek(&x, fd, 101, 4196, &p), 0); /* another place */
+    assert_int_equal(sl_xfer_peek(&x, fd, 100, 1100, &p), 1000); /* at most the range */
+    sl_xfer_consumed(&x, 1000);
+    assert_int_equal(sl_xfer_peek(&x, fd, 1100, 4196, &p), 3096);
+    assert_memory_equal(p, data + 1100, 3096);
+    sl_xfer_consumed(&x, 3096);
+    assert_int_equal(sl_xfer_peek(&x, fd, 4196, 8192, &p), 0);
+    assert_false(x.ready);
+    assert_int_equal(thread_reads(&r), 0);
+    sl_xfer_reset(&x);
+    /* Now cached: the head goes at once, nothing to peek, sendfile sends the range. */
+    assert_int_equal(sl_xfer_prepare(&x, fd, 100, 4196), 0);
+    assert_int_equal(sl_xfer_peek(&x, fd, 100, 4196, &p), 0);
+    off_t off = 100;
+    uint64_t sent = 0;
+    assert_int_equal(sl_xfer_send(&x, fd, &off, 4196, 65536, &sent), 0);
+    assert_int_equal(sent, 4096);
+    char got[4096];
+    assert_int_equal(recv(sv[1], got, sizeof got, MSG_DONTWAIT), 4096);
+    assert_memory_equal(got, data + 100, 4096);
+    sl_xfer_reset(&x);
+    /* Cold and larger than 64 KiB: the head goes now, a read thread sends the block. */
+    posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+    assert_int_equal(sl_xfer_prepare(&x, fd, 0, 65536 + 4096), 0);
+    assert_int_equal(x.known, 2);
+    off = 0;
+    sent = 0;
+    resumes = 0;
+    assert_int_equal(sl_xfer_send(&x, fd, &off, 65536 + 4096, 1 << 20, &sent), SL_XFER_WAIT);
+    assert_true(x.sent); /* a thread's sendfile, with no second look at the page cache */
+    assert_int_equal(x.known, 0);
+    for (int i = 0; i < 100 && !resumes; i++) {
+        struct timeval tick = {0, 100 * 1000};
+        event_base_loopexit(r.base, &tick);
+        event_base_dispatch(r.base);
+    }
+    assert_int_equal(thread_reads(&r), 1);
+    sl_xfer_reset(&x);
+    close(sv[0]);
+    close(sv[1]);
+    rig_close(&r);
+
+    /* io-uring reads every block into the buffer; linux-sendfile never. */
+    const sl_netbackend *uring = sl_netback_find("io-uring");
+    if (uring) {
+        rig u;
+        rig_open(&u, uring, 2, 65536);
+        assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, sv), 0);
+        sl_xfer_init(&x, &u.io, sv[0], count_resume, NULL);
+        assert_int_equal(prepare_and_wait(&u, &x, 0, SIZE), SL_XFER_WAIT);
+        assert_int_equal(sl_xfer_peek(&x, fd, 0, SIZE, &p), 65536);
+        assert_memory_equal(p, data, 65536);
+        sl_xfer_consumed(&x, 65536);
+        sl_xfer_reset(&x);
+        close(sv[0]);
+        close(sv[1]);
+        rig_close(&u);
+    }
+    rig s;
+    rig_open(&s, sl_netback_find("linux-sendfile"), 2, 65536);
+    sl_xfer_init(&x, &s.io, -1, count_resume, NULL);
+    assert_int_equal(sl_xfer_prepare(&x, fd, 0, SIZE), 0);
+    assert_int_equal(sl_xfer_peek(&x, fd, 0, SIZE, &p), 0);
+    sl_xfer_reset(&x);
+    rig_close(&s);
+}
+
 /* Each xfer's end: reset it, as a connection's release does, and count it. */
 static int ends;
 static void end_on_resume(sl_xfer *x)
@@ -719,4 +827,5 @@ TU_MAIN(setup, teardown,
         cmocka_unit_test(test_hybrid_uses_its_ring_for_opens_and_small_cold_reads),
         cmocka_unit_test(test_the_ring_takes_eight_opens_per_read_slot),
         cmocka_unit_test(test_hybrid_without_a_ring_uses_its_threads),
+        cmocka_unit_test(test_prepare_reads_a_block_the_head_can_take),
         cmocka_unit_test(test_a_loops_end_waits_for_the_rings_own_reads))
