@@ -155,6 +155,12 @@ typedef struct sl_io_config {
     unsigned threads;      /* read threads configured (posix-aio sizes glibc's with it) */
 } sl_io_config;
 
+/* Short buffers a loop keeps for reuse (sl_io.small): 16 sizes, 2 to 17 pages (a range of up to
+ * 64 KiB and a page), 32 of each at most, 2 MiB in all. */
+#define SL_IO_SMALL_CLASSES 16
+#define SL_IO_SMALL_KEEP 32
+#define SL_IO_SMALL_BYTES (2u << 20)
+
 /* One loop's io state. */
 typedef struct sl_io {
     struct event_base *base;
@@ -170,6 +176,11 @@ typedef struct sl_io {
     uint64_t wait_seq;     /* tickets handed to xfers as they queue */
     char **free_bufs;      /* recycled full-size block buffers */
     size_t n_free_bufs, max_free_bufs;
+    /* Recycled short buffers, by size in pages (2 to SL_IO_SMALL_CLASSES + 1), at most
+     * SL_IO_SMALL_KEEP of each and SL_IO_SMALL_BYTES in all. */
+    char *small[SL_IO_SMALL_CLASSES][SL_IO_SMALL_KEEP];
+    unsigned n_small[SL_IO_SMALL_CLASSES];
+    size_t small_bytes;
     bool async_opens;      /* the backend opens files without blocking on this loop (a ring;
                             * set by its init): sl_io_open_submit works */
     sl_resmemo *memo;      /* hybrid: files lately found wholly in the page cache, else NULL */
