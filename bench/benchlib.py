@@ -365,6 +365,7 @@ class Config:
         conf = write(os.path.join(run, "nginx.conf"), template(
             "nginx.conf", root=root, port=ctx.port, run=run,
             workers="1" if mode == "pinned" else "auto", aio="aio threads;" if aio else "",
+            affinity="worker_cpu_affinity auto;" if self.opts.get("affinity") else "",
             open_file_cache=("open_file_cache max=16384 inactive=20s; open_file_cache_valid 1s;"
                              if self.opts.get("open_file_cache") else ""),
             listen_ssl=" ssl" if ctx.tls else "",
@@ -454,6 +455,11 @@ def configurations(backends, default_backend, every_backend=False, apache=False,
                           accel=mode, workloads=ACCEL_WORKLOADS, headline=True))
     out.append(Config("nginx-sendfile", "nginx", headline=True))
     out.append(Config("nginx-aio-threads", "nginx", aio=True, headline=True))
+    # nginx with its workers bound to CPUs, as seekless binds its loops by default (unpinned rows
+    # only: bench/run skips them pinned, where taskset binds every server).
+    out.append(Config("nginx-sendfile-affinity", "nginx", affinity=True, headline=True))
+    out.append(Config("nginx-aio-threads-affinity", "nginx", aio=True, affinity=True,
+                      headline=True))
     # The hot sets (a popular set, 2 GiB of 100 KiB files) are where an open-file cache pays:
     # nginx's, as its users turn it on, beside nginx as it ships (the ratio's peer).
     out.append(Config("nginx-sendfile-open-file-cache", "nginx", open_file_cache=True,

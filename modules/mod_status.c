@@ -164,6 +164,9 @@ static void loops(sl_status_out *o, sl_loop *me)
         loop_counts(me, l, &cc);
         sl_status_item(o, name);
         sl_status_num(o, "connections", cc.total, false);
+        /* server.worker-cpu-affinity: the CPU the loop is bound to, when it is. */
+        sl_status_flag(o, "bound", l->cpu >= 0);
+        sl_status_num(o, "cpu", l->cpu >= 0 ? (uint64_t)l->cpu : 0, false);
         sl_status_num(o, "accepted", SL_STAT_GET(l->stats.accepted), true);
         sl_status_num(o, "requests", SL_STAT_GET(l->stats.requests), true);
         sl_status_num(o, "bytes", SL_STAT_GET(l->stats.bytes), true);

@@ -146,6 +146,7 @@ static void core_defaults(void *p)
     s->max_connections = 1024;
     s->workers = 0; /* one loop per core */
     s->reuse_port = true;
+    s->cpu_affinity = "auto";
     s->event_handler = "linux-sysepoll";
     s->network_backend = SL_NETBACK_DEFAULT;
     /* 32 of each, as nginx's default thread pool: on a virtio disk 4 stat and 16 read threads
@@ -276,6 +277,12 @@ static int prep_read_threads(const sl_cval *v, const sl_key_ctx *ctx, void **out
 static int prep_stat_threads(const sl_cval *v, const sl_key_ctx *ctx, void **out)
 {
     return sl_key_range("server.max-stat-threads", v, ctx, 0, 1024);
+}
+
+static int prep_cpu_affinity(const sl_cval *v, const sl_key_ctx *ctx, void **out)
+{
+    static const char *const ok[] = {"auto", "disable", NULL};
+    return sl_key_choice("server.worker-cpu-affinity", v, ctx, ok);
 }
 
 static int prep_stat_cache(const sl_cval *v, const sl_key_ctx *ctx, void **out)
@@ -584,7 +591,9 @@ sl_module sl_mod_core = {
         SL_KEY_FLAGS("server.upload-dirs", SL_KEY_VALUE, SL_KEY_GLOBAL, upload_dirs,
                      prep_upload_dirs, NULL),
         SL_KEY_FLAGS("server.use-noatime", SL_KEY_BOOL, SL_KEY_GLOBAL, use_noatime, NULL, NULL),
-        SL_KEY_FLAGS("server.username", SL_KEY_STRING, SL_KEY_GLOBAL, username, NULL, NULL)),
+        SL_KEY_FLAGS("server.username", SL_KEY_STRING, SL_KEY_GLOBAL, username, NULL, NULL),
+        SL_KEY_FLAGS("server.worker-cpu-affinity", SL_KEY_STRING, SL_KEY_GLOBAL, cpu_affinity,
+                     prep_cpu_affinity, NULL)),
     .always = true,
     .defaults = core_defaults,
     .check = core_check,

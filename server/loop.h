@@ -64,6 +64,7 @@ typedef struct sl_loop {
     struct sl_server *srv;
     unsigned id;
     pthread_t thread;
+    int cpu;                           /* the CPU the loop's thread is bound to, or -1 */
     bool started;                      /* the thread runs */
     bool serving;                      /* it started and serves (until its thread ends) */
     struct event_base *base;

@@ -2,7 +2,8 @@
 """Several event loops in one process (server.max-worker): connections spread over the loops,
 the status page sums every loop and shows each, the access log keeps whole lines, a saturated
 thread pool loses nothing, SIGTERM stops every loop gracefully, server.max-connections holds for
-the process, and the loops can share one listening socket instead of one each."""
+the process, the loops can share one listening socket instead of one each, and each loop is bound
+to a CPU of its own (server.worker-cpu-affinity "auto") unless told not to or alone."""
 import argparse
 import json
 import os
@@ -191,6 +192,66 @@ class Loops(unittest.TestCase):
         # The first loop's socket accepts before the others have opened theirs.
         wait_for(lambda: len(listening_inodes(srv.port)) >= 3)
         self.assertEqual(len(listening_inodes(srv.port)), 3)
+
+
+def thread_cpus(pid):
+    """{thread name: the CPUs it may run on} of every thread of pid (names repeat: the last)."""
+    out = {}
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            name = open(f"/proc/{pid}/task/{tid}/comm").read().strip()
+            out.setdefault(name, []).append(os.sched_getaffinity(int(tid)))
+        except (FileNotFoundError, ProcessLookupError):
+            pass  # a thread that ended meanwhile
+    return out
+
+
+class Affinity(unittest.TestCase):
+    def test_each_loop_is_bound_to_a_cpu_of_its_own(self):
+        cpus = sorted(os.sched_getaffinity(0))
+        if len(cpus) < 2:
+            self.skipTest("one CPU: nothing to bind loops to")
+        srv = Server('server.max-worker = 3\nstatus.status-url = "/st"\n',
+                     {"a.txt": b"A"}).start()
+        stop_at_end(self, srv)
+        res = fetch_many(srv, [b"/a.txt"] * 60, 6)
+        self.assertEqual([r for r in res if r[1] != 200], [])
+        th = thread_cpus(srv.proc.pid)
+        # Loop i on the i-th CPU the process may use, round robin past the last.
+        for i in range(3):
+            self.assertEqual(th[f"sl-loop-{i}"], [{cpus[i % len(cpus)]}])
+        # The server's own threads (the stat and read pools, shared by the loops) stay unbound.
+        for name in ("sl-stat", "sl-read"):
+            self.assertTrue(th[name])
+            for a in th[name]:
+                self.assertEqual(a, set(cpus))
+        loops = get_json(srv)["loops"]
+        self.assertEqual([(lp["bound"], lp["cpu"]) for lp in loops],
+                         [(True, cpus[i % len(cpus)]) for i in range(3)])
+
+    def test_disabled_or_a_single_loop_binds_nothing(self):
+        cpus = set(os.sched_getaffinity(0))
+        for conf in ('server.max-worker = 2\nserver.worker-cpu-affinity = "disable"\n',
+                     "server.max-worker = 1\n"):
+            with self.subTest(conf=conf):
+                srv = Server(conf + 'status.status-url = "/st"\n', {"a.txt": b"A"}).start()
+                try:
+                    res = fetch_many(srv, [b"/a.txt"] * 20, 4)
+                    self.assertEqual([r for r in res if r[1] != 200], [])
+                    for name, sets in thread_cpus(srv.proc.pid).items():
+                        for a in sets:
+                            self.assertEqual(a, cpus, name)
+                    self.assertEqual({lp["bound"] for lp in get_json(srv)["loops"]}, {False})
+                finally:
+                    srv.stop()
+
+    def test_an_unknown_value_is_refused(self):
+        srv = Server('server.worker-cpu-affinity = "0-3"\n', {"a.txt": b"A"})
+        r = subprocess.run([os.path.join(test_core.BUILD, "app", "seekless"), "-t", "-f", srv.conf],
+                           capture_output=True, text=True, timeout=30)
+        self.assertEqual(r.returncode, 1)
+        self.assertIn('server.worker-cpu-affinity "0-3" is not supported (use "auto" or "disable")',
+                      r.stderr)
 
 
 if __name__ == "__main__":
