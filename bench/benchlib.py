@@ -450,6 +450,12 @@ def configurations(backends, default_backend, every_backend=False, apache=False,
             continue
         out.append(Config(f"seekless-{b}", "seekless", param=b, headline=b == default_backend,
                           keys={"server.network-backend": f'"{b}"'}))
+        if b == default_backend:
+            # Loops bound to CPUs (server.worker-cpu-affinity "auto"; unpinned rows only).
+            out.append(Config(f"seekless-{b}-affinity", "seekless", param=b, headline=True,
+                              affinity=True,
+                              keys={"server.network-backend": f'"{b}"',
+                                    "server.worker-cpu-affinity": '"auto"'}))
     for mode in ("tcp", "unix"):
         out.append(Config(f"seekless-stat-accel-{mode}", "seekless", group="accel", param=mode,
                           accel=mode, workloads=ACCEL_WORKLOADS, headline=True))

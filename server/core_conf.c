@@ -146,7 +146,7 @@ static void core_defaults(void *p)
     s->max_connections = 1024;
     s->workers = 0; /* one loop per core */
     s->reuse_port = true;
-    s->cpu_affinity = "auto";
+    s->cpu_affinity = "disable";
     s->event_handler = "linux-sysepoll";
     s->network_backend = SL_NETBACK_DEFAULT;
     /* 32 of each, as nginx's default thread pool: on a virtio disk 4 stat and 16 read threads

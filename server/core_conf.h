@@ -29,8 +29,8 @@ typedef struct sl_core_conf {
     long max_connections;       /* per process */
     long workers;               /* server.max-worker / server.workers; 0: one per core */
     bool reuse_port;            /* a listening socket per loop (SO_REUSEPORT) */
-    const char *cpu_affinity;   /* server.worker-cpu-affinity: "auto" (a CPU each loop, with
-                                 * two loops or more) or "disable" */
+    const char *cpu_affinity;   /* server.worker-cpu-affinity: "disable" (the default) or
+                                 * "auto" (a CPU each loop, with two loops or more) */
     const char *event_handler;
     const char *network_backend;
     long max_stat_threads;

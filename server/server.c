@@ -257,9 +257,12 @@ static start_sync start;
  * `worker_cpu_affinity auto` binds its workers. Unbound, the scheduler moved each loop and the
  * kernel workers of its ring between the cores, and every wake-up between them became an IPI:
  * cold 4 KiB files with two loops cost 29.5 us per request unbound against 22-24 bound (48,000
- * against 55,000-60,000 requests/s; nginx gains as much from its own setting,
- * bench/results/2026-11-30-affinity/). One loop stays unbound: there is nothing to spread. The
- * stat and read threads are the server's, shared by the loops, and stay unbound too. */
+ * against 55,000-60,000 requests/s, bench/results/2026-11-30-affinity/). But a bound loop cannot
+ * leave a core another busy process shares, and its connections wait for it: hot 4 KiB files with
+ * wrk beside two bound loops went at 78,000-80,000 requests/s against 97,000-100,000 unbound
+ * (bench/results/2026-11-30-scaling-hot-bound/). So it is asked for, as nginx's is ("disable", the
+ * default). One loop stays unbound: there is nothing to spread. The stat and read threads are
+ * the server's, shared by the loops, and stay unbound too. */
 static void assign_cpus(sl_server *srv)
 {
     for (unsigned i = 0; i < srv->n_loops; i++) srv->loops[i]->cpu = -1;

@@ -1002,10 +1002,10 @@ FACTORS = [
     # or one they share.
     Factor("listening sockets", ("one a loop", "shared"),
            lambda level, env: 'server.reuse-port = "disable"' if level == "shared" else ""),
-    # Each loop bound to a CPU of its own (the default, with two loops or more) or left to the
-    # scheduler: nothing a client sees may differ.
-    Factor("loop CPU binding", ("auto", "disable"),
-           lambda level, env: 'server.worker-cpu-affinity = "disable"' if level == "disable" else ""),
+    # Each loop left to the scheduler (the default) or bound to a CPU of its own (with two loops
+    # or more): nothing a client sees may differ.
+    Factor("loop CPU binding", ("disable", "auto"),
+           lambda level, env: 'server.worker-cpu-affinity = "auto"' if level == "auto" else ""),
     Factor("requests per address", ("off", "on"),
            onoff(f"evasive.max-conns-per-ip = {EVASIVE_LIMIT}"), evasive_expect),
     Factor("error pages", ("built-in", "files"),

@@ -3,7 +3,7 @@
 the status page sums every loop and shows each, the access log keeps whole lines, a saturated
 thread pool loses nothing, SIGTERM stops every loop gracefully, server.max-connections holds for
 the process, the loops can share one listening socket instead of one each, and each loop is bound
-to a CPU of its own (server.worker-cpu-affinity "auto") unless told not to or alone."""
+to a CPU of its own when asked (server.worker-cpu-affinity "auto") and not alone."""
 import argparse
 import json
 import os
@@ -211,8 +211,8 @@ class Affinity(unittest.TestCase):
         cpus = sorted(os.sched_getaffinity(0))
         if len(cpus) < 2:
             self.skipTest("one CPU: nothing to bind loops to")
-        srv = Server('server.max-worker = 3\nstatus.status-url = "/st"\n',
-                     {"a.txt": b"A"}).start()
+        srv = Server('server.max-worker = 3\nserver.worker-cpu-affinity = "auto"\n'
+                     'status.status-url = "/st"\n', {"a.txt": b"A"}).start()
         stop_at_end(self, srv)
         res = fetch_many(srv, [b"/a.txt"] * 60, 6)
         self.assertEqual([r for r in res if r[1] != 200], [])
@@ -229,10 +229,11 @@ class Affinity(unittest.TestCase):
         self.assertEqual([(lp["bound"], lp["cpu"]) for lp in loops],
                          [(True, cpus[i % len(cpus)]) for i in range(3)])
 
-    def test_disabled_or_a_single_loop_binds_nothing(self):
+    def test_by_default_disabled_or_a_single_loop_binds_nothing(self):
         cpus = set(os.sched_getaffinity(0))
-        for conf in ('server.max-worker = 2\nserver.worker-cpu-affinity = "disable"\n',
-                     "server.max-worker = 1\n"):
+        for conf in ("server.max-worker = 2\n",
+                     'server.max-worker = 2\nserver.worker-cpu-affinity = "disable"\n',
+                     'server.max-worker = 1\nserver.worker-cpu-affinity = "auto"\n'):
             with self.subTest(conf=conf):
                 srv = Server(conf + 'status.status-url = "/st"\n', {"a.txt": b"A"}).start()
                 try:
