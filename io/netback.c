@@ -651,9 +651,10 @@ int sl_xfer_prepare(sl_xfer *x, int fd, off_t off, off_t end)
     switch (io->nb->kind) {
     case SL_NB_ASYNC: return start_block(x, fd, off, end, false, block);
     case SL_NB_HYBRID: {
-        /* Woken from the slot queue: the look before found the block cold. */
-        int res = x->known == 2 && x->known_fd == fd && x->known_off == off
-                      ? 0
+        /* Called again for the same block (woken from the slot queue, or the head met a full
+         * socket): the look before still holds. */
+        int res = x->known && x->known_fd == fd && x->known_off == off
+                      ? x->known == 1
                       : hybrid_resident(x, fd, off, block);
         if (res < 0) return 0; /* no cachestat(): sl_xfer_send asks with RWF_NOWAIT */
         set_known(x, fd, off, res > 0);
